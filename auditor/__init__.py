@@ -1,0 +1,1 @@
+"""handoffscope auditor: DuckDB over trace files, protocol rules, spend and reliability."""

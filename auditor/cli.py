@@ -1,0 +1,115 @@
+"""The ``handoffscope`` command line.
+
+The root group only wires sub-commands together. Each sub-command lives in the module that
+owns its job and is imported only when it is run, so ``handoffscope --help`` stays fast and a
+missing optional dependency affects only the command that needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from typing import Any
+
+try:
+    import click
+except ImportError:  # pragma: no cover - exercised only without the [cli] extra
+    click = None  # type: ignore[assignment]
+
+from collector import __version__
+from collector.errors import HandoffscopeError
+
+INSTALL_HINT = "handoffscope: the command line needs its extra: pip install 'handoffscope[cli]'"
+
+# name -> (module, attribute, one-line help shown in `handoffscope --help`)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "audit": ("auditor.commands", "audit", "Audit trace files for handshake violations."),
+    "compact": ("auditor.commands", "compact", "Turn trace files into Parquet for fast audits."),
+    "simulate": ("collector.simulator.cli", "simulate", "Simulate multi-agent runs into trace files."),
+    "collect": ("collector.receiver.cli", "collect", "Receive OTLP spans and write trace files."),
+    "watch": ("auditor.watch", "watch", "Alert on validation latency as traces arrive."),
+    "dashboard": ("dashboard.cli", "dashboard", "Open the dashboard over a trace set."),
+    "experiment": ("auditor.experiments", "experiment", "Reproduce the protocol's reliability figures."),
+}
+
+
+if click is not None:
+
+    class LazyGroup(click.Group):
+        """A group whose sub-commands are imported on first use."""
+
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(name for name in COMMANDS if _available(name))
+
+        def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+            if name not in COMMANDS:
+                return None
+            module_name, attr, _ = COMMANDS[name]
+            try:
+                module = importlib.import_module(module_name)
+            except ModuleNotFoundError as e:
+                missing = e.name or "a dependency"
+                if missing.split(".")[0] in {"collector", "auditor", "dashboard"}:
+                    return None
+                raise click.ClickException(
+                    f"'{name}' needs {missing}: pip install 'handoffscope[all]'"
+                ) from e
+            command: click.Command = getattr(module, attr)
+            return command
+
+        def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            # Help text comes from the table above so `--help` imports no sub-command.
+            rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+            if rows:
+                with formatter.section("Commands"):
+                    formatter.write_dl(rows)
+
+        def invoke(self, ctx: click.Context) -> Any:
+            try:
+                return super().invoke(ctx)
+            except HandoffscopeError as e:
+                click.echo(f"handoffscope: {e}", err=True)
+                ctx.exit(2)
+
+    def _available(name: str) -> bool:
+        module_name = COMMANDS[name][0]
+        return importlib.util.find_spec(module_name.rsplit(".", 1)[0]) is not None and (
+            importlib.util.find_spec(module_name) is not None
+        )
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, "-V", "--version", prog_name="handoffscope")
+    def cli() -> None:
+        """handoffscope: validated, idempotent handoffs between AI agents.
+
+        Instrument agents with the `collector` library, then audit the trace files they
+        write. Start with:  handoffscope audit sample_traces/
+        """
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 clean, 1 findings, 2 error)."""
+    if click is None:
+        print(INSTALL_HINT, file=sys.stderr)
+        return 2
+    try:
+        result = cli.main(args=argv, prog_name="handoffscope", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return 2 if e.exit_code == 1 else e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except HandoffscopeError as e:
+        click.echo(f"handoffscope: {e}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return result if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""handoffscope dashboard: Streamlit + Plotly over the auditor's figures."""

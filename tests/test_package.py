@@ -1,0 +1,42 @@
+"""The distribution's surface: console script, version, import hygiene, public names."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import collector
+from auditor.cli import main
+
+HEAVY = ["duckdb", "streamlit", "plotly", "grpc", "opentelemetry.sdk", "pandas", "click"]
+
+
+def test_version_and_help(capsys):
+    assert main(["--version"]) == 0
+    assert collector.__version__ in capsys.readouterr().out
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "audit" in out and "Usage" in out
+
+
+def test_unknown_command_is_a_usage_error(capsys):
+    assert main(["no-such-command"]) == 2
+    assert "No such command" in capsys.readouterr().err
+
+
+def test_importing_collector_loads_nothing_heavy():
+    code = (
+        "import sys, json, collector; "
+        "print(json.dumps(sorted(m for m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert offenders == []
+
+
+def test_public_surface_is_sorted_and_importable():
+    assert collector.__all__ == sorted(collector.__all__)
+    for name in collector.__all__:
+        assert hasattr(collector, name), name
