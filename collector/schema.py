@@ -270,3 +270,8 @@ DEFAULT_P95_BUDGET_S: Final = 0.5
 """The operational budget for p95 validation latency per receiver."""
 DEFAULT_MAX_ATTEMPTS: Final = 3
 """Default retry cap: 2 retries, so 3 attempts per handoff."""
+
+VERCEL_AI_INPUT_TOKEN_KEYS: Final = ("ai.usage.promptTokens",)
+"""The Vercel AI SDK's input-token key, read by the auditor (never written)."""
+VERCEL_AI_OUTPUT_TOKEN_KEYS: Final = ("ai.usage.completionTokens",)
+"""The Vercel AI SDK's output-token key, read by the auditor (never written)."""
