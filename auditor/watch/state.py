@@ -1,0 +1,97 @@
+"""The watch state file: what was read, what was alerted, what is still to deliver.
+
+One small JSON document, replaced atomically (write a temporary file beside it, fsync, rename,
+fsync the folder), so a crash leaves either the old state or the new one, never half of each.
+Read positions and alert memory are saved together after the alerts of a poll have been
+handed to the sinks: a crash in between repeats those alerts at most once (at-least-once
+delivery; every alert carries a stable ``id`` to deduplicate on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from auditor.watch.follow import Cursor
+from collector.errors import ConfigurationError
+
+STATE_FILE_NAME = ".handoffscope-watch.json"
+"""Default state file name, inside the followed directory (hidden, so it is never followed)."""
+
+STATE_VERSION = 1
+
+
+@dataclass(slots=True)
+class WatchState:
+    """Everything ``watch`` remembers between polls and across restarts."""
+
+    cursors: list[Cursor] = field(default_factory=list)
+    dedupe: dict[str, Any] = field(default_factory=dict)
+    """Alert memory (see ``auditor.watch.dedupe.Deduper.to_json``)."""
+    receivers: dict[str, Any] = field(default_factory=dict)
+    """Per-receiver p95 state and its recent samples (see ``auditor.watch.p95``)."""
+    outbox: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Alerts accepted but not yet delivered, per sink name."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "files": [c.to_json() for c in self.cursors],
+            "dedupe": self.dedupe,
+            "receivers": self.receivers,
+            "outbox": self.outbox,
+        }
+
+
+def load_state(path: Path) -> WatchState:
+    """Read the state file; a missing file is a fresh start, a damaged one an error."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return WatchState()
+    except OSError as e:
+        raise ConfigurationError(f"cannot read the watch state file {path}: {e.strerror}") from e
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            raise ValueError(f"expected version {STATE_VERSION}")
+        return WatchState(
+            cursors=[Cursor.from_json(c) for c in data.get("files", [])],
+            dedupe=dict(data.get("dedupe", {})),
+            receivers=dict(data.get("receivers", {})),
+            outbox={str(k): list(v) for k, v in dict(data.get("outbox", {})).items()},
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise ConfigurationError(
+            f"the watch state file {path} is damaged ({e}); move it away to start over "
+            "(old alerts may then be sent again), or pass --state with another path"
+        ) from e
+
+
+def save_state(path: Path, state: WatchState) -> None:
+    """Replace the state file atomically."""
+    text = json.dumps(state.to_json(), separators=(",", ":"), sort_keys=True)
+    folder = path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return  # some platforms cannot open folders; the rename is still atomic
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,187 @@
+"""Incremental reading of a trace directory: new complete lines once, rotation, torn lines."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from auditor.watch.follow import Cursor, Follower
+
+
+def texts(follower: Follower) -> list[tuple[str, int, str]]:
+    return [(line.path, line.number, line.text) for line in follower.poll().lines]
+
+
+def test_reads_each_complete_line_once(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"n":1}\n{"n":2}\n')
+    follower = Follower(tmp_path)
+    assert texts(follower) == [("a.jsonl", 1, '{"n":1}'), ("a.jsonl", 2, '{"n":2}')]
+    assert texts(follower) == []
+    with f.open("a") as out:
+        out.write('{"n":3}\n')
+    assert texts(follower) == [("a.jsonl", 3, '{"n":3}')]
+
+
+def test_torn_last_line_is_held_back_until_finished(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"n":1}\n{"n":')
+    follower = Follower(tmp_path)
+    assert texts(follower) == [("a.jsonl", 1, '{"n":1}')]
+    assert texts(follower) == []
+    with f.open("a") as out:
+        out.write('2}\n{"n":3')
+    assert texts(follower) == [("a.jsonl", 2, '{"n":2}')]
+    with f.open("a") as out:
+        out.write("}\n")
+    assert texts(follower) == [("a.jsonl", 3, '{"n":3}')]
+
+
+def test_positions_survive_a_restart(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"n":1}\n{"n":2')
+    first = Follower(tmp_path)
+    assert len(first.poll().lines) == 1
+    saved = [Cursor.from_json(c.to_json()) for c in first.cursors()]
+    first.close()
+    with f.open("a") as out:
+        out.write('}\n{"n":3}\n')
+    second = Follower(tmp_path, cursors=saved)
+    assert texts(second) == [("a.jsonl", 2, '{"n":2}'), ("a.jsonl", 3, '{"n":3}')]
+    second.close()
+
+
+def test_a_replaced_file_under_a_saved_inode_is_read_from_its_start(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"old":1}\n{"old":2}\n')
+    first = Follower(tmp_path)
+    first.poll()
+    saved = first.cursors()
+    first.close()
+    # Same inode, different content (a file rewritten in place while watch was stopped).
+    with f.open("r+") as out:
+        out.write('{"new":1}\n{"new":2}\n{"new":3}\n')
+    second = Follower(tmp_path, cursors=saved)
+    batch = second.poll()
+    assert [line.text for line in batch.lines] == ['{"new":1}', '{"new":2}', '{"new":3}']
+    assert any("different file" in note for note in batch.notes)
+    second.close()
+
+
+def test_rename_rotation_drains_the_old_file_and_reads_the_new_one(tmp_path: Path):
+    f = tmp_path / "traces.jsonl"
+    writer = f.open("a")
+    writer.write('{"n":1}\n')
+    writer.flush()
+    follower = Follower(tmp_path)
+    assert [line.text for line in follower.poll().lines] == ['{"n":1}']
+    # The writer appends once more, then the file is rotated away and a new one started.
+    writer.write('{"n":2}\n')
+    writer.close()
+    os.rename(f, tmp_path / "traces.jsonl.1")
+    f.write_text('{"n":3}\n')
+    batch = follower.poll()
+    assert sorted(line.text for line in batch.lines) == ['{"n":2}', '{"n":3}']
+    assert texts(follower) == []
+    follower.close()
+
+
+def test_rotation_into_a_followed_name_keeps_the_position(tmp_path: Path):
+    f = tmp_path / "current.jsonl"
+    f.write_text('{"n":1}\n')
+    follower = Follower(tmp_path)
+    follower.poll()
+    with f.open("a") as out:
+        out.write('{"n":2}\n')
+    f.rename(tmp_path / "2024-01-01.jsonl")
+    batch = follower.poll()
+    assert [(line.path, line.number) for line in batch.lines] == [("2024-01-01.jsonl", 2)]
+    assert any("renamed" in note for note in batch.notes)
+    follower.close()
+
+
+def test_copy_truncate_rotation_rereads_from_the_start(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"n":1}\n{"n":2}\n')
+    follower = Follower(tmp_path)
+    follower.poll()
+    f.write_text('{"n":3}\n')  # truncated, then written: shorter than what was read
+    batch = follower.poll()
+    assert [(line.number, line.text) for line in batch.lines] == [(1, '{"n":3}')]
+    assert any("truncated" in note for note in batch.notes)
+    follower.close()
+
+
+def test_start_at_end_skips_existing_lines_only(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"n":1}\n{"n":2}\n')
+    follower = Follower(tmp_path, start_at_end=True)
+    assert texts(follower) == []
+    with f.open("a") as out:
+        out.write('{"n":3}\n')
+    (tmp_path / "b.jsonl").write_text('{"b":1}\n')
+    assert texts(follower) == [("a.jsonl", 3, '{"n":3}'), ("b.jsonl", 1, '{"b":1}')]
+    follower.close()
+
+
+def test_patterns_hidden_files_subfolders_and_exclusions(tmp_path: Path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / ".state").mkdir()
+    (tmp_path / "sub" / "x.jsonl").write_text("1\n")
+    (tmp_path / ".state" / "y.jsonl").write_text("2\n")
+    (tmp_path / ".hidden.jsonl").write_text("3\n")
+    (tmp_path / "notes.txt").write_text("4\n")
+    (tmp_path / "alerts.jsonl").write_text("5\n")
+    follower = Follower(tmp_path, exclude=[tmp_path / "alerts.jsonl"])
+    assert texts(follower) == [(os.path.join("sub", "x.jsonl"), 1, "1")]
+    follower.close()
+
+
+@pytest.mark.parametrize("suffix", [".jsonl.gz", ".jsonl.zst"])
+def test_compressed_sealed_segments_are_read_whole_once(tmp_path: Path, suffix: str):
+    data = b'{"n":1}\n{"n":2}\n'
+    packed = gzip.compress(data) if suffix.endswith("gz") else zstandard.compress(data)
+    seg = tmp_path / f"seg{suffix}"
+    seg.write_bytes(packed[: len(packed) // 2])  # half written: not readable yet
+    follower = Follower(tmp_path)
+    assert texts(follower) == []
+    seg.write_bytes(packed)
+    assert texts(follower) == [(seg.name, 1, '{"n":1}'), (seg.name, 2, '{"n":2}')]
+    assert texts(follower) == []
+    follower.close()
+
+
+def test_large_backlog_streams_in_chunks(tmp_path: Path):
+    f = tmp_path / "a.jsonl"
+    f.write_text("".join(f'{{"n":{i}}}\n' for i in range(1000)))
+    follower = Follower(tmp_path, chunk_bytes=1024)
+    got: list[int] = []
+    for _ in range(100):
+        batch = follower.poll()
+        got += [line.number for line in batch.lines]
+        if not batch.more:
+            break
+    assert got == list(range(1, 1001))
+    follower.close()
+
+
+def test_a_torn_tail_of_a_rotated_away_file_is_reported(tmp_path: Path, monkeypatch):
+    import auditor.watch.follow as follow
+
+    monkeypatch.setattr(follow, "ORPHAN_GRACE_S", 0.0)
+    f = tmp_path / "a.jsonl"
+    f.write_text('{"n":1}\n')
+    follower = Follower(tmp_path)
+    follower.poll()
+    with f.open("a") as out:
+        out.write('{"n":2}\n{"n":')
+    f.rename(tmp_path / "a.old")
+    batch = follower.poll()
+    assert [line.text for line in batch.lines] == ['{"n":2}']
+    assert any("a.jsonl:3" in note and "mid-line" in note for note in batch.notes)
+    assert follower.cursors() == []
+    follower.close()
