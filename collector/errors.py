@@ -5,9 +5,10 @@
     HandoffscopeError                 every error handoffscope raises on purpose
     ├── ProtocolError                 the handshake was misused (raised into agent code)
     │   ├── IllegalTransition         a state change the protocol forbids
-    │   ├── CommitWithoutAccept       commit before the receiver accepted
+    │   ├── CommitWithoutAccept       commit before the receiver accepted (or after void)
     │   ├── IdempotencyConflict       same key, different payload
-    │   └── RetryCapExceeded          re-proposed beyond the retry cap
+    │   ├── RetryCapExceeded          re-proposed beyond the retry cap
+    │   └── MessageError              a handshake message is malformed (names the field)
     ├── ConfigurationError            a setting or argument is invalid
     └── AuditError (auditor.errors)   trace input or a query could not be used
 
@@ -16,6 +17,17 @@ Protocol misuse raises; telemetry failures are logged and never raised into agen
 
 from __future__ import annotations
 
+__all__ = [
+    "CommitWithoutAccept",
+    "ConfigurationError",
+    "HandoffscopeError",
+    "IdempotencyConflict",
+    "IllegalTransition",
+    "MessageError",
+    "ProtocolError",
+    "RetryCapExceeded",
+]
+
 
 class HandoffscopeError(Exception):
     """Base class of every error handoffscope raises on purpose."""
@@ -23,3 +35,51 @@ class HandoffscopeError(Exception):
 
 class ConfigurationError(HandoffscopeError):
     """A setting, option or argument is invalid; the message says which and how to fix it."""
+
+
+class ProtocolError(HandoffscopeError):
+    """The handshake was used in a way the protocol forbids."""
+
+
+class IllegalTransition(ProtocolError):
+    """A state change the protocol forbids (e.g. committed -> void, or void -> validated)."""
+
+    def __init__(self, current: str, target: str, *, detail: str = "") -> None:
+        self.current = current
+        self.target = target
+        msg = f"illegal handoff transition {current} -> {target}"
+        super().__init__(f"{msg}: {detail}" if detail else msg)
+
+
+class CommitWithoutAccept(ProtocolError):
+    """A commit was attempted for a handoff the receiver has not accepted (or that is void)."""
+
+
+class IdempotencyConflict(ProtocolError):
+    """The same idempotency key arrived with a different payload: an error, not a replay."""
+
+    def __init__(self, key: str, *, stored: str, received: str) -> None:
+        self.key = key
+        self.stored_fingerprint = stored
+        self.received_fingerprint = received
+        super().__init__(
+            f"idempotency key {key!r} was first used with payload {stored[:12]} and now with "
+            f"{received[:12]}; use a new key for a different payload"
+        )
+
+
+class RetryCapExceeded(ProtocolError):
+    """A handoff was re-proposed more times than its retry cap allows."""
+
+    def __init__(self, task_id: str, *, attempt: int, max_attempts: int) -> None:
+        self.task_id = task_id
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        super().__init__(
+            f"task {task_id!r}: attempt {attempt} exceeds the cap of {max_attempts} attempts; "
+            "raise max_attempts or give up on this handoff"
+        )
+
+
+class MessageError(ProtocolError):
+    """A handshake message could not be decoded; the message names the field at fault."""

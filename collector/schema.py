@@ -275,3 +275,27 @@ VERCEL_AI_INPUT_TOKEN_KEYS: Final = ("ai.usage.promptTokens",)
 """The Vercel AI SDK's input-token key, read by the auditor (never written)."""
 VERCEL_AI_OUTPUT_TOKEN_KEYS: Final = ("ai.usage.completionTokens",)
 """The Vercel AI SDK's output-token key, read by the auditor (never written)."""
+
+# --------------------------------------------------------------------------------------
+# Added with the handshake library
+# --------------------------------------------------------------------------------------
+HANDOFF_MODE: Final = "handoff.mode"
+"""``handshake | two-step | fire-and-forget`` on handoff and phase spans (see MODES)."""
+LATE_DECISION: Final = "handoff.late.decision"
+"""On a late validate span: what the late answer said (``accept | reject``); never acted on."""
+ACKNOWLEDGED: Final = "handoff.acknowledged"
+"""On a propose span: true when the receiver acknowledged the proposal (answer or ack)."""
+COMMIT_DEADLINE_UNIX_MS: Final = "handoff.commit_deadline_unix_ms"
+"""On an accepting validate span: until when a commit is honoured (presumed abort after)."""
+POLICY_ATTEMPT: Final = "handoff.policy.attempt"
+"""On a decision span: the attempt whose result was decided on."""
+POLICY_MISSING_FIELDS: Final = "handoff.policy.missing_fields"
+"""On a decision span: required message fields that were missing (string array)."""
+MESSAGE_FINDINGS: Final = "handoff.message.findings"
+"""On a decision span: how many findings the received message carried."""
+
+MODE_HANDSHAKE: Final = "handshake"
+MODE_TWO_STEP: Final = "two-step"
+MODE_FIRE_AND_FORGET: Final = "fire-and-forget"
+MODES: Final = (MODE_HANDSHAKE, MODE_TWO_STEP, MODE_FIRE_AND_FORGET)
+"""Handoff modes; the non-handshake ones are legacy baselines the auditor flags."""

@@ -1,0 +1,315 @@
+"""One commit on the receiving side: check, claim, execute once or replay, and record it.
+
+``CommitRun`` is the receiver's commit path, shared by the sync and asyncio APIs. It opens
+the ``handoff.commit`` span under the sender's trace context, refuses what the protocol
+forbids, claims the idempotency key, runs the executor once (or returns the stored result),
+and ends the span with the outcome, the result status and this receiver's token usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+
+from collector import schema
+from collector.envelope import describe_result
+from collector.idempotency import Claim, StoredResult
+from collector.messages import (
+    MODE_HANDSHAKE,
+    MODE_TWO_STEP,
+    CommitRequest,
+    CommitResult,
+    fingerprint,
+)
+from collector.work import Work
+
+if TYPE_CHECKING:
+    from collector.receiving import Receiver
+
+__all__ = ["CommitRun", "COMMIT_IN_PROGRESS", "COMMIT_WITHOUT_ACCEPT", "IDEMPOTENCY_CONFLICT"]
+
+COMMIT_WITHOUT_ACCEPT = "CommitWithoutAccept"
+"""``handoff.commit.error`` of a commit refused because no valid accept exists."""
+IDEMPOTENCY_CONFLICT = "IdempotencyConflict"
+"""``handoff.commit.error`` of a commit whose key was used for a different payload."""
+COMMIT_IN_PROGRESS = "CommitInProgress"
+"""``handoff.commit.error`` when another execution of the key outlasted the wait."""
+LEGACY_MODE_REFUSED = "LegacyModeRefused"
+"""``handoff.commit.error`` when a receiver does not allow two-step / fire-and-forget."""
+
+
+class CommitRun:
+    """The receiver-side handling of one commit request."""
+
+    def __init__(self, receiver: Receiver, request: CommitRequest) -> None:
+        self.r = receiver
+        self.c = request
+        self.clock = receiver.clock
+        self.tel = receiver.telemetry
+        self.start_ns = self.clock.time_ns()
+        self.span: trace.Span = trace.INVALID_SPAN
+        self.fp = ""
+
+    # ------------------------------------------------------------------ entry points
+    def sync(self) -> CommitResult:
+        """Run the commit on this thread."""
+        early = self._begin()
+        if early is not None:
+            return early
+        if not self.c.idempotency_key:
+            return self._execute_sync(None)
+        give_up = time.monotonic() + self.r.wait_s
+        while True:
+            claim = self._claim()
+            decided = self._decide(claim)
+            if decided is not None:
+                return decided
+            if claim.acquired:
+                return self._execute_sync(claim.token)
+            remaining = give_up - time.monotonic()
+            if remaining <= 0:
+                return self._refuse(COMMIT_IN_PROGRESS, "another execution of this key is running")
+            self.r.store.wait(self.r.name, self.c.idempotency_key, timeout_s=min(remaining, 1.0))
+
+    async def asynchronous(self) -> CommitResult:
+        """Run the commit on the event loop; waits for a running duplicate without blocking."""
+        early = self._begin()
+        if early is not None:
+            return early
+        if not self.c.idempotency_key:
+            return await self._execute_async(None)
+        give_up = time.monotonic() + self.r.wait_s
+        pause = 0.0005
+        while True:
+            claim = self._claim()
+            decided = self._decide(claim)
+            if decided is not None:
+                return decided
+            if claim.acquired:
+                return await self._execute_async(claim.token)
+            if time.monotonic() >= give_up:
+                return self._refuse(COMMIT_IN_PROGRESS, "another execution of this key is running")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    # ------------------------------------------------------------------ steps
+    def _begin(self) -> CommitResult | None:
+        c = self.c
+        self.fp = fingerprint(c.payload)
+        attrs: dict[str, Any] = {
+            schema.HANDOFF_ID: c.handoff_id,
+            schema.TASK_ID: c.task_id,
+            schema.SENDER: c.sender,
+            schema.RECEIVER: c.receiver,
+            schema.ATTEMPT: c.attempt,
+            schema.MAX_ATTEMPTS: c.max_attempts,
+            schema.PHASE: schema.PHASE_COMMIT,
+            schema.HANDOFF_MODE: c.mode,
+            schema.PAYLOAD_FINGERPRINT: self.fp,
+        }
+        if c.idempotency_key:
+            attrs[schema.IDEMPOTENCY_KEY] = c.idempotency_key
+        self.span = self.tel.start(
+            schema.SPAN_COMMIT,
+            start_ns=self.start_ns,
+            attributes=attrs,
+            parent=self.tel.extract(c.trace),
+        )
+        return self._check()
+
+    def _check(self) -> CommitResult | None:
+        c, r = self.c, self.r
+        if c.mode != MODE_HANDSHAKE:
+            if not r.allow_legacy_modes:
+                return self._refuse(
+                    LEGACY_MODE_REFUSED,
+                    f"{c.mode} commits are refused; pass allow_legacy_modes=True to run them",
+                )
+            return None
+        if not c.idempotency_key:
+            return self._refuse(
+                COMMIT_WITHOUT_ACCEPT, "a handshake commit needs an idempotency key"
+            )
+        acc = r.store.load_acceptance(r.name, c.handoff_id, c.attempt)
+        if acc is None:
+            return self._refuse(COMMIT_WITHOUT_ACCEPT, "this attempt was never accepted")
+        if acc.state == schema.STATE_VOID:
+            return self._refuse(COMMIT_WITHOUT_ACCEPT, "this attempt is void")
+        if acc.state not in (schema.STATE_VALIDATED, schema.STATE_COMMITTED):
+            return self._refuse(COMMIT_WITHOUT_ACCEPT, f"this attempt is {acc.state}")
+        if acc.fingerprint != self.fp:
+            return self._refuse(IDEMPOTENCY_CONFLICT, "payload differs from the accepted one")
+        now_ms = self.clock.time_ns() // 1_000_000
+        if acc.state == schema.STATE_VALIDATED and now_ms > acc.deadline_ms:
+            r.store.set_acceptance_state(
+                r.name,
+                c.handoff_id,
+                c.attempt,
+                expect=schema.STATE_VALIDATED,
+                state=schema.STATE_VOID,
+            )
+            self.tel.transition(
+                self.span,
+                schema.STATE_VALIDATED,
+                schema.STATE_VOID,
+                "commit deadline passed (presumed abort)",
+                at_ns=self.start_ns,
+            )
+            return self._refuse(COMMIT_WITHOUT_ACCEPT, "the commit deadline passed")
+        return None
+
+    def _claim(self) -> Claim:
+        return self.r.store.claim(
+            self.r.name,
+            self.c.idempotency_key or "",
+            self.fp,
+            now_ms=self.clock.time_ns() // 1_000_000,
+            lease_ms=self.r.lease_ms,
+        )
+
+    def _decide(self, claim: Claim) -> CommitResult | None:
+        if claim.conflict_fingerprint is not None:
+            return self._refuse(IDEMPOTENCY_CONFLICT, "this key was used for a different payload")
+        if claim.stored is not None:
+            return self._replay(claim.stored)
+        return None
+
+    def _work(self) -> Work:
+        c = self.c
+        return Work(self.r.name, schema.PHASE_COMMIT, c.task_id, c.payload, self.clock, commit=c)
+
+    def _execute_sync(self, token: str | None) -> CommitResult:
+        work = self._work()
+        ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+        try:
+            out = self.r.executor(work)
+            if asyncio.iscoroutine(out):
+                out.close()
+                raise TypeError("the executor is async: use ahandle()/the async API with it")
+            return self._executed(out, token, work)
+        except Exception as e:  # noqa: BLE001 - the executor is application code
+            return self._failed(e, token, work)
+        finally:
+            otel_context.detach(ctx_token)
+
+    async def _execute_async(self, token: str | None) -> CommitResult:
+        work = self._work()
+        ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+        try:
+            out = self.r.executor(work)
+            if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
+                out = await out
+            return self._executed(out, token, work)
+        except Exception as e:  # noqa: BLE001
+            return self._failed(e, token, work)
+        finally:
+            otel_context.detach(ctx_token)
+
+    # ------------------------------------------------------------------ endings
+    def _executed(self, out: Any, token: str | None, work: Work) -> CommitResult:
+        c, r = self.c, self.r
+        result, status, extra = describe_result(out)
+        # Stored and returned in JSON form, so the first answer and every replay are equal.
+        result = json.loads(json.dumps(result))
+        if token is not None:
+            r.store.complete(
+                token,
+                StoredResult(
+                    receiver=r.name,
+                    key=c.idempotency_key or "",
+                    fingerprint=self.fp,
+                    status=status,
+                    result=result,
+                    handoff_id=c.handoff_id,
+                    attempt=c.attempt,
+                    created_ms=self.clock.time_ns() // 1_000_000,
+                ),
+            )
+        before = schema.STATE_VALIDATED if c.mode == MODE_HANDSHAKE else None
+        if c.mode == MODE_TWO_STEP:
+            before = schema.STATE_PROPOSED
+        if before is not None:
+            r.store.set_acceptance_state(
+                r.name, c.handoff_id, c.attempt, expect=before, state=schema.STATE_COMMITTED
+            )
+        self.tel.transition(
+            self.span,
+            before or "start",
+            schema.STATE_COMMITTED,
+            "executed",
+            at_ns=self.clock.time_ns(),
+        )
+        return self._finish(schema.OUTCOME_EXECUTED, status, result, None, None, work, extra)
+
+    def _replay(self, stored: StoredResult) -> CommitResult:
+        _, _, extra = describe_result(stored.result)
+        return self._finish(
+            schema.OUTCOME_REPLAYED, stored.status, stored.result, None, None, None, extra
+        )
+
+    def _failed(self, e: BaseException, token: str | None, work: Work) -> CommitResult:
+        if token is not None:
+            self.r.store.release(token)
+        c, r = self.c, self.r
+        if c.mode == MODE_HANDSHAKE:
+            r.store.set_acceptance_state(
+                r.name,
+                c.handoff_id,
+                c.attempt,
+                expect=schema.STATE_VALIDATED,
+                state=schema.STATE_VOID,
+            )
+        detail = f"{type(e).__name__}: {e}"
+        try:
+            if self.span.is_recording():
+                self.span.record_exception(e, timestamp=self.clock.time_ns())
+        except Exception as exc:  # noqa: BLE001
+            self.tel._failed("recording an exception", exc)
+        return self._finish(
+            schema.OUTCOME_FAILED, schema.MESSAGE_FAILED, None, type(e).__name__, detail, work, {}
+        )
+
+    def _refuse(self, error: str, detail: str) -> CommitResult:
+        return self._finish(schema.OUTCOME_REFUSED, None, None, error, detail, None, {})
+
+    def _finish(
+        self,
+        outcome: str,
+        status: str | None,
+        result: Any,
+        error: str | None,
+        detail: str | None,
+        work: Work | None,
+        extra: dict[str, Any],
+    ) -> CommitResult:
+        c, r = self.c, self.r
+        ok = outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
+        usage = work.usage if work is not None else None
+        attrs, cost = r.phase_attributes(usage)
+        attrs[schema.COMMIT_OUTCOME] = outcome
+        attrs[schema.STATE] = schema.STATE_COMMITTED if ok else schema.STATE_VOID
+        if status is not None:
+            attrs[schema.RESULT_STATUS] = status
+        if error is not None:
+            attrs[schema.COMMIT_ERROR] = error
+            self.tel.error(self.span, detail or error)
+        attrs.update(extra)
+        self.tel.end(self.span, end_ns=self.clock.time_ns(), attributes=attrs)
+        self.tel.count(schema.PHASE_COMMIT, outcome, error)
+        if usage is not None:
+            self.tel.usage(r.name, schema.PHASE_COMMIT, usage, cost)
+        return CommitResult(
+            handoff_id=c.handoff_id,
+            attempt=c.attempt,
+            receiver=r.name,
+            outcome=outcome,
+            status=status,
+            result=result,
+            error=error,
+            detail=detail,
+        )

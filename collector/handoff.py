@@ -1,0 +1,575 @@
+"""One handoff (one task, one sender, one receiver) and its attempts, on the sender's side.
+
+``Handoff`` is made by ``Sender.open()``. ``propose()`` starts an attempt and waits for the
+receiver's answer on the validation clock; ``commit()`` asks the receiver to run an accepted
+attempt; ``cancel()`` voids the current attempt; ``close()`` (or leaving the ``with`` block)
+ends the ``handoff`` span with the final state. Each method has an ``a``-prefixed asyncio twin.
+
+Waiting for the answer: with a real clock the answer races the timeout on the monotonic clock
+(a worker thread, or an asyncio task); at the timeout the attempt is void and the sender moves
+on, while the ``handoff.validate`` span stays open until the answer arrives (then it records
+the true latency and ``handoff.late``) or until ``late_answer_window_s`` passes. With a
+virtual clock the receiver is called inline and the virtual time it took decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+
+from collector import schema
+from collector.channel import Channel
+from collector.errors import (
+    CommitWithoutAccept,
+    IdempotencyConflict,
+    IllegalTransition,
+    MessageError,
+    RetryCapExceeded,
+)
+from collector.messages import (
+    MODE_FIRE_AND_FORGET,
+    MODE_HANDSHAKE,
+    Ack,
+    Answer,
+    CommitRequest,
+    CommitResult,
+    Message,
+    OutputSchema,
+    Proposal,
+    Usage,
+    VoidNotice,
+    decode,
+    fingerprint,
+)
+from collector.protocol import StateMachine, is_on_time
+from collector.telemetry import usage_attributes
+
+if TYPE_CHECKING:
+    from collector.sender import Sender
+
+__all__ = ["Handoff", "HandoffSpec"]
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def _worker_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="handoff-answer")
+        return _pool
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffSpec:
+    """What a handoff is about; fixed for all its attempts."""
+
+    handoff_id: str
+    task_id: str
+    receiver: str
+    payload: Any
+    output_schema: OutputSchema
+    idempotency_key: str | None
+    deadline_unix_ms: int
+    payload_version: str
+    mode: str
+    max_attempts: int
+    validation_timeout_s: float
+    consumed: tuple[str, str] | None
+
+
+class _Pending:
+    """A validate span whose answer had not arrived at the timeout."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.done = False
+
+    def claim(self) -> bool:
+        with self.lock:
+            if self.done:
+                return False
+            self.done = True
+            return True
+
+
+class Handoff:
+    """One handoff's attempts and spans. Use as a context manager, or call ``close()``."""
+
+    def __init__(
+        self, sender: Sender, channel: Channel, spec: HandoffSpec, *, parent: trace.Span | None
+    ) -> None:
+        self.sender = sender
+        self.channel = channel
+        self.spec = spec
+        self.clock = sender.clock
+        self.tel = sender.telemetry
+        self.attempt = 0
+        self.machine: StateMachine | None = None
+        self.answer: Answer | None = None
+        self.result: CommitResult | None = None
+        self.late = False
+        self.closed = False
+        self.fingerprint = fingerprint(spec.payload)
+        self._common = self._common_attributes()
+        attrs = {
+            **self._common,
+            schema.SCHEMA_VERSION_KEY: schema.SCHEMA_VERSION,
+            schema.GEN_AI_OPERATION_NAME: schema.OPERATION_HANDOFF,
+            schema.GEN_AI_HANDOFF_SOURCE: sender.name,
+            schema.GEN_AI_HANDOFF_TARGET: spec.receiver,
+        }
+        attrs.pop(schema.ATTEMPT)
+        self.span = self.tel.start(
+            schema.SPAN_HANDOFF, start_ns=self.clock.time_ns(), attributes=attrs, parent=parent
+        )
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> str | None:
+        """The current attempt's state (None before the first attempt)."""
+        return self.machine.state if self.machine is not None else None
+
+    def __enter__(self) -> Handoff:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Handoff({self.spec.task_id!r}, attempt={self.attempt}, state={self.state!r})"
+
+    def _common_attributes(self) -> dict[str, Any]:
+        s = self.spec
+        attrs: dict[str, Any] = {
+            schema.HANDOFF_ID: s.handoff_id,
+            schema.TASK_ID: s.task_id,
+            schema.SENDER: self.sender.name,
+            schema.RECEIVER: s.receiver,
+            schema.ATTEMPT: 0,
+            schema.MAX_ATTEMPTS: s.max_attempts,
+            schema.HANDOFF_MODE: s.mode,
+        }
+        if s.idempotency_key:
+            attrs[schema.IDEMPOTENCY_KEY] = s.idempotency_key
+        return attrs
+
+    def _move(self, target: str, reason: str, *, span: trace.Span, at_ns: int) -> None:
+        assert self.machine is not None
+        t = self.machine.move(target, reason)
+        self.tel.transition(span, t.source, t.target, t.reason, at_ns=at_ns)
+
+    # ------------------------------------------------------------------ propose
+    def _next_attempt(self) -> None:
+        if self.closed:
+            raise IllegalTransition(str(self.state), schema.STATE_PROPOSED, detail="handoff closed")
+        if self.spec.mode == MODE_FIRE_AND_FORGET:
+            raise IllegalTransition(
+                "start", schema.STATE_PROPOSED, detail="fire-and-forget handoffs only commit"
+            )
+        if self.machine is not None and self.state != schema.STATE_VOID:
+            raise IllegalTransition(
+                str(self.state), schema.STATE_PROPOSED, detail="re-propose only a void attempt"
+            )
+        nxt = self.attempt + 1
+        if nxt > self.spec.max_attempts and self.sender.enforce_retry_cap:
+            raise RetryCapExceeded(
+                self.spec.task_id, attempt=nxt, max_attempts=self.spec.max_attempts
+            )
+        self.attempt = nxt
+        self.machine = StateMachine(mode=self.spec.mode)
+        self.answer = None
+        self.result = None
+        self.late = False
+
+    def _send_proposal(self, usage: Usage | None) -> tuple[Proposal, trace.Span, int]:
+        """Record the propose span; returns the proposal, the open validate span, send time."""
+        s = self.spec
+        start_ns = self.clock.time_ns()
+        attrs = {
+            **self._common,
+            schema.ATTEMPT: self.attempt,
+            schema.PHASE: schema.PHASE_PROPOSE,
+            schema.OUTPUT_SCHEMA: str(s.output_schema),
+            schema.PAYLOAD_VERSION: s.payload_version,
+            schema.DEADLINE_UNIX_MS: s.deadline_unix_ms,
+            schema.PAYLOAD_FINGERPRINT: self.fingerprint,
+        }
+        if s.consumed is not None:
+            attrs[schema.CONSUMED_TASK_ID], attrs[schema.CONSUMED_STATUS] = s.consumed
+        cost_attrs, cost = usage_attributes(self.sender.name, usage, self.sender.prices)
+        attrs.update(cost_attrs)
+        attrs.update(self.sender.role.attributes())
+        propose = self.tel.start(
+            schema.SPAN_PROPOSE, start_ns=start_ns, attributes=attrs, parent=self.span
+        )
+        self._move(schema.STATE_PROPOSED, "proposed", span=propose, at_ns=start_ns)
+        if usage is not None:
+            self.tel.usage(self.sender.name, schema.PHASE_PROPOSE, usage, cost)
+        sent_ns = self.clock.time_ns()
+        validate = trace.INVALID_SPAN
+        carrier_span = propose
+        if s.mode == MODE_HANDSHAKE:
+            validate = self.tel.start(
+                schema.SPAN_VALIDATE,
+                start_ns=sent_ns,
+                attributes={
+                    **self._common,
+                    schema.ATTEMPT: self.attempt,
+                    schema.PHASE: schema.PHASE_VALIDATE,
+                    schema.VALIDATION_TIMEOUT_MS: round(s.validation_timeout_s * 1000),
+                },
+                parent=self.span,
+            )
+            carrier_span = validate
+        proposal = Proposal(
+            handoff_id=s.handoff_id,
+            task_id=s.task_id,
+            attempt=self.attempt,
+            sender=self.sender.name,
+            receiver=s.receiver,
+            output_schema=s.output_schema,
+            deadline_unix_ms=s.deadline_unix_ms,
+            idempotency_key=s.idempotency_key,
+            payload=s.payload,
+            payload_version=s.payload_version,
+            payload_fingerprint=self.fingerprint,
+            validation_timeout_ms=round(s.validation_timeout_s * 1000),
+            max_attempts=s.max_attempts,
+            mode=s.mode,
+            trace=self.tel.inject(carrier_span),
+            consumed_task_id=s.consumed[0] if s.consumed else None,
+            consumed_status=s.consumed[1] if s.consumed else None,
+        )
+        self._propose_span = propose
+        return proposal, validate, sent_ns
+
+    def _end_propose(self, acknowledged: bool) -> None:
+        self.tel.end(
+            self._propose_span,
+            end_ns=self.clock.time_ns(),
+            attributes={schema.ACKNOWLEDGED: acknowledged, schema.STATE: schema.STATE_PROPOSED},
+        )
+        self.tel.count(schema.PHASE_PROPOSE, "sent")
+
+    def propose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
+        """Start the next attempt and wait for the answer (or the ack, in two-step mode).
+
+        ``usage`` is the sender's own model usage for preparing the proposal. Returns what the
+        receiver said, or None when nothing usable came back in time.
+        Raises ``RetryCapExceeded`` past the cap, ``IllegalTransition`` if the current
+        attempt is not void.
+        """
+        self._next_attempt()
+        proposal, validate, sent_ns = self._send_proposal(usage)
+        wire = proposal.to_dict()
+        if self.spec.mode != MODE_HANDSHAKE:
+            return self._two_step(self._request_or_none(wire))
+        self._end_propose(acknowledged=True)
+        timeout = self.spec.validation_timeout_s
+        t0 = self.clock.monotonic()
+        if self.clock.virtual:
+            reply, error = self._request(wire)
+            return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
+        pending = _Pending()
+        ctx = contextvars.copy_context()
+        future = _worker_pool().submit(ctx.run, self._request, wire)
+        try:
+            reply, error = future.result(timeout=timeout)
+        except FutureTimeout:
+            self._timed_out(validate, sent_ns, pending)
+            future.add_done_callback(lambda f: self._late_reply(validate, t0, pending, *f.result()))
+            return None
+        return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
+
+    async def apropose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
+        """``propose()`` for asyncio: the answer races the timeout as an asyncio task."""
+        self._next_attempt()
+        proposal, validate, sent_ns = self._send_proposal(usage)
+        wire = proposal.to_dict()
+        if self.spec.mode != MODE_HANDSHAKE:
+            return self._two_step(await self._arequest_or_none(wire))
+        self._end_propose(acknowledged=True)
+        t0 = self.clock.monotonic()
+        if self.clock.virtual:
+            reply, error = await self._arequest(wire)
+            return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
+        pending = _Pending()
+        task = asyncio.ensure_future(self._arequest(wire))
+        try:
+            reply, error = await asyncio.wait_for(
+                asyncio.shield(task), timeout=self.spec.validation_timeout_s
+            )
+        except TimeoutError:
+            self._timed_out(validate, sent_ns, pending)
+            task.add_done_callback(lambda t: self._late_reply(validate, t0, pending, *t.result()))
+            return None
+        return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
+
+    # ------------------------------------------------------------------ transport
+    def _request(self, wire: dict[str, Any]) -> tuple[Message | None, BaseException | None]:
+        try:
+            return decode(self.channel.request(wire)), None
+        except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, not raised
+            return None, e
+
+    async def _arequest(self, wire: dict[str, Any]) -> tuple[Message | None, BaseException | None]:
+        try:
+            return decode(await self.channel.arequest(wire)), None
+        except Exception as e:  # noqa: BLE001
+            return None, e
+
+    def _request_or_none(self, wire: dict[str, Any]) -> Message | None:
+        return self._request(wire)[0]
+
+    async def _arequest_or_none(self, wire: dict[str, Any]) -> Message | None:
+        return (await self._arequest(wire))[0]
+
+    def _two_step(self, reply: Message | None) -> Ack | None:
+        acked = isinstance(reply, Ack)
+        self._end_propose(acknowledged=acked)
+        if not acked:
+            self._void("no acknowledgement", at_ns=self.clock.time_ns())
+        return reply if acked else None  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ answers
+    def _validate_attrs(self, answer: Answer) -> tuple[dict[str, Any], float | None, Usage | None]:
+        attrs, cost = usage_attributes(
+            answer.receiver or self.spec.receiver, answer.usage, self.sender.prices
+        )
+        return attrs, cost, answer.usage
+
+    def _answered(
+        self,
+        span: trace.Span,
+        sent_ns: int,
+        latency_s: float,
+        reply: Message | None,
+        error: BaseException | None,
+    ) -> Answer | None:
+        """An answer (or a failure) came back before the sender stopped waiting."""
+        timeout = self.spec.validation_timeout_s
+        now_ns = self.clock.time_ns()
+        if not isinstance(reply, Answer) or reply.attempt != self.attempt:
+            why = _no_answer_reason(reply, error)
+            attrs = {schema.DECISION: schema.DECISION_TIMEOUT, schema.LATE: False}
+            self._void(f"no answer: {why}", at_ns=now_ns, span=span)
+            attrs[schema.STATE] = schema.STATE_VOID
+            self.tel.error(span, why)
+            self.tel.end(span, end_ns=now_ns, attributes=attrs)
+            self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, "no_answer")
+            return None
+        self.answer = reply
+        on_time = is_on_time(latency_s, timeout)
+        attrs, cost, usage = self._validate_attrs(reply)
+        attrs[schema.VALIDATION_LATENCY_MS] = latency_s * 1000
+        attrs[schema.LATE] = not on_time
+        if reply.eta_ms is not None:
+            attrs[schema.ETA_MS] = reply.eta_ms
+        if reply.reason:
+            attrs[schema.REJECT_REASON] = reply.reason
+        if not on_time:
+            self.late = True
+            attrs[schema.DECISION] = schema.DECISION_TIMEOUT
+            attrs[schema.LATE_DECISION] = reply.decision
+            give_up_ns = sent_ns + round(timeout * 1e9)
+            self._void("validation timeout", at_ns=min(give_up_ns, now_ns), span=span)
+            self._notify_void("validation timeout")
+            outcome = schema.DECISION_TIMEOUT
+        elif reply.accepted:
+            attrs[schema.DECISION] = schema.DECISION_ACCEPT
+            attrs[schema.COMMIT_DEADLINE_UNIX_MS] = self.spec.deadline_unix_ms
+            eta = "no eta" if reply.eta_ms is None else f"eta {reply.eta_ms} ms"
+            self._move(schema.STATE_VALIDATED, f"accepted ({eta})", span=span, at_ns=now_ns)
+            outcome = schema.DECISION_ACCEPT
+        else:
+            attrs[schema.DECISION] = reply.decision
+            self._void(f"rejected: {reply.reason or 'no reason given'}", at_ns=now_ns, span=span)
+            outcome = reply.decision
+        attrs[schema.STATE] = self.state
+        self.tel.end(span, end_ns=now_ns, attributes=attrs)
+        self.tel.latency(
+            latency_s, sender=self.sender.name, receiver=self.spec.receiver, decision=outcome
+        )
+        self.tel.count(schema.PHASE_VALIDATE, outcome, reply.reason)
+        if usage is not None:
+            self.tel.usage(reply.receiver or self.spec.receiver, schema.PHASE_VALIDATE, usage, cost)
+        return reply
+
+    def _timed_out(self, span: trace.Span, sent_ns: int, pending: _Pending) -> None:
+        """Real clock: the timeout fired first. Void now; the span waits for a late answer."""
+        now_ns = self.clock.time_ns()
+        self.tel.set(
+            span, {schema.DECISION: schema.DECISION_TIMEOUT, schema.STATE: schema.STATE_VOID}
+        )
+        self._void("validation timeout", at_ns=now_ns, span=span)
+        self._notify_void("validation timeout", background=True)
+        self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, "timeout")
+        window = self.sender.late_answer_window_s
+        timer = threading.Timer(window, self._never_answered, args=(span, pending))
+        timer.daemon = True
+        timer.start()
+
+    def _never_answered(self, span: trace.Span, pending: _Pending) -> None:
+        if pending.claim():
+            self.tel.end(span, end_ns=self.clock.time_ns(), attributes={schema.LATE: False})
+
+    def _late_reply(
+        self,
+        span: trace.Span,
+        t0: float,
+        pending: _Pending,
+        reply: Message | None,
+        error: BaseException | None,
+    ) -> None:
+        """Real clock: an answer arrived after the timeout; record it, never act on it."""
+        if not pending.claim():
+            return
+        latency_s = self.clock.monotonic() - t0
+        attrs: dict[str, Any] = {schema.LATE: isinstance(reply, Answer)}
+        if isinstance(reply, Answer):
+            cost_attrs, cost, usage = self._validate_attrs(reply)
+            attrs.update(cost_attrs)
+            attrs[schema.VALIDATION_LATENCY_MS] = latency_s * 1000
+            attrs[schema.LATE_DECISION] = reply.decision
+            if reply.eta_ms is not None:
+                attrs[schema.ETA_MS] = reply.eta_ms
+            if reply.reason:
+                attrs[schema.REJECT_REASON] = reply.reason
+            self.tel.latency(
+                latency_s,
+                sender=self.sender.name,
+                receiver=self.spec.receiver,
+                decision=schema.DECISION_TIMEOUT,
+            )
+            if usage is not None:
+                self.tel.usage(reply.receiver, schema.PHASE_VALIDATE, usage, cost)
+        self.tel.end(span, end_ns=self.clock.time_ns(), attributes=attrs)
+
+    def _void(self, reason: str, *, at_ns: int, span: trace.Span | None = None) -> None:
+        if self.machine is None:
+            self.machine = StateMachine(mode=self.spec.mode)
+        if self.machine.can(schema.STATE_VOID):
+            self._move(schema.STATE_VOID, reason, span=span or self.span, at_ns=at_ns)
+
+    def _notify_void(self, reason: str, *, background: bool = False) -> None:
+        notice = VoidNotice(self.spec.handoff_id, self.attempt, reason).to_dict()
+        if background:
+            _worker_pool().submit(self._request, notice)
+        else:
+            self._request(notice)
+
+    # ------------------------------------------------------------------ commit
+    def _commit_request(self, unchecked: bool) -> CommitRequest:
+        mode = self.spec.mode
+        if mode == MODE_FIRE_AND_FORGET and (
+            self.machine is None or self.state == schema.STATE_VOID
+        ):
+            nxt = self.attempt + 1
+            if nxt > self.spec.max_attempts and self.sender.enforce_retry_cap:
+                raise RetryCapExceeded(
+                    self.spec.task_id, attempt=nxt, max_attempts=self.spec.max_attempts
+                )
+            self.attempt = nxt
+            self.machine = StateMachine(mode=mode)
+            self.result = None
+        elif not unchecked:
+            needed = schema.STATE_VALIDATED if mode == MODE_HANDSHAKE else schema.STATE_PROPOSED
+            if self.state != needed:
+                raise CommitWithoutAccept(
+                    f"task {self.spec.task_id!r} attempt {self.attempt} is "
+                    f"{self.state or 'not proposed'}; commit only after the receiver accepted"
+                )
+        return CommitRequest(
+            handoff_id=self.spec.handoff_id,
+            task_id=self.spec.task_id,
+            attempt=max(self.attempt, 1),
+            sender=self.sender.name,
+            receiver=self.spec.receiver,
+            idempotency_key=self.spec.idempotency_key,
+            payload=self.spec.payload,
+            payload_fingerprint=self.fingerprint,
+            mode=mode,
+            max_attempts=self.spec.max_attempts,
+            trace=self.tel.inject(self.span),
+        )
+
+    def commit(self, *, unchecked: bool = False) -> CommitResult:
+        """Ask the receiver to run the accepted attempt; returns its ``CommitResult``.
+
+        Safe to call again after a transport error (the receiver replays). Raises
+        ``CommitWithoutAccept`` unless the attempt is validated; ``unchecked=True`` sends the
+        commit anyway (a buggy sender, for fault injection: the receiver refuses and records
+        it). A refusal for a different payload raises ``IdempotencyConflict``.
+        """
+        request = self._commit_request(unchecked)
+        reply = decode(self.channel.request(request.to_dict()))
+        return self._committed(reply, unchecked)
+
+    async def acommit(self, *, unchecked: bool = False) -> CommitResult:
+        """``commit()`` for asyncio."""
+        request = self._commit_request(unchecked)
+        reply = decode(await self.channel.arequest(request.to_dict()))
+        return self._committed(reply, unchecked)
+
+    def _committed(self, reply: Message, unchecked: bool) -> CommitResult:
+        if not isinstance(reply, CommitResult):
+            raise MessageError(f"expected a commit_result reply, got {reply.kind!r}")
+        self.result = reply
+        now_ns = self.clock.time_ns()
+        assert self.machine is not None
+        if reply.ok:
+            if self.machine.can(schema.STATE_COMMITTED):
+                self._move(schema.STATE_COMMITTED, reply.outcome, span=self.span, at_ns=now_ns)
+        else:
+            self._void(f"commit {reply.outcome}: {reply.error or ''}".strip(), at_ns=now_ns)
+            if not unchecked and reply.error == "IdempotencyConflict":
+                raise IdempotencyConflict(
+                    self.spec.idempotency_key or "", stored="(receiver)", received=self.fingerprint
+                )
+        return reply
+
+    # ------------------------------------------------------------------ cancel / close
+    def cancel(self, reason: str = "cancelled by sender") -> None:
+        """Void the current attempt (before commit) and tell the receiver."""
+        if self.state in (schema.STATE_PROPOSED, schema.STATE_VALIDATED):
+            self._void(reason, at_ns=self.clock.time_ns())
+            self._notify_void(reason)
+
+    def close(self) -> None:
+        """End the ``handoff`` span with the final state. Idempotent.
+
+        A validated attempt whose commit deadline has passed is voided first (presumed abort);
+        one still within its deadline is recorded as ``validated`` (an abandoned accept).
+        """
+        if self.closed:
+            return
+        self.closed = True
+        now_ns = self.clock.time_ns()
+        if (
+            self.state == schema.STATE_VALIDATED
+            and now_ns // 1_000_000 > self.spec.deadline_unix_ms
+        ):
+            self._void("commit deadline passed (presumed abort)", at_ns=now_ns)
+        attrs: dict[str, Any] = {schema.ATTEMPTS: self.attempt}
+        if self.state is not None:
+            attrs[schema.STATE] = self.state
+        self.tel.end(self.span, end_ns=now_ns, attributes=attrs)
+
+
+def _no_answer_reason(reply: Message | None, error: BaseException | None) -> str:
+    if error is not None:
+        return f"{type(error).__name__}: {error}"
+    if reply is None:
+        return "empty reply"
+    if isinstance(reply, Answer):
+        return f"answer for attempt {reply.attempt}"
+    return f"unexpected {reply.kind!r} reply"

@@ -1,0 +1,238 @@
+"""Idempotency stores: one execution per (receiver, idempotency key), results replayed.
+
+A receiver asks its store to ``claim`` a key before it runs a task. Exactly one caller gets
+the claim; everyone else gets the stored result (a replay), waits for the running execution
+to finish, or hears that the key is taken by a different payload (a conflict, compared by the
+SHA-256 fingerprint of the canonical JSON payload).
+
+Rules the stores implement:
+
+* **Task raised** -> the claim is *released*: nothing is stored and a later commit may run the
+  task again. Failures are usually transient and the retry cap bounds re-runs; a task whose
+  partial side effects must not repeat should return a ``failed`` status instead of raising,
+  because returned results (whatever their status) are stored and replayed.
+* **Crash mid-task** -> the claim is a lease (``lease_ms``, 10 minutes by default). A claim older
+  than its lease is taken over by the next commit; until then duplicates wait.
+* **Retention** -> stored results and acceptances are kept ``ttl_ms`` (24 hours by default)
+  after they were written; ``purge()`` removes older ones. A replay needs the key to still be
+  stored, so the TTL must outlast the longest retry window.
+
+The store also keeps the receiver's *acceptances* (which handoff attempts it accepted and until
+when), so a commit after a receiver restart is still honoured by a durable store.
+``MemoryStore`` lives in this module; ``SQLiteStore`` (``collector.sqlite_store``) survives
+restarts and serialises processes.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "Acceptance",
+    "Claim",
+    "DEFAULT_LEASE_MS",
+    "DEFAULT_TTL_MS",
+    "IdempotencyStore",
+    "MemoryStore",
+    "StoredResult",
+]
+
+DEFAULT_LEASE_MS = 600_000
+"""How long a claim may run before another commit may take it over (10 minutes)."""
+DEFAULT_TTL_MS = 86_400_000
+"""How long results and acceptances are kept (24 hours)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    """The stored outcome of the one execution of a key."""
+
+    receiver: str
+    key: str
+    fingerprint: str
+    status: str | None
+    result: Any
+    handoff_id: str
+    attempt: int
+    created_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """The answer to ``claim()``: exactly one of acquired, stored, running or conflict."""
+
+    acquired: bool = False
+    token: str | None = None
+    stored: StoredResult | None = None
+    running: bool = False
+    conflict_fingerprint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Acceptance:
+    """A receiver's accept of one handoff attempt, valid until ``deadline_ms``."""
+
+    receiver: str
+    handoff_id: str
+    attempt: int
+    task_id: str
+    key: str | None
+    fingerprint: str
+    state: str
+    deadline_ms: int
+    created_ms: int
+
+
+@runtime_checkable
+class IdempotencyStore(Protocol):
+    """Where a receiver keeps claims, results and acceptances. All methods are thread-safe."""
+
+    def claim(
+        self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
+    ) -> Claim:
+        """Claim ``key`` for one execution, or report why not (stored, running, conflict)."""
+        ...
+
+    def complete(self, token: str, result: StoredResult) -> bool:
+        """Store the result of the execution holding ``token``; False if the claim was lost."""
+        ...
+
+    def release(self, token: str) -> None:
+        """Give up the claim holding ``token`` without storing anything (the task raised)."""
+        ...
+
+    def get(self, receiver: str, key: str) -> StoredResult | None:
+        """The stored result for a key, if its execution finished."""
+        ...
+
+    def wait(self, receiver: str, key: str, *, timeout_s: float) -> None:
+        """Block until the key's running execution finishes or is released (or ``timeout_s``)."""
+        ...
+
+    def save_acceptance(self, acceptance: Acceptance) -> None:
+        """Insert or replace the acceptance of one handoff attempt."""
+        ...
+
+    def load_acceptance(self, receiver: str, handoff_id: str, attempt: int) -> Acceptance | None:
+        """The acceptance of one attempt, if any."""
+        ...
+
+    def set_acceptance_state(
+        self, receiver: str, handoff_id: str, attempt: int, *, expect: str, state: str
+    ) -> bool:
+        """Move an acceptance from ``expect`` to ``state``; False if it was not in ``expect``."""
+        ...
+
+    def purge(self, *, now_ms: int, ttl_ms: int = DEFAULT_TTL_MS) -> int:
+        """Remove results and acceptances older than ``ttl_ms``; returns how many."""
+        ...
+
+
+@dataclass(slots=True)
+class _Row:
+    fingerprint: str
+    token: str
+    claimed_ms: int
+    result: StoredResult | None = None
+
+
+class MemoryStore:
+    """An in-process store: fast, thread-safe, gone when the process ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._rows: dict[tuple[str, str], _Row] = {}
+        self._tokens: dict[str, tuple[str, str]] = {}
+        self._accepts: dict[tuple[str, str, int], Acceptance] = {}
+
+    def claim(
+        self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
+    ) -> Claim:
+        with self._lock:
+            row = self._rows.get((receiver, key))
+            if row is not None and row.fingerprint != fingerprint:
+                return Claim(conflict_fingerprint=row.fingerprint)
+            if row is not None and row.result is not None:
+                return Claim(stored=row.result)
+            if row is not None and now_ms - row.claimed_ms < lease_ms:
+                return Claim(running=True)
+            if row is not None:  # a stale claim: its holder is presumed dead
+                self._tokens.pop(row.token, None)
+            token = uuid.uuid4().hex
+            self._rows[(receiver, key)] = _Row(fingerprint, token, now_ms)
+            self._tokens[token] = (receiver, key)
+            return Claim(acquired=True, token=token)
+
+    def complete(self, token: str, result: StoredResult) -> bool:
+        with self._changed:
+            where = self._tokens.pop(token, None)
+            if where is None:
+                return False
+            self._rows[where].result = result
+            self._changed.notify_all()
+            return True
+
+    def release(self, token: str) -> None:
+        with self._changed:
+            where = self._tokens.pop(token, None)
+            if where is not None:
+                del self._rows[where]
+            self._changed.notify_all()
+
+    def get(self, receiver: str, key: str) -> StoredResult | None:
+        with self._lock:
+            row = self._rows.get((receiver, key))
+            return row.result if row is not None else None
+
+    def wait(self, receiver: str, key: str, *, timeout_s: float) -> None:
+        """Block until the key's execution finishes or is released, at most ``timeout_s``."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: (row := self._rows.get((receiver, key))) is None or row.result is not None,
+                timeout=timeout_s,
+            )
+
+    def save_acceptance(self, acceptance: Acceptance) -> None:
+        with self._lock:
+            k = (acceptance.receiver, acceptance.handoff_id, acceptance.attempt)
+            self._accepts[k] = acceptance
+
+    def load_acceptance(self, receiver: str, handoff_id: str, attempt: int) -> Acceptance | None:
+        with self._lock:
+            return self._accepts.get((receiver, handoff_id, attempt))
+
+    def set_acceptance_state(
+        self, receiver: str, handoff_id: str, attempt: int, *, expect: str, state: str
+    ) -> bool:
+        with self._lock:
+            k = (receiver, handoff_id, attempt)
+            current = self._accepts.get(k)
+            if current is None or current.state != expect:
+                return False
+            self._accepts[k] = replace(current, state=state)
+            return True
+
+    def purge(self, *, now_ms: int, ttl_ms: int = DEFAULT_TTL_MS) -> int:
+        with self._lock:
+            old = [
+                k
+                for k, r in self._rows.items()
+                if r.result is not None and now_ms - r.result.created_ms > ttl_ms
+            ]
+            for k in old:
+                del self._rows[k]
+            stale = [
+                k
+                for k, a in self._accepts.items()
+                if now_ms - max(a.created_ms, a.deadline_ms) > ttl_ms
+            ]
+            for k in stale:
+                del self._accepts[k]
+            return len(old) + len(stale)
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(keys={len(self._rows)})"

@@ -1,0 +1,349 @@
+"""The handshake's wire format: JSON-serialisable messages, transport neutral.
+
+Six message kinds travel between a sender and a receiver::
+
+    sender                                   receiver
+      propose  ─────────────────────────────▶  (registers; validates in handshake mode)
+               ◀──────────── answer | ack ───  accept + eta / reject + reason | ack only
+      commit   ─────────────────────────────▶  (runs once per idempotency key)
+               ◀────────────── commit_result   executed | replayed | refused | failed
+      void     ─────────────────────────────▶  (the sender gave up on an attempt)
+
+Every message is a frozen dataclass with ``to_dict()`` and a ``kind``; ``decode()`` turns a
+dict (or JSON text) back into the right class and names the field at fault when it cannot.
+``propose`` and ``commit`` carry W3C trace context (``trace``: a ``traceparent`` /
+``tracestate`` carrier filled by ``opentelemetry.propagate.inject``), so a receiver in another
+process records its spans in the sender's trace. Answers are recorded as received: an accept
+without an ETA or a reject without a reason decodes fine, so a non-conforming peer shows up in
+the traces instead of disappearing in a parse error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+from collector import schema
+from collector.errors import MessageError
+
+__all__ = [
+    "Ack",
+    "Answer",
+    "CommitRequest",
+    "CommitResult",
+    "HANDOFF_MODES",
+    "MODE_FIRE_AND_FORGET",
+    "MODE_HANDSHAKE",
+    "MODE_TWO_STEP",
+    "Message",
+    "OutputSchema",
+    "Proposal",
+    "Usage",
+    "VoidNotice",
+    "decode",
+    "fingerprint",
+]
+
+MODE_HANDSHAKE = schema.MODE_HANDSHAKE
+"""Propose, validate (accept/reject within the clock), then commit: the default."""
+MODE_TWO_STEP = schema.MODE_TWO_STEP
+"""Legacy: propose and acknowledge, then commit, with no validation."""
+MODE_FIRE_AND_FORGET = schema.MODE_FIRE_AND_FORGET
+"""Legacy: commit with no proposal and no validation."""
+HANDOFF_MODES = schema.MODES
+"""Every handoff mode; non-handshake modes exist for baselines and are recorded as such."""
+
+
+def fingerprint(payload: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``payload``: sorted keys, no spaces, UTF-8.
+
+    Two payloads that are equal as JSON values have the same fingerprint, whatever their key
+    order. Raises ``MessageError`` if the payload is not JSON-serialisable.
+    """
+    try:
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as e:
+        raise MessageError(f"payload is not JSON-serialisable: {e}") from e
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The output a sender expects: a schema name and version (``name@version``)."""
+
+    name: str
+    version: str = "1"
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @classmethod
+    def parse(cls, text: str) -> OutputSchema:
+        """``"report@2"`` -> ``OutputSchema("report", "2")``; no ``@`` means version ``1``."""
+        name, _, version = text.partition("@")
+        if not name:
+            raise MessageError(f"output schema {text!r} has no name; write it as name@version")
+        return cls(name, version or "1")
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Model usage an agent reports for one phase; cost is filled from the price table if None."""
+
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    provider: str | None = None
+    cost_usd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for the wire."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, where: str = "usage") -> Usage:
+        """Decode; ``where`` prefixes field names in errors."""
+        d = _mapping(data, where)
+        cost = d.get("cost_usd")
+        return cls(
+            model=_str(d, "model", where),
+            input_tokens=_int(d, "input_tokens", where, default=0),
+            output_tokens=_int(d, "output_tokens", where, default=0),
+            provider=_opt_str(d, "provider", where),
+            cost_usd=None if cost is None else _float(d, "cost_usd", where),
+        )
+
+
+class Message:
+    """Base of every handshake message: ``kind`` plus ``to_dict()`` / ``to_json()``."""
+
+    kind: ClassVar[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict including ``kind``."""
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Usage):
+                value = value.to_dict()
+            elif isinstance(value, OutputSchema):
+                value = str(value)
+            out[f.name] = value
+        return out
+
+    def to_json(self) -> str:
+        """Compact JSON text of ``to_dict()``."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal(Message):
+    """A sender's proposal: what to do, for whom, by when, under which key."""
+
+    kind: ClassVar[str] = "propose"
+    handoff_id: str
+    task_id: str
+    attempt: int
+    sender: str
+    receiver: str
+    output_schema: OutputSchema
+    deadline_unix_ms: int
+    idempotency_key: str | None
+    payload: Any
+    payload_version: str = "1"
+    payload_fingerprint: str = ""
+    validation_timeout_ms: int = int(schema.DEFAULT_VALIDATION_TIMEOUT_S * 1000)
+    max_attempts: int = schema.DEFAULT_MAX_ATTEMPTS
+    mode: str = MODE_HANDSHAKE
+    trace: dict[str, str] = field(default_factory=dict)
+    consumed_task_id: str | None = None
+    consumed_status: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Answer(Message):
+    """The receiver's validation answer: accept with an ETA, or reject with a reason code."""
+
+    kind: ClassVar[str] = "answer"
+    handoff_id: str
+    attempt: int
+    receiver: str
+    decision: str
+    eta_ms: int | None = None
+    reason: str | None = None
+    detail: str | None = None
+    usage: Usage | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """True for an accept, with or without an ETA: what the peer said, conforming or not."""
+        return self.decision == schema.DECISION_ACCEPT
+
+
+@dataclass(frozen=True, slots=True)
+class Ack(Message):
+    """Two-step mode only: the receiver registered the proposal; no validation happened."""
+
+    kind: ClassVar[str] = "ack"
+    handoff_id: str
+    attempt: int
+    receiver: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRequest(Message):
+    """Run the accepted task (or, in legacy modes, just run it)."""
+
+    kind: ClassVar[str] = "commit"
+    handoff_id: str
+    task_id: str
+    attempt: int
+    sender: str
+    receiver: str
+    idempotency_key: str | None
+    payload: Any
+    payload_fingerprint: str = ""
+    mode: str = MODE_HANDSHAKE
+    max_attempts: int = schema.DEFAULT_MAX_ATTEMPTS
+    trace: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult(Message):
+    """What a commit did: executed, replayed (stored result), refused or failed."""
+
+    kind: ClassVar[str] = "commit_result"
+    handoff_id: str
+    attempt: int
+    receiver: str
+    outcome: str
+    status: str | None = None
+    result: Any = None
+    error: str | None = None
+    detail: str | None = None
+
+    @property
+    def replayed(self) -> bool:
+        """True when the stored result of an earlier execution was returned."""
+        return self.outcome == schema.OUTCOME_REPLAYED
+
+    @property
+    def ok(self) -> bool:
+        """True when the task ran now or earlier and its result is here."""
+        return self.outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
+
+
+@dataclass(frozen=True, slots=True)
+class VoidNotice(Message):
+    """The sender voided an attempt (timeout, reject, cancel); the receiver drops its accept."""
+
+    kind: ClassVar[str] = "void"
+    handoff_id: str
+    attempt: int
+    reason: str = ""
+
+
+_KINDS: dict[str, type[Message]] = {
+    cls.kind: cls for cls in (Proposal, Answer, Ack, CommitRequest, CommitResult, VoidNotice)
+}
+
+
+def decode(data: Any) -> Message:
+    """Turn a dict or JSON text into its message class.
+
+    Raises ``MessageError`` naming the field that is missing or has the wrong type. Unknown
+    extra fields are ignored, so newer peers can add fields without breaking older ones.
+    """
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError as e:
+            raise MessageError(f"message is not valid JSON: {e}") from e
+    d = _mapping(data, "message")
+    kind = d.get("kind")
+    cls = _KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise MessageError(
+            f"message field 'kind' is {kind!r}; expected one of {', '.join(sorted(_KINDS))}"
+        )
+    where = kind
+    kwargs: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        name = f.name
+        if name not in d:
+            if _required(f):
+                raise MessageError(f"{where} message is missing field {name!r}")
+            continue
+        kwargs[name] = _convert(f.type, d[name], f"{where}.{name}")
+    return cls(**kwargs)
+
+
+def _required(f: Any) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING
+
+
+def _convert(type_name: Any, value: Any, where: str) -> Any:
+    t = str(type_name).replace(" ", "")
+    if t == "OutputSchema":
+        if isinstance(value, dict):
+            return OutputSchema(_str(value, "name", where), str(value.get("version", "1")))
+        if not isinstance(value, str):
+            raise MessageError(f"{where} must be a string like 'report@1', got {value!r}")
+        return OutputSchema.parse(value)
+    if t == "Usage|None":
+        return None if value is None else Usage.from_dict(value, where=where)
+    if t in ("str", "str|None"):
+        if value is None and t.endswith("None"):
+            return None
+        if not isinstance(value, str):
+            raise MessageError(f"{where} must be a string, got {type(value).__name__}")
+        return value
+    if t in ("int", "int|None"):
+        if value is None and t.endswith("None"):
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+            raise MessageError(f"{where} must be an integer, got {value!r}")
+        return int(value)
+    if t == "dict[str,str]":
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            raise MessageError(f"{where} must be an object of strings")
+        return dict(value)
+    return value  # Any: payloads and results are the application's JSON
+
+
+def _mapping(data: Any, where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise MessageError(f"{where} must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _str(d: dict[str, Any], key: str, where: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str) or not value:
+        raise MessageError(f"{where}.{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _opt_str(d: dict[str, Any], key: str, where: str) -> str | None:
+    value = d.get(key)
+    if value is not None and not isinstance(value, str):
+        raise MessageError(f"{where}.{key} must be a string, got {value!r}")
+    return value
+
+
+def _int(d: dict[str, Any], key: str, where: str, *, default: int) -> int:
+    value = d.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MessageError(f"{where}.{key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _float(d: dict[str, Any], key: str, where: str) -> float:
+    value = d.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise MessageError(f"{where}.{key} must be a non-negative number, got {value!r}")
+    return float(value)

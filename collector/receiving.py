@@ -1,0 +1,327 @@
+"""The receiving side of a handoff: validate proposals, run accepted commits exactly once.
+
+A ``Receiver`` answers the messages of ``collector.messages`` (through ``handle()`` /
+``ahandle()``, which take and return plain dicts, so any transport can carry them). What it
+enforces on its own side:
+
+* before its validator runs: a missing idempotency key, an output schema it does not produce,
+  a key already used for a different payload and a deadline already past are rejected with the
+  documented reason codes;
+* its own validator cannot accept without an ETA (the answer becomes ``cannot_estimate``) nor
+  with an ETA beyond the deadline (``deadline_unreachable``);
+* a commit runs only for an accepted, unexpired, non-void attempt whose payload matches the
+  accepted one; anything else is refused without running, and recorded as ``refused``;
+* one execution per (receiver, idempotency key), through its ``IdempotencyStore``; duplicates
+  get the stored result, marked ``replayed``; a task that raises releases its key (``failed``).
+
+The receiver emits the ``handoff.commit`` spans (its work, with its token usage), joined to the
+sender's trace through the W3C context the commit request carries. Legacy ``two-step`` and
+``fire-and-forget`` commits run only when ``allow_legacy_modes=True``, and are recorded as such.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+
+from collector import schema
+from collector.agents import AgentRole
+from collector.clock import Clock, SystemClock
+from collector.committing import CommitRun
+from collector.errors import MessageError
+from collector.idempotency import (
+    DEFAULT_LEASE_MS,
+    DEFAULT_TTL_MS,
+    Acceptance,
+    IdempotencyStore,
+    MemoryStore,
+)
+from collector.messages import (
+    MODE_HANDSHAKE,
+    MODE_TWO_STEP,
+    Ack,
+    Answer,
+    CommitRequest,
+    CommitResult,
+    Message,
+    OutputSchema,
+    Proposal,
+    VoidNotice,
+    decode,
+    fingerprint,
+)
+from collector.pricing import PriceTable
+from collector.protocol import is_on_time
+from collector.telemetry import Telemetry, usage_attributes
+from collector.work import Executor, Validator, Verdict, Work, reject
+
+__all__ = ["Receiver", "VALIDATOR_ERROR"]
+
+VALIDATOR_ERROR = "validator_error"
+"""Custom reject code used when the receiver's own validator raised."""
+
+
+class Receiver:
+    """An agent that validates proposals and executes accepted work exactly once.
+
+    ``executor(work)`` does the task. ``validator(work)`` answers ``accept(eta_ms=...)`` or
+    ``reject(reason)``; without one the receiver accepts with ``default_eta_ms`` or, if that is
+    None too, rejects with ``cannot_estimate``. ``produces`` lists the output schemas it can
+    produce (``"name"`` for any version, ``"name@version"`` for one).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        executor: Executor,
+        validator: Validator | None = None,
+        produces: Iterable[str | OutputSchema] | None = None,
+        default_eta_ms: int | None = None,
+        store: IdempotencyStore | None = None,
+        clock: Clock | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        telemetry: Telemetry | None = None,
+        role: AgentRole | None = None,
+        prices: PriceTable | None = None,
+        allow_legacy_modes: bool = False,
+        lease_s: float = DEFAULT_LEASE_MS / 1000,
+        ttl_s: float = DEFAULT_TTL_MS / 1000,
+        wait_s: float = 30.0,
+    ) -> None:
+        self.name = name
+        self.executor = executor
+        self.validator = validator
+        self.produces = None if produces is None else frozenset(str(s) for s in produces)
+        self.default_eta_ms = default_eta_ms
+        self.store: IdempotencyStore = store if store is not None else MemoryStore()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.telemetry = telemetry or Telemetry(
+            tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
+        self.role = role or AgentRole(name)
+        self.prices = prices
+        self.allow_legacy_modes = allow_legacy_modes
+        self.lease_ms = int(lease_s * 1000)
+        self.ttl_ms = int(ttl_s * 1000)
+        self.wait_s = wait_s
+        self._role_attrs = self.role.attributes()
+
+    def __repr__(self) -> str:
+        return f"Receiver({self.name!r}, store={self.store!r})"
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, message: dict[str, Any] | Message) -> dict[str, Any]:
+        """Answer one message (dict in, dict out): the whole receiver, transport-neutral."""
+        msg = decode(message) if isinstance(message, dict) else message
+        if isinstance(msg, Proposal):
+            return self.on_proposal(msg).to_dict()
+        if isinstance(msg, CommitRequest):
+            return self.on_commit(msg).to_dict()
+        if isinstance(msg, VoidNotice):
+            return self.on_void(msg).to_dict()
+        raise MessageError(f"a receiver cannot handle a {msg.kind!r} message")
+
+    async def ahandle(self, message: dict[str, Any] | Message) -> dict[str, Any]:
+        """``handle()`` for asyncio; ``async def`` validators and executors are awaited."""
+        msg = decode(message) if isinstance(message, dict) else message
+        if isinstance(msg, Proposal):
+            return (await self.aon_proposal(msg)).to_dict()
+        if isinstance(msg, CommitRequest):
+            return (await self.aon_commit(msg)).to_dict()
+        if isinstance(msg, VoidNotice):
+            return self.on_void(msg).to_dict()
+        raise MessageError(f"a receiver cannot handle a {msg.kind!r} message")
+
+    # ------------------------------------------------------------------ propose / validate
+    def on_proposal(self, p: Proposal) -> Answer | Ack:
+        """Register a proposal and, in handshake mode, validate it."""
+        if p.mode != MODE_HANDSHAKE:
+            return self._ack(p)
+        t0 = self.clock.monotonic()
+        verdict = self._precheck(p)
+        work = self._work(p)
+        if verdict is None:
+            token = self._attach(p.trace)
+            try:
+                verdict = _call_sync(self._validate_fn(), work)
+            except Exception as e:  # noqa: BLE001 - the validator is application code
+                verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
+            finally:
+                self._detach(token)
+        return self._answer(p, verdict, work, t0)
+
+    async def aon_proposal(self, p: Proposal) -> Answer | Ack:
+        """``on_proposal()`` for asyncio."""
+        if p.mode != MODE_HANDSHAKE:
+            return self._ack(p)
+        t0 = self.clock.monotonic()
+        verdict = self._precheck(p)
+        work = self._work(p)
+        if verdict is None:
+            token = self._attach(p.trace)
+            try:
+                verdict = await _call_async(self._validate_fn(), work)
+            except Exception as e:  # noqa: BLE001
+                verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
+            finally:
+                self._detach(token)
+        return self._answer(p, verdict, work, t0)
+
+    def _validate_fn(self) -> Validator:
+        if self.validator is not None:
+            return self.validator
+        eta = self.default_eta_ms
+        return lambda work: (
+            reject(schema.REJECT_CANNOT_ESTIMATE, detail="no validator and no default ETA")
+            if eta is None
+            else Verdict(schema.DECISION_ACCEPT, eta_ms=eta)
+        )
+
+    def _work(self, p: Proposal) -> Work:
+        return Work(self.name, schema.PHASE_VALIDATE, p.task_id, p.payload, self.clock, proposal=p)
+
+    def _precheck(self, p: Proposal) -> Verdict | None:
+        if not p.idempotency_key:
+            return reject(schema.REJECT_MISSING_IDEMPOTENCY_KEY, detail="propose needs a key")
+        if self.produces is not None and not (
+            str(p.output_schema) in self.produces or p.output_schema.name in self.produces
+        ):
+            return reject(
+                schema.REJECT_SCHEMA_MISMATCH,
+                detail=f"{p.output_schema} is not among {', '.join(sorted(self.produces))}",
+            )
+        if p.deadline_unix_ms <= self.clock.time_ns() // 1_000_000:
+            return reject(schema.REJECT_DEADLINE_UNREACHABLE, detail="the deadline has passed")
+        stored = self.store.get(self.name, p.idempotency_key)
+        if stored is not None and stored.fingerprint != _fingerprint_of(p):
+            return reject(
+                schema.REJECT_DUPLICATE_KEY_CONFLICT,
+                detail="this key was already used for a different payload",
+            )
+        return None
+
+    def _answer(self, p: Proposal, verdict: Verdict, work: Work, t0: float) -> Answer:
+        verdict = self._enforce(p, verdict)
+        if verdict.decision == schema.DECISION_ACCEPT:
+            elapsed = self.clock.monotonic() - t0
+            # An accept this receiver itself sent too late can never be committed.
+            on_time = is_on_time(elapsed, p.validation_timeout_ms / 1000)
+            now_ms = self.clock.time_ns() // 1_000_000
+            self.store.save_acceptance(
+                Acceptance(
+                    receiver=self.name,
+                    handoff_id=p.handoff_id,
+                    attempt=p.attempt,
+                    task_id=p.task_id,
+                    key=p.idempotency_key,
+                    fingerprint=_fingerprint_of(p),
+                    state=schema.STATE_VALIDATED if on_time else schema.STATE_VOID,
+                    deadline_ms=p.deadline_unix_ms,
+                    created_ms=now_ms,
+                )
+            )
+        return Answer(
+            handoff_id=p.handoff_id,
+            attempt=p.attempt,
+            receiver=self.name,
+            decision=verdict.decision,
+            eta_ms=verdict.eta_ms,
+            reason=verdict.reason,
+            detail=verdict.detail,
+            usage=work.usage,
+        )
+
+    def _enforce(self, p: Proposal, v: Verdict) -> Verdict:
+        if v.decision == schema.DECISION_ACCEPT:
+            if v.eta_ms is None or v.eta_ms < 0:
+                return reject(schema.REJECT_CANNOT_ESTIMATE, detail="accept without an ETA")
+            if self.clock.time_ns() // 1_000_000 + v.eta_ms > p.deadline_unix_ms:
+                return reject(
+                    schema.REJECT_DEADLINE_UNREACHABLE,
+                    detail=f"ETA {v.eta_ms} ms is past the deadline",
+                )
+            return v
+        if v.decision == schema.DECISION_REJECT and v.reason:
+            return v
+        return reject(VALIDATOR_ERROR, detail=f"validator returned {v!r}")
+
+    def _ack(self, p: Proposal) -> Ack:
+        if p.mode == MODE_TWO_STEP:
+            self.store.save_acceptance(
+                Acceptance(
+                    receiver=self.name,
+                    handoff_id=p.handoff_id,
+                    attempt=p.attempt,
+                    task_id=p.task_id,
+                    key=p.idempotency_key,
+                    fingerprint=_fingerprint_of(p),
+                    state=schema.STATE_PROPOSED,
+                    deadline_ms=p.deadline_unix_ms,
+                    created_ms=self.clock.time_ns() // 1_000_000,
+                )
+            )
+        return Ack(handoff_id=p.handoff_id, attempt=p.attempt, receiver=self.name)
+
+    def on_void(self, v: VoidNotice) -> VoidNotice:
+        """The sender gave up on an attempt: drop the accept so no commit can run it."""
+        for state in (schema.STATE_VALIDATED, schema.STATE_PROPOSED):
+            self.store.set_acceptance_state(
+                self.name, v.handoff_id, v.attempt, expect=state, state=schema.STATE_VOID
+            )
+        return v
+
+    # ------------------------------------------------------------------ commit
+    def on_commit(self, c: CommitRequest) -> CommitResult:
+        """Run an accepted commit once; replay, refuse or fail it otherwise."""
+        return CommitRun(self, c).sync()
+
+    async def aon_commit(self, c: CommitRequest) -> CommitResult:
+        """``on_commit()`` for asyncio."""
+        return await CommitRun(self, c).asynchronous()
+
+    def expire(self) -> int:
+        """Purge results and acceptances older than the retention; returns how many."""
+        return self.store.purge(now_ms=self.clock.time_ns() // 1_000_000, ttl_ms=self.ttl_ms)
+
+    # ------------------------------------------------------------------ helpers
+    def _attach(self, carrier: dict[str, str]) -> object | None:
+        ctx = self.telemetry.extract(carrier)
+        return otel_context.attach(ctx) if ctx is not None else None
+
+    @staticmethod
+    def _detach(token: object | None) -> None:
+        if token is not None:
+            otel_context.detach(token)  # type: ignore[arg-type]
+
+    def phase_attributes(self, usage: Any) -> tuple[dict[str, Any], float | None]:
+        """This receiver's role and cost attributes for a phase span."""
+        attrs, cost = usage_attributes(self.name, usage, self.prices)
+        attrs.update(self._role_attrs)
+        return attrs, cost
+
+
+def _fingerprint_of(p: Proposal | CommitRequest) -> str:
+    return fingerprint(p.payload)
+
+
+def _call_sync(fn: Any, work: Work) -> Any:
+    out = fn(work)
+    if inspect.isawaitable(out):
+        close = getattr(out, "close", None)
+        if close is not None:
+            close()
+        raise TypeError("this function is async: use ahandle()/the async API with it")
+    return out
+
+
+async def _call_async(fn: Any, work: Work) -> Any:
+    out = fn(work)
+    if inspect.isawaitable(out):
+        return await out
+    return out

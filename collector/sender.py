@@ -1,0 +1,260 @@
+"""The sending side of a handoff: propose, wait for the answer on the clock, commit.
+
+``Sender`` is an agent that hands work on; ``Sender.open()`` starts one ``Handoff`` (one
+task, one receiver) whose attempts are proposed and committed step by step, and
+``Sender.handoff()`` runs the whole protocol with per-handoff retries. Spans written here:
+
+* ``handoff`` (one per handoff, parent of the phase spans, final state and attempt count);
+* ``handoff.propose`` (the sender's work, ends when the proposal leaves);
+* ``handoff.validate`` (from proposal sent to answer received: the true latency, also when the
+  answer comes after the timeout; the receiver's reported usage is attributed to it).
+
+The receiver writes ``handoff.commit``. Everything a peer answers is recorded as received (a
+reject without reason, an accept without ETA, a late answer), then acted on by the protocol:
+only an on-time accept validates an attempt.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics, trace
+
+from collector import schema
+from collector.agents import AgentRole
+from collector.channel import Channel
+from collector.clock import Clock, SystemClock
+from collector.errors import ConfigurationError
+from collector.handoff import Handoff, HandoffSpec
+from collector.messages import (
+    HANDOFF_MODES,
+    MODE_HANDSHAKE,
+    Answer,
+    CommitResult,
+    OutputSchema,
+    Usage,
+)
+from collector.pricing import PriceTable
+from collector.telemetry import Telemetry
+
+__all__ = ["DEFAULT_DEADLINE_S", "HandoffOutcome", "RETRYABLE_REJECTS", "Sender"]
+
+DEFAULT_DEADLINE_S = 300.0
+"""Task deadline when a handoff names none: five minutes after it is opened."""
+RETRYABLE_REJECTS = frozenset({schema.REJECT_RESOURCE_UNAVAILABLE})
+"""Reject reasons ``Sender.handoff()`` retries; others would fail the same way again."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffOutcome:
+    """How ``Sender.handoff()`` ended: final state, attempts, last answer and commit result."""
+
+    handoff_id: str
+    task_id: str
+    state: str | None
+    attempts: int
+    answer: Answer | None
+    result: CommitResult | None
+
+    @property
+    def committed(self) -> bool:
+        """True when the task ran (now or before) and its result is in ``result``."""
+        return self.state == schema.STATE_COMMITTED
+
+
+class Sender:
+    """An agent that hands tasks to receivers through the handshake.
+
+    Options apply to every handoff this sender opens unless ``open()`` overrides them.
+    ``enforce_retry_cap=False`` lets a re-proposal beyond ``max_attempts`` go out (it is
+    recorded with its attempt number above ``handoff.max_attempts``) instead of raising
+    ``RetryCapExceeded``: a documented override for producing violating traces.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        clock: Clock | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+        telemetry: Telemetry | None = None,
+        role: AgentRole | None = None,
+        prices: PriceTable | None = None,
+        validation_timeout_s: float = schema.DEFAULT_VALIDATION_TIMEOUT_S,
+        max_attempts: int = schema.DEFAULT_MAX_ATTEMPTS,
+        mode: str = MODE_HANDSHAKE,
+        enforce_retry_cap: bool = True,
+        late_answer_window_s: float = 60.0,
+        id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        _check_mode(mode)
+        if validation_timeout_s <= 0:
+            raise ConfigurationError(
+                f"validation_timeout_s must be > 0, got {validation_timeout_s}"
+            )
+        if max_attempts < 1:
+            raise ConfigurationError(f"max_attempts must be >= 1, got {max_attempts}")
+        self.name = name
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.telemetry = telemetry or Telemetry(
+            tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
+        self.role = role or AgentRole(name)
+        self.prices = prices
+        self.validation_timeout_s = validation_timeout_s
+        self.max_attempts = max_attempts
+        self.mode = mode
+        self.enforce_retry_cap = enforce_retry_cap
+        self.late_answer_window_s = late_answer_window_s
+        self.id_factory = id_factory or (lambda: uuid.uuid4().hex)
+
+    def __repr__(self) -> str:
+        return f"Sender({self.name!r}, mode={self.mode!r})"
+
+    def open(
+        self,
+        channel: Channel,
+        *,
+        task_id: str,
+        payload: Any,
+        output_schema: str | OutputSchema,
+        idempotency_key: str | None,
+        deadline_s: float | None = None,
+        deadline_unix_ms: int | None = None,
+        payload_version: str = "1",
+        handoff_id: str | None = None,
+        consumes: Any = None,
+        mode: str | None = None,
+        max_attempts: int | None = None,
+        validation_timeout_s: float | None = None,
+        parent: trace.Span | None = None,
+    ) -> Handoff:
+        """Open one handoff of ``task_id`` to ``channel.peer`` and start its ``handoff`` span.
+
+        ``idempotency_key`` is required by the protocol; passing None is allowed so that the
+        receiver's ``missing_idempotency_key`` reject can happen (and be audited). ``consumes``
+        names the upstream result this task builds on (a ``HandoffMessage``, its wire dict,
+        a ``CommitmentEnvelope`` or a ``(task_id, status)`` pair); it is recorded on every
+        propose span.
+        """
+        if deadline_unix_ms is None:
+            seconds = DEFAULT_DEADLINE_S if deadline_s is None else deadline_s
+            deadline_unix_ms = self.clock.time_ns() // 1_000_000 + int(seconds * 1000)
+        spec = HandoffSpec(
+            handoff_id=handoff_id or self.id_factory(),
+            task_id=task_id,
+            receiver=channel.peer,
+            payload=payload,
+            output_schema=(
+                output_schema
+                if isinstance(output_schema, OutputSchema)
+                else OutputSchema.parse(output_schema)
+            ),
+            idempotency_key=idempotency_key,
+            deadline_unix_ms=deadline_unix_ms,
+            payload_version=payload_version,
+            mode=_check_mode(mode or self.mode),
+            max_attempts=max_attempts or self.max_attempts,
+            validation_timeout_s=validation_timeout_s or self.validation_timeout_s,
+            consumed=_consumed(consumes),
+        )
+        return Handoff(self, channel, spec, parent=parent)
+
+    def handoff(
+        self, channel: Channel, *, usage: Usage | None = None, **options: Any
+    ) -> HandoffOutcome:
+        """Run the whole protocol for one task, retrying up to the cap; returns the outcome.
+
+        Takes ``open()``'s options. A voided attempt (timeout, late answer, retryable reject,
+        failed commit) is re-proposed as attempt + 1 until ``max_attempts``; a non-retryable
+        reject ends the handoff at once.
+        """
+        with self.open(channel, **options) as h:
+            while True:
+                answer = h.propose(usage=usage) if h.spec.mode != _FF else None
+                if h.state in _COMMITTABLE[h.spec.mode]:
+                    result = h.commit()
+                    if result.ok:
+                        break
+                if not _should_retry(h, answer):
+                    break
+            return _outcome(h)
+
+    async def ahandoff(
+        self, channel: Channel, *, usage: Usage | None = None, **options: Any
+    ) -> HandoffOutcome:
+        """``handoff()`` for asyncio."""
+        with self.open(channel, **options) as h:
+            while True:
+                answer = await h.apropose(usage=usage) if h.spec.mode != _FF else None
+                if h.state in _COMMITTABLE[h.spec.mode]:
+                    result = await h.acommit()
+                    if result.ok:
+                        break
+                if not _should_retry(h, answer):
+                    break
+            return _outcome(h)
+
+
+_FF = schema.MODE_FIRE_AND_FORGET
+_COMMITTABLE: dict[str, tuple[str | None, ...]] = {
+    schema.MODE_HANDSHAKE: (schema.STATE_VALIDATED,),
+    schema.MODE_TWO_STEP: (schema.STATE_PROPOSED,),
+    schema.MODE_FIRE_AND_FORGET: (None, schema.STATE_VOID),
+}
+
+
+def _should_retry(h: Handoff, answer: Any) -> bool:
+    if h.state == schema.STATE_COMMITTED:
+        return False
+    if h.attempt >= h.spec.max_attempts and h.sender.enforce_retry_cap:
+        return False
+    if isinstance(answer, Answer) and answer.decision == schema.DECISION_REJECT and not h.late:
+        return answer.reason in RETRYABLE_REJECTS
+    return True
+
+
+def _outcome(h: Handoff) -> HandoffOutcome:
+    return HandoffOutcome(
+        handoff_id=h.spec.handoff_id,
+        task_id=h.spec.task_id,
+        state=h.state,
+        attempts=h.attempt,
+        answer=h.answer,
+        result=h.result,
+    )
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in HANDOFF_MODES:
+        import difflib
+
+        near = difflib.get_close_matches(mode, HANDOFF_MODES, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ConfigurationError(
+            f"unknown handoff mode {mode!r}{hint}; use one of {', '.join(HANDOFF_MODES)}"
+        )
+    return mode
+
+
+def _consumed(consumes: Any) -> tuple[str, str] | None:
+    if consumes is None:
+        return None
+    from collector.envelope import CommitmentEnvelope, HandoffMessage
+
+    if isinstance(consumes, HandoffMessage):
+        return consumes.task_id, consumes.status
+    if isinstance(consumes, CommitmentEnvelope):
+        return consumes.id, consumes.status
+    if isinstance(consumes, Mapping) and "STATUS" in consumes and "TASK_ID" in consumes:
+        return str(consumes["TASK_ID"]), str(consumes["STATUS"])
+    if isinstance(consumes, tuple) and len(consumes) == 2:
+        return str(consumes[0]), str(consumes[1])
+    raise ConfigurationError(
+        f"consumes= must be a HandoffMessage, its dict, a CommitmentEnvelope or a "
+        f"(task_id, status) pair; got {consumes!r}"
+    )

@@ -1,0 +1,235 @@
+"""How the library writes spans and metrics: explicit clock times, and never an exception.
+
+``Telemetry`` wraps one tracer and one meter (from the providers you pass, else the global
+ones of the OpenTelemetry API, so an application that configures nothing pays almost
+nothing). Every span gets its start and end time from the handshake's ``Clock``, so a
+virtual clock yields true simulated timestamps. Every call into OpenTelemetry is guarded:
+an SDK, processor or exporter failure is logged on the ``collector.telemetry`` logger and
+never reaches agent code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry import metrics, trace
+
+from collector import schema
+from collector.messages import Usage
+from collector.pricing import PriceTable, default_prices
+
+__all__ = ["Telemetry", "usage_attributes"]
+
+log = logging.getLogger("collector.telemetry")
+
+_INVALID = trace.INVALID_SPAN
+
+
+def _version() -> str:
+    from collector import __version__
+
+    return __version__
+
+
+class Telemetry:
+    """One agent's tracer and meter, with failure-proof helpers the handshake uses.
+
+    Pass ``tracer_provider`` / ``meter_provider`` to give each agent its own providers
+    (for example one per simulated process, each with its own ``service.name``).
+    """
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
+    ) -> None:
+        version = _version()
+        tp = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
+        mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
+        self.tracer = tp.get_tracer(schema.INSTRUMENTATION_NAME, version)
+        meter = mp.get_meter(schema.INSTRUMENTATION_NAME, version)
+        self.validation_latency = meter.create_histogram(
+            schema.METRIC_VALIDATION_LATENCY,
+            unit="s",
+            description="Validation latency seen by the sender, per receiver.",
+        )
+        self.phase_outcomes = meter.create_counter(
+            schema.METRIC_PHASE_OUTCOMES,
+            unit="{outcome}",
+            description="Phase outcomes by phase, outcome and reason.",
+        )
+        self.tokens = meter.create_counter(
+            schema.METRIC_TOKENS, unit="{token}", description="Model tokens per agent and phase."
+        )
+        self.cost = meter.create_counter(
+            schema.METRIC_COST, unit="USD", description="Model cost per agent and phase."
+        )
+        self.failures = 0
+
+    # ---------------------------------------------------------------- guarded primitives
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self.failures += 1
+        # The first failures are logged in full; after that, one line per hundred.
+        if self.failures <= 3:
+            log.warning(
+                "handoffscope telemetry: %s failed; the handoff goes on", what, exc_info=exc
+            )
+        elif self.failures % 100 == 0:
+            log.warning("handoffscope telemetry: %d failures so far (%s)", self.failures, exc)
+
+    def start(
+        self,
+        name: str,
+        *,
+        start_ns: int,
+        attributes: Mapping[str, Any] | None = None,
+        parent: trace.Span | otel_context.Context | None = None,
+    ) -> trace.Span:
+        """Start a span at ``start_ns`` under ``parent`` (a span, a context, or the current)."""
+        try:
+            ctx = trace.set_span_in_context(parent) if isinstance(parent, trace.Span) else parent
+            return self.tracer.start_span(
+                name, context=ctx, attributes=attributes, start_time=start_ns
+            )
+        except Exception as e:  # noqa: BLE001 - telemetry must never break the handoff
+            self._failed(f"starting span {name!r}", e)
+            return _INVALID
+
+    def end(
+        self, span: trace.Span, *, end_ns: int, attributes: Mapping[str, Any] | None = None
+    ) -> None:
+        """Set the final attributes and end the span at ``end_ns``."""
+        try:
+            if attributes and span.is_recording():
+                span.set_attributes(attributes)
+            span.end(end_time=end_ns)
+        except Exception as e:  # noqa: BLE001
+            self._failed("ending a span", e)
+
+    def set(self, span: trace.Span, attributes: Mapping[str, Any]) -> None:
+        """Set attributes on a span that is still open."""
+        try:
+            if span.is_recording():
+                span.set_attributes(attributes)
+        except Exception as e:  # noqa: BLE001
+            self._failed("setting attributes", e)
+
+    def transition(
+        self, span: trace.Span, source: str, target: str, reason: str, *, at_ns: int
+    ) -> None:
+        """Record a ``handoff.transition`` event (from, to, reason) at ``at_ns``."""
+        try:
+            if span.is_recording():
+                span.add_event(
+                    schema.EVENT_TRANSITION,
+                    {
+                        schema.TRANSITION_FROM: source,
+                        schema.TRANSITION_TO: target,
+                        schema.TRANSITION_REASON: reason,
+                    },
+                    timestamp=at_ns,
+                )
+        except Exception as e:  # noqa: BLE001
+            self._failed("recording a transition", e)
+
+    def error(self, span: trace.Span, description: str) -> None:
+        """Mark a span's status as an error."""
+        try:
+            if span.is_recording():
+                span.set_status(trace.Status(trace.StatusCode.ERROR, description))
+        except Exception as e:  # noqa: BLE001
+            self._failed("setting a span status", e)
+
+    # ---------------------------------------------------------------- propagation
+    def inject(self, span: trace.Span) -> dict[str, str]:
+        """W3C trace context of ``span`` as a carrier dict (empty when nothing is recorded)."""
+        carrier: dict[str, str] = {}
+        try:
+            if span.get_span_context().is_valid:
+                from opentelemetry import propagate
+
+                propagate.inject(carrier, context=trace.set_span_in_context(span))
+        except Exception as e:  # noqa: BLE001
+            self._failed("injecting trace context", e)
+        return carrier
+
+    def extract(self, carrier: Mapping[str, str]) -> otel_context.Context | None:
+        """The context a remote sender injected, or None (then spans use the current one)."""
+        if not carrier:
+            return None
+        try:
+            from opentelemetry import propagate
+
+            return propagate.extract(dict(carrier))
+        except Exception as e:  # noqa: BLE001
+            self._failed("extracting trace context", e)
+            return None
+
+    # ---------------------------------------------------------------- metrics
+    def count(self, phase: str, outcome: str, reason: str | None = None) -> None:
+        """Add one to the phase-outcome counter."""
+        try:
+            attrs = {schema.PHASE: phase, "outcome": outcome}
+            if reason:
+                attrs["reason"] = reason
+            self.phase_outcomes.add(1, attrs)
+        except Exception as e:  # noqa: BLE001
+            self._failed("counting an outcome", e)
+
+    def latency(self, seconds: float, *, sender: str, receiver: str, decision: str) -> None:
+        """Record one validation latency (seconds)."""
+        try:
+            self.validation_latency.record(
+                seconds,
+                {schema.SENDER: sender, schema.RECEIVER: receiver, schema.DECISION: decision},
+            )
+        except Exception as e:  # noqa: BLE001
+            self._failed("recording validation latency", e)
+
+    def usage(self, agent: str, phase: str, usage: Usage, cost: float | None) -> None:
+        """Add an agent's tokens and cost to the counters."""
+        try:
+            base = {schema.GEN_AI_AGENT_NAME: agent, schema.PHASE: phase}
+            base[schema.GEN_AI_REQUEST_MODEL] = usage.model
+            if usage.input_tokens:
+                self.tokens.add(usage.input_tokens, {**base, "direction": "input"})
+            if usage.output_tokens:
+                self.tokens.add(usage.output_tokens, {**base, "direction": "output"})
+            if cost:
+                self.cost.add(cost, base)
+        except Exception as e:  # noqa: BLE001
+            self._failed("counting usage", e)
+
+
+def usage_attributes(
+    agent: str, usage: Usage | None, prices: PriceTable | None = None
+) -> tuple[dict[str, Any], float | None]:
+    """Span attributes attributing a phase to ``agent``, with cost filled from ``prices``.
+
+    Returns the attributes and the cost (None when neither reported nor priced).
+    """
+    attrs: dict[str, Any] = {schema.GEN_AI_AGENT_NAME: agent}
+    if usage is None:
+        return attrs, None
+    attrs[schema.GEN_AI_REQUEST_MODEL] = usage.model
+    attrs[schema.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
+    attrs[schema.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+    if usage.provider:
+        attrs[schema.GEN_AI_PROVIDER_NAME] = usage.provider
+    cost = usage.cost_usd
+    if cost is None:
+        cost = (prices or default_prices()).cost(
+            usage.model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+        )
+    if cost is not None:
+        attrs[schema.COST_USD] = cost
+    return attrs, cost
+
+
+def string_list(values: Sequence[str]) -> list[str]:
+    """Attribute-safe copy of a string sequence."""
+    return [str(v) for v in values]
