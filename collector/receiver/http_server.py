@@ -1,0 +1,276 @@
+"""OTLP/HTTP: ``POST /v1/traces`` and ``GET /healthz`` on a threaded stdlib HTTP server.
+
+Answers follow the OTLP/HTTP specification: 200 with an ``ExportTraceServiceResponse`` in
+the request's content type (with ``partialSuccess`` when spans were rejected), and for a
+refused request the status code of its ``RequestRefused`` error with a ``google.rpc.Status``
+body; 429 and 503 carry ``Retry-After``. A request is never answered 200 before its spans
+are written.
+
+The standard library server was measured against uvicorn with starlette on this workload
+(docs/benchmarks/receiver.md): the time goes into encoding spans, not into HTTP, so the
+extra dependency bought nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+
+from collector.receiver.decode import JSON, PROTOBUF, media_type
+from collector.receiver.errors import (
+    PayloadTooLarge,
+    RequestRefused,
+    Undecodable,
+    UnsupportedMediaType,
+)
+from collector.receiver.ingest import ExportOutcome, Ingest
+from collector.receiver.limits import ENCODINGS, inflate
+from collector.receiver.log import log_event
+
+__all__ = ["HEALTH_PATH", "TRACES_PATH", "OtlpHttpServer"]
+
+TRACES_PATH: Final = "/v1/traces"
+HEALTH_PATH: Final = "/healthz"
+_IDLE_TIMEOUT_S: Final = 120.0
+
+
+class OtlpHttpServer(ThreadingHTTPServer):
+    """A threaded HTTP server that hands OTLP requests to an ``Ingest``."""
+
+    daemon_threads = True
+    # Idle keep-alive connections must not hold up shutdown; in-flight requests are
+    # awaited by ``drain`` instead.
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], ingest: Ingest) -> None:
+        import socket
+
+        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        self.ingest = ingest
+        self.stopping = False
+        self._in_flight = 0
+        self._idle = threading.Condition()
+        super().__init__(address, _Handler)
+
+    @property
+    def url(self) -> str:
+        """The traces endpoint, e.g. ``http://127.0.0.1:4318/v1/traces``."""
+        host, port = self.server_address[:2]
+        shown = f"[{host}]" if ":" in str(host) else host
+        return f"http://{shown}:{port}{TRACES_PATH}"
+
+    def begin_request(self) -> None:
+        with self._idle:
+            self._in_flight += 1
+
+    def end_request(self) -> None:
+        with self._idle:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no request is being handled; False if some still are after ``timeout``."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._in_flight, timeout)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: OtlpHttpServer
+    protocol_version = "HTTP/1.1"
+    server_version = "handoffscope"
+    sys_version = ""
+    timeout = _IDLE_TIMEOUT_S
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
+        """Requests are not logged one by one; refusals are logged at debug level."""
+
+    # -- routing ---------------------------------------------------------------------
+    def do_GET(self) -> None:
+        if self._path() == HEALTH_PATH:
+            self._send(200, b'{"status":"ok"}', JSON)
+        elif self._path() == TRACES_PATH:
+            self._send_error(405, "use POST to send spans", JSON, allow="POST")
+        else:
+            self._send_error(404, f"no such endpoint; send spans to POST {TRACES_PATH}", JSON)
+
+    def do_POST(self) -> None:
+        if self._path() != TRACES_PATH:
+            self.close_connection = True
+            self._send_error(404, f"no such endpoint; send spans to POST {TRACES_PATH}", JSON)
+            return
+        self.server.begin_request()
+        try:
+            self._export()
+        finally:
+            self.server.end_request()
+
+    def handle_expect_100(self) -> bool:
+        # Refuse before the client sends a body it would send in vain.
+        if self.command == "POST" and self._path() == TRACES_PATH:
+            try:
+                self._precheck()
+            except RequestRefused as e:
+                self.close_connection = True
+                self._refuse(e, self._reply_type())
+                return False
+        return super().handle_expect_100()
+
+    # -- the export ------------------------------------------------------------------
+    def _export(self) -> None:
+        reply_type = self._reply_type()
+        ingest = self.server.ingest
+        body_read = False
+        try:
+            kind = self._precheck()
+            with ingest.admitted():
+                wire = self._read_body()
+                body_read = True
+                body = inflate(wire, self.headers.get("Content-Encoding", ""),
+                               limit=ingest.limits.max_body_bytes)
+                del wire
+                outcome = ingest.export(body, kind)
+        except RequestRefused as e:
+            if not body_read:
+                self.close_connection = True  # the unread body would be taken for a request
+            self._refuse(e, reply_type)
+            return
+        except Exception:  # a bug: answer 500, never 200, and keep serving
+            log_event("internal_error", level=logging.ERROR, path=self.path)
+            logging.getLogger("handoffscope.collect").exception("request failed")
+            self.close_connection = True
+            self._send_error(500, "internal error; the spans were not written", reply_type)
+            return
+        if self.server.stopping:
+            self.close_connection = True
+        self._send(200, _response(outcome, reply_type), reply_type)
+
+    def _precheck(self) -> str:
+        """Everything that can be refused before reading the body; returns the media type."""
+        ingest = self.server.ingest
+        ingest.authenticate(self.headers.get("Authorization"))
+        kind = media_type(self.headers.get("Content-Type"))
+        encoding = self.headers.get("Content-Encoding", "identity").strip().lower() or "identity"
+        if encoding not in ENCODINGS and encoding != "x-gzip":
+            raise UnsupportedMediaType(
+                f"Content-Encoding {encoding!r} is not supported; "
+                f"use one of: {', '.join(ENCODINGS)}"
+            )
+        length = self._content_length()
+        if length is not None and length > ingest.limits.max_wire_bytes:
+            raise PayloadTooLarge(
+                f"request body of {length} bytes is over the "
+                f"{ingest.limits.max_body_bytes} byte limit"
+            )
+        return kind
+
+    def _content_length(self) -> int | None:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return None
+        raw = self.headers.get("Content-Length")
+        if raw is None:
+            return 0
+        try:
+            length = int(raw)
+        except ValueError:
+            length = -1
+        if length < 0:
+            raise Undecodable(f"Content-Length {raw!r} is not a byte count")
+        return length
+
+    def _read_body(self) -> bytes:
+        cap = self.server.ingest.limits.max_wire_bytes
+        length = self._content_length()
+        if length is None:
+            return self._read_chunked(cap)
+        body = self.rfile.read(length)
+        if len(body) != length:
+            raise Undecodable(f"body ended after {len(body)} of {length} bytes")
+        return body
+
+    def _read_chunked(self, cap: int) -> bytes:
+        body = bytearray()
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise Undecodable(f"bad chunk size line {line[:40]!r}") from None
+            if size == 0:
+                while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+                    pass  # trailers carry nothing the receiver uses
+                return bytes(body)
+            if len(body) + size > cap:
+                raise PayloadTooLarge(f"request body is over the {cap} byte limit")
+            chunk = self.rfile.read(size)
+            if len(chunk) != size:
+                raise Undecodable("body ended inside a chunk")
+            body += chunk
+            self.rfile.readline(8)
+
+    # -- answers ---------------------------------------------------------------------
+    def _path(self) -> str:
+        return self.path.split("?", 1)[0]
+
+    def _reply_type(self) -> str:
+        try:
+            return media_type(self.headers.get("Content-Type"))
+        except UnsupportedMediaType:
+            return JSON
+
+    def _refuse(self, error: RequestRefused, reply_type: str) -> None:
+        log_event("refused", level=logging.DEBUG, protocol="http", status=error.http_status,
+                  reason=str(error))
+        retry_after = self.server.ingest.limits.retry_after_s if error.retryable else None
+        self._send_error(error.http_status, str(error), reply_type, retry_after=retry_after,
+                         code=code_pb2.Code.Value(error.grpc_code))
+
+    def _send_error(self, status: int, message: str, reply_type: str, *,
+                    retry_after: int | None = None, allow: str | None = None,
+                    code: int = code_pb2.INVALID_ARGUMENT) -> None:
+        if status == 500:
+            code = code_pb2.INTERNAL
+        if reply_type == PROTOBUF:
+            body = status_pb2.Status(code=code, message=message).SerializeToString()
+        else:
+            body = json.dumps({"code": code, "message": message}).encode()
+        headers = {}
+        if retry_after is not None:
+            headers["Retry-After"] = str(retry_after)
+        if allow is not None:
+            headers["Allow"] = allow
+        self._send(status, body, reply_type, headers)
+
+    def _send(self, status: int, body: bytes, content_type: str,
+              headers: dict[str, str] | None = None) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            if self.close_connection:
+                self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:
+            self.close_connection = True  # the client went away; nothing more to say
+
+
+def _response(outcome: ExportOutcome, reply_type: str) -> bytes:
+    if reply_type == PROTOBUF:
+        response = ExportTraceServiceResponse()
+        if outcome.rejected:
+            response.partial_success.rejected_spans = outcome.rejected
+            response.partial_success.error_message = outcome.message
+        return response.SerializeToString()
+    if not outcome.rejected:
+        return b"{}"
+    return json.dumps({"partialSuccess": {"rejectedSpans": str(outcome.rejected),
+                                          "errorMessage": outcome.message}}).encode()

@@ -1,0 +1,78 @@
+"""What both servers do with a request: admit, decode, encode as OTLP JSON, write, answer.
+
+The HTTP and gRPC servers only translate their protocol to these calls and the outcome or
+``RequestRefused`` back to theirs, so both accept and refuse exactly the same things.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError
+
+from collector.receiver.auth import BearerToken
+from collector.receiver.decode import JSON, json_to_protobuf, parse_protobuf
+from collector.receiver.errors import Busy, Undecodable
+from collector.receiver.limits import Limits
+from collector.receiver.otlp_json import SpanEncoder
+from collector.receiver.sink import SpanSink
+
+__all__ = ["ExportOutcome", "Ingest"]
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOutcome:
+    """What became of the spans of one accepted request."""
+
+    accepted: int
+    rejected: int
+    message: str
+    """Why spans were rejected; empty when none were."""
+
+
+class Ingest:
+    """The request pipeline shared by the HTTP and gRPC servers."""
+
+    def __init__(self, *, sink: SpanSink, limits: Limits, token: BearerToken | None = None,
+                 encoder: SpanEncoder | None = None) -> None:
+        self.sink = sink
+        self.limits = limits
+        self.token = token
+        self.encoder = encoder or SpanEncoder()
+        self._slots = threading.BoundedSemaphore(limits.max_concurrent_requests)
+
+    def authenticate(self, authorization: str | None) -> None:
+        """Raise ``Unauthenticated`` if a token is configured and not presented."""
+        if self.token is not None:
+            self.token.check(authorization)
+
+    @contextmanager
+    def admitted(self) -> Iterator[None]:
+        """Hold one of the concurrent-request slots, or raise ``Busy`` at once."""
+        if not self._slots.acquire(blocking=False):
+            raise Busy(
+                f"{self.limits.max_concurrent_requests} requests are already being handled; "
+                "retry later"
+            )
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    def export(self, body: bytes, media_type: str) -> ExportOutcome:
+        """Write the spans of one decompressed request body; return what was kept.
+
+        Raises ``Undecodable`` for a body that is not OTLP and ``Unavailable`` when the spans
+        could not be written in time. Returns only once the spans are written.
+        """
+        wire = json_to_protobuf(body) if media_type == JSON else parse_protobuf(body)
+        try:
+            encoded = self.encoder.encode(wire)
+        except (IndexError, ValueError, DecodeError) as e:  # protobuf accepted what we cannot
+            raise Undecodable(f"body could not be read as OTLP: {e}") from e
+        if encoded.spans:
+            self.sink.submit(encoded.line, encoded.spans).wait(self.limits.write_timeout_s)
+        return ExportOutcome(encoded.spans, encoded.rejected, encoded.message)
