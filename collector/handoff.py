@@ -483,7 +483,8 @@ class Handoff:
             self.result = None
         elif not unchecked:
             needed = schema.STATE_VALIDATED if mode == MODE_HANDSHAKE else schema.STATE_PROPOSED
-            if self.state != needed:
+            # A committed attempt may be committed again: the receiver replays its result.
+            if self.state not in (needed, schema.STATE_COMMITTED):
                 raise CommitWithoutAccept(
                     f"task {self.spec.task_id!r} attempt {self.attempt} is "
                     f"{self.state or 'not proposed'}; commit only after the receiver accepted"
