@@ -455,9 +455,7 @@ class Handoff:
         self.tel.end(span, end_ns=self.clock.time_ns(), attributes=attrs)
 
     def _void(self, reason: str, *, at_ns: int, span: trace.Span | None = None) -> None:
-        if self.machine is None:
-            self.machine = StateMachine(mode=self.spec.mode)
-        if self.machine.can(schema.STATE_VOID):
+        if self.machine is not None and self.machine.can(schema.STATE_VOID):
             self._move(schema.STATE_VOID, reason, span=span or self.span, at_ns=at_ns)
 
     def _notify_void(self, reason: str, *, background: bool = False) -> None:
@@ -526,9 +524,8 @@ class Handoff:
             raise MessageError(f"expected a commit_result reply, got {reply.kind!r}")
         self.result = reply
         now_ns = self.clock.time_ns()
-        assert self.machine is not None
         if reply.ok:
-            if self.machine.can(schema.STATE_COMMITTED):
+            if self.machine is not None and self.machine.can(schema.STATE_COMMITTED):
                 self._move(schema.STATE_COMMITTED, reply.outcome, span=self.span, at_ns=now_ns)
         else:
             self._void(f"commit {reply.outcome}: {reply.error or ''}".strip(), at_ns=now_ns)
