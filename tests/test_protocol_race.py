@@ -123,7 +123,7 @@ def test_every_raced_handoff_ends_committed_or_void_never_both(cap):
     assert {o.state for o in outcomes.values()} <= {"committed", "void"}
     committed = sorted(t for t, o in outcomes.items() if o.state == "committed")
     assert sorted(runs) == committed  # executed exactly the committed ones, once each
-    for task, o in outcomes.items():
+    for task in outcomes:
         moves = [
             e.attributes[S.TRANSITION_TO]
             for s in cap.spans()
