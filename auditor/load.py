@@ -1,0 +1,170 @@
+"""Loading OTLP trace files into one DuckDB ``spans`` table.
+
+>>> from auditor import load_traces
+>>> traces = load_traces("sample_traces/")                       # doctest: +SKIP
+>>> traces.span_count, [str(p) for p in traces.problems]         # doctest: +SKIP
+
+DuckDB does the parsing and flattening (see :mod:`auditor.readers` for how each kind of file
+is read). A line or file that cannot be used becomes a :class:`LoadProblem` naming the file
+and line; everything else is still loaded. Spans that arrive twice (same trace id and span
+id, as OTLP retries deliver them) are kept once: the first one read wins. Spans without a
+trace id or span id cannot be told apart, so each of them is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from auditor.errors import AuditError
+from auditor.problems import NOT_OTLP, LoadProblem
+from auditor.readers import Reader, run
+from auditor.sources import SourceFile, discover
+from auditor.table import SPANS_DDL
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["LoadProblem", "TraceSet", "append_lines", "connect", "load_traces"]
+
+
+@dataclass
+class TraceSet:
+    """Trace data loaded into a DuckDB connection holding the ``spans`` table."""
+
+    con: duckdb.DuckDBPyConnection
+    """The connection; query ``spans`` (see docs/auditor.md) or pass it to the figures."""
+    files: list[str] = field(default_factory=list)
+    """Every file that was read, in reading order."""
+    problems: list[LoadProblem] = field(default_factory=list)
+    """Lines and files that could not be used (everything else was loaded)."""
+    duplicate_count: int = 0
+    """Spans dropped because the same (trace id, span id) had already been read."""
+    skipped: list[str] = field(default_factory=list)
+    """Files met while walking a directory that hold JSON but no OTLP data (e.g. manifests)."""
+
+    @property
+    def span_count(self) -> int:
+        """Number of unique spans in the ``spans`` table."""
+        return int(run(self.con, "SELECT count(*) FROM spans")[0][0])  # type: ignore[call-overload]
+
+
+def connect(con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """Return ``con`` (or a new in-memory connection) with the ``spans`` table created."""
+    import duckdb
+
+    if con is None:
+        con = duckdb.connect(":memory:")
+    # DuckDB draws a progress bar on the terminal for long queries; reports own stdout.
+    run(con, "SET enable_progress_bar = false")
+    run(con, SPANS_DDL)
+    return con
+
+
+def load_traces(
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    *,
+    con: duckdb.DuckDBPyConnection | None = None,
+) -> TraceSet:
+    """Load OTLP trace files into a ``spans`` table and return the :class:`TraceSet`.
+
+    ``paths`` may name files, directories (read recursively) and glob patterns holding
+    JSON-lines, pretty-printed JSON documents, gzip or zstd files, or Parquet written by
+    ``handoffscope compact``. With ``con``, spans are added to that connection's table.
+
+    Raises :class:`AuditError` only when no span at all could be loaded; every other
+    problem is listed in ``problems``.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    path_list = list(paths)
+    sources, missing = discover(path_list)
+    ts = TraceSet(con=connect(con))
+    for message in missing:
+        where, _, what = message.partition(": ")
+        ts.problems.append(LoadProblem(where, None, what))
+    before = ts.span_count
+    reader = Reader(ts.con)
+    for source in sources:
+        ts.files.append(source.path)
+        reader.read(source)
+    reader.flush()
+    ts.problems.extend(reader.problems)
+    ts.skipped.extend(reader.skipped)
+    ts.duplicate_count += _drop_duplicates(ts.con)
+    if ts.span_count == before:
+        raise AuditError(_nothing_usable(path_list, sources, ts), title="no trace data")
+    return ts
+
+
+def append_lines(
+    trace_set: TraceSet,
+    lines: Iterable[tuple[int, str]],
+    *,
+    file: str,
+    final: bool = False,
+) -> int:
+    """Parse JSON lines held in memory into ``trace_set``'s ``spans`` table.
+
+    ``lines`` holds ``(line number, text)`` pairs as read from ``file`` (the name used in
+    problems and ``source_file``). Spans already in the table are not added again, and
+    problems are appended to ``trace_set.problems``. A reader following a growing file should
+    hold back an unterminated last line until it is complete; with ``final=True`` the last
+    line given is treated as the file's end, so an incomplete one is reported as torn.
+    Returns the number of new spans.
+    """
+    reader = Reader(connect(trace_set.con), dedupe_on_insert=True)
+    reader.add_lines(file, list(lines), torn_possible=final)
+    reader.flush()
+    trace_set.problems.extend(reader.problems)
+    trace_set.duplicate_count += reader.duplicates
+    if file not in trace_set.files:
+        trace_set.files.append(file)
+    return reader.added
+
+
+def _drop_duplicates(con: duckdb.DuckDBPyConnection) -> int:
+    """Delete every copy but the first of each (trace id, span id); return how many."""
+    row = run(
+        con,
+        """
+        SELECT coalesce(sum(n - 1), 0) FROM (
+            SELECT count(*) AS n FROM spans
+            WHERE trace_id IS NOT NULL AND span_id IS NOT NULL
+            GROUP BY trace_id, span_id HAVING count(*) > 1)
+        """,
+    )
+    extra = int(row[0][0])  # type: ignore[call-overload]
+    if extra:
+        run(
+            con,
+            """
+            DELETE FROM spans WHERE rowid IN (
+                SELECT rowid FROM spans
+                WHERE trace_id IS NOT NULL AND span_id IS NOT NULL
+                QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY rowid) > 1)
+            """,
+        )
+    return extra
+
+
+def _nothing_usable(
+    paths: list[str | os.PathLike[str]], sources: list[SourceFile], ts: TraceSet
+) -> str:
+    shown = ", ".join(os.fspath(p) for p in paths) or "(no path given)"
+    lines = [f"no spans found in {shown}"]
+    for problem in ts.problems[:10]:
+        lines.append(f"  {problem}")
+    if len(ts.problems) > 10:
+        lines.append(f"  ... and {len(ts.problems) - 10} more problems")
+    for skipped in ts.skipped[:5]:
+        lines.append(f"  {skipped}: {NOT_OTLP}")
+    if sources and not ts.problems and not ts.skipped:
+        lines.append("  the files hold OTLP trace exports, but without any span")
+    lines.append(
+        "Point handoffscope at OTLP JSON trace files (JSON-lines or documents, optionally"
+        " .gz/.zst), a directory of them, or Parquet made by `handoffscope compact`."
+    )
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+"""What could not be used in the input, said so a user can act on it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+MAX_PROBLEMS_PER_FILE: Final = 100
+"""Problems listed one by one per file; the rest are counted in one summary problem."""
+
+NOT_OTLP: Final = (
+    "JSON, but not an OTLP trace export (no resourceSpans); handoffscope reads the OTLP JSON"
+    " that OpenTelemetry's file exporters and collectors write"
+)
+
+
+@dataclass(frozen=True)
+class LoadProblem:
+    """A line or file that could not be used; everything else was still loaded.
+
+    ``line`` is 1-based, or None when the problem concerns the whole file.
+    """
+
+    file: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{where}: {self.message}"
+
+
+def classify(
+    file: str,
+    bad: Sequence[tuple[int, str]],
+    *,
+    last_line: int | None,
+    unlisted: int = 0,
+) -> list[LoadProblem]:
+    """Problems for ``bad`` lines of ``file`` (``(number, text)``), in line order.
+
+    ``last_line`` is the file's last non-blank line, so a torn final line (a writer killed
+    mid-line) is told apart from a malformed one; None when that does not apply. A torn
+    last line is always listed; beyond :data:`MAX_PROBLEMS_PER_FILE` other lines are
+    counted in one summary problem, together with ``unlisted`` lines never examined.
+    """
+    out: list[LoadProblem] = []
+    more = unlisted
+    for index, (number, text) in enumerate(bad):
+        torn = number == last_line
+        if index >= MAX_PROBLEMS_PER_FILE and not torn:
+            more += 1
+            continue
+        out.append(LoadProblem(file, number, describe(text, torn=torn)))
+    if more:
+        out.append(
+            LoadProblem(
+                file,
+                None,
+                f"{more} more unusable lines are not listed; everything else in the file"
+                " was loaded",
+            )
+        )
+    return out
+
+
+def describe(text: str, *, torn: bool = False) -> str:
+    """Why ``text`` (one line or document) holds no span."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        detail = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+        if torn:
+            return (
+                f"the last line is incomplete JSON ({detail}): the writer probably stopped"
+                " mid-line; the line was skipped and the rest of the file was loaded"
+            )
+        return f"not valid JSON ({detail}); the line was skipped"
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+        if value is None:
+            kind = "null"
+        return f"JSON {kind}, not an OTLP export object; the line was skipped"
+    if "resourceLogs" in value or "resource_logs" in value:
+        return (
+            "OTLP logs, not traces: handoffscope audits trace files (resourceSpans);"
+            " point it at the file your trace exporter writes"
+        )
+    if "resourceMetrics" in value or "resource_metrics" in value:
+        return (
+            "OTLP metrics, not traces: handoffscope audits trace files (resourceSpans);"
+            " point it at the file your trace exporter writes"
+        )
+    if "resourceSpans" in value:
+        return "resourceSpans is not a list of OTLP ResourceSpans; the line was skipped"
+    return NOT_OTLP

@@ -1,0 +1,330 @@
+"""The ``spans`` table: one typed, flattened row per unique span.
+
+Every reader of trace data (rules, figures, ``watch``, the dashboard) queries this one table.
+It is built from OTLP JSON by a single SQL statement (:func:`flatten_sql`) so that files on
+disk and lines handed over in memory go through exactly the same code.
+
+Columns come in three groups (``docs/auditor.md`` lists them all):
+
+* OTLP structure, in snake_case: ``trace_id``, ``span_id``, ``name``, ``start_time`` ...
+* one typed column per attribute key of the trace schema, named exactly like the key
+  (``"handoff.receiver"``, ``"gen_ai.usage.input_tokens"``), so queries read like the contract;
+* normalised figures (``agent``, ``input_tokens``, ``output_tokens``, ``cost_usd``) that also
+  read other instrumentations' token and cost keys.
+
+Every name below comes from :mod:`collector.schema`; nothing in a trace file ever becomes part
+of the SQL text.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from collector import schema as s
+
+# (attribute key, DuckDB type) for every key that gets a typed column of its own.
+ATTRIBUTE_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
+    (s.SCHEMA_VERSION_KEY, "VARCHAR"),
+    (s.TASK_ID, "VARCHAR"),
+    (s.HANDOFF_ID, "VARCHAR"),
+    (s.SENDER, "VARCHAR"),
+    (s.RECEIVER, "VARCHAR"),
+    (s.ATTEMPT, "INTEGER"),
+    (s.MAX_ATTEMPTS, "INTEGER"),
+    (s.IDEMPOTENCY_KEY, "VARCHAR"),
+    (s.PHASE, "VARCHAR"),
+    (s.STATE, "VARCHAR"),
+    (s.ATTEMPTS, "INTEGER"),
+    (s.OUTPUT_SCHEMA, "VARCHAR"),
+    (s.PAYLOAD_VERSION, "VARCHAR"),
+    (s.DEADLINE_UNIX_MS, "BIGINT"),
+    (s.PAYLOAD_FINGERPRINT, "VARCHAR"),
+    (s.DECISION, "VARCHAR"),
+    (s.ETA_MS, "DOUBLE"),
+    (s.REJECT_REASON, "VARCHAR"),
+    (s.VALIDATION_TIMEOUT_MS, "DOUBLE"),
+    (s.VALIDATION_LATENCY_MS, "DOUBLE"),
+    (s.LATE, "BOOLEAN"),
+    (s.COMMIT_OUTCOME, "VARCHAR"),
+    (s.RESULT_STATUS, "VARCHAR"),
+    (s.COMMIT_ERROR, "VARCHAR"),
+    (s.ENVELOPE_ID, "VARCHAR"),
+    (s.ENVELOPE_STATUS, "VARCHAR"),
+    (s.ENVELOPE_BLOCKED_ON, "VARCHAR"),
+    (s.ENVELOPE_FAILED_CHECK, "VARCHAR"),
+    (s.EXTERNAL_EFFECTS, "VARCHAR[]"),
+    (s.EXTERNAL_EFFECT_PERFORMED, "BOOLEAN"),
+    (s.APPROVAL, "VARCHAR"),
+    (s.POLICY_ACTION, "VARCHAR"),
+    (s.POLICY_REASON, "VARCHAR"),
+    (s.CONSUMED_STATUS, "VARCHAR"),
+    (s.CONSUMED_TASK_ID, "VARCHAR"),
+    (s.AGENT_LANES, "VARCHAR[]"),
+    (s.AGENT_NOT_LANES, "VARCHAR[]"),
+    (s.WORKFLOW_ID, "VARCHAR"),
+    (s.WORKFLOW_ATTEMPT, "INTEGER"),
+    (s.WORKFLOW_OUTCOME, "VARCHAR"),
+    (s.COST_USD, "DOUBLE"),
+    (s.GEN_AI_OPERATION_NAME, "VARCHAR"),
+    (s.GEN_AI_WORKFLOW_NAME, "VARCHAR"),
+    (s.GEN_AI_AGENT_NAME, "VARCHAR"),
+    (s.GEN_AI_AGENT_ID, "VARCHAR"),
+    (s.GEN_AI_REQUEST_MODEL, "VARCHAR"),
+    (s.GEN_AI_PROVIDER_NAME, "VARCHAR"),
+    (s.GEN_AI_USAGE_INPUT_TOKENS, "BIGINT"),
+    (s.GEN_AI_USAGE_OUTPUT_TOKENS, "BIGINT"),
+    (s.GEN_AI_HANDOFF_SOURCE, "VARCHAR"),
+    (s.GEN_AI_HANDOFF_TARGET, "VARCHAR"),
+)
+"""Attribute keys stored as typed columns (named like the key) instead of in ``attributes``."""
+
+TYPED_KEYS: Final = frozenset(key for key, _ in ATTRIBUTE_COLUMNS)
+
+INPUT_TOKEN_KEYS: Final = (s.GEN_AI_USAGE_INPUT_TOKENS,) + tuple(
+    k
+    for k in s.FOREIGN_INPUT_TOKEN_KEYS + s.VERCEL_AI_INPUT_TOKEN_KEYS
+    if k != s.GEN_AI_USAGE_INPUT_TOKENS
+)
+"""Where ``input_tokens`` comes from, first key present wins."""
+OUTPUT_TOKEN_KEYS: Final = (s.GEN_AI_USAGE_OUTPUT_TOKENS,) + tuple(
+    k
+    for k in s.FOREIGN_OUTPUT_TOKEN_KEYS + s.VERCEL_AI_OUTPUT_TOKEN_KEYS
+    if k != s.GEN_AI_USAGE_OUTPUT_TOKENS
+)
+"""Where ``output_tokens`` comes from, first key present wins."""
+COST_KEYS: Final = (s.COST_USD,) + s.FOREIGN_COST_KEYS
+"""Where ``cost_usd`` comes from, first key present wins."""
+
+SERVICE_NAME: Final = "service.name"
+"""The OpenTelemetry resource attribute naming the process that wrote a span."""
+
+SPANS_DDL: Final = (
+    """
+CREATE TABLE IF NOT EXISTS spans (
+    trace_id VARCHAR,
+    span_id VARCHAR,
+    parent_span_id VARCHAR,
+    name VARCHAR,
+    kind VARCHAR,
+    service_name VARCHAR,
+    scope_name VARCHAR,
+    scope_version VARCHAR,
+    start_unix_nano BIGINT,
+    end_unix_nano BIGINT,
+    start_time TIMESTAMP,
+    end_time TIMESTAMP,
+    duration_ms DOUBLE,
+    status_code VARCHAR,
+    status_message VARCHAR,
+"""
+    + "".join(f'    "{key}" {typ},\n' for key, typ in ATTRIBUTE_COLUMNS)
+    + """    agent VARCHAR,
+    input_tokens BIGINT,
+    output_tokens BIGINT,
+    cost_usd DOUBLE,
+    attributes MAP(VARCHAR, VARCHAR),
+    events STRUCT(name VARCHAR, time_unix_nano BIGINT, attributes MAP(VARCHAR, VARCHAR))[],
+    links STRUCT(trace_id VARCHAR, span_id VARCHAR, attributes MAP(VARCHAR, VARCHAR))[],
+    resource_attributes MAP(VARCHAR, VARCHAR),
+    source_file VARCHAR,
+    source_line BIGINT
+)
+"""
+)
+"""DDL of the ``spans`` table; ``docs/auditor.md`` documents every column."""
+
+SPAN_COLUMNS: Final = tuple(
+    line.strip().split(" ")[0].strip('"')
+    for line in SPANS_DDL.splitlines()
+    if line.startswith("    ") and not line.strip().startswith(")")
+)
+"""Column names of ``spans``, in table order."""
+
+# --------------------------------------------------------------------------------------
+# Parsing: OTLP JSON text -> typed rows
+# --------------------------------------------------------------------------------------
+_VALUE = (
+    '{"stringValue":"VARCHAR","intValue":"VARCHAR","doubleValue":"VARCHAR",'
+    '"boolValue":"VARCHAR","bytesValue":"VARCHAR","arrayValue":"JSON","kvlistValue":"JSON"}'
+)
+_KV = '[{"key":"VARCHAR","value":' + _VALUE + "}]"
+_SPAN = (
+    '{"traceId":"VARCHAR","spanId":"VARCHAR","parentSpanId":"VARCHAR","name":"VARCHAR",'
+    '"kind":"VARCHAR","startTimeUnixNano":"VARCHAR","endTimeUnixNano":"VARCHAR",'
+    '"attributes":' + _KV + ","
+    '"events":[{"timeUnixNano":"VARCHAR","name":"VARCHAR","attributes":' + _KV + "}],"
+    '"links":[{"traceId":"VARCHAR","spanId":"VARCHAR","attributes":' + _KV + "}],"
+    '"status":{"code":"VARCHAR","message":"VARCHAR"}}'
+)
+_SCOPE = '{"name":"VARCHAR","version":"VARCHAR"}'
+DOCUMENT_STRUCTURE: Final = (
+    '{"resourceSpans":[{"resource":{"attributes":' + _KV + "},"
+    '"scopeSpans":[{"scope":' + _SCOPE + ',"spans":[' + _SPAN + "]}],"
+    '"instrumentationLibrarySpans":[{"instrumentationLibrary":'
+    + _SCOPE
+    + ',"spans":['
+    + _SPAN
+    + "]}]}]}"
+)
+"""The part of an OTLP ``TracesData`` document the loader reads; unknown fields are ignored.
+
+Scalars are read as text and cast afterwards, so a producer that writes an int64 as a string
+or as a number, or an enum as a name or as an integer, is read the same way.
+"""
+
+_ARRAY_STRUCTURE = '{"values":[' + _VALUE + "]}"
+
+
+def _value_text(v: str) -> str:
+    """SQL for the text form of an OTLP AnyValue struct ``v``."""
+    return (
+        f"coalesce({v}.stringValue, {v}.intValue, {v}.doubleValue, {v}.boolValue,"
+        f" {v}.bytesValue, CAST({v}.arrayValue AS VARCHAR), CAST({v}.kvlistValue AS VARCHAR))"
+    )
+
+
+def _map(kvs: str) -> str:
+    """SQL for a MAP(VARCHAR, VARCHAR) from a list of OTLP KeyValue structs.
+
+    Attribute keys should be unique, but a hostile or buggy producer may repeat one; the
+    first occurrence then wins instead of the whole line failing.
+    """
+    entries = (
+        f"list_transform(list_filter(coalesce({kvs}, []), lambda kv_a: kv_a.key IS NOT NULL),"
+        f" lambda kv_a: {{'key': kv_a.key, 'value': {_value_text('kv_a.value')}}})"
+    )
+    dedup = (
+        f"list_filter({entries}, lambda kv_e, kv_i: list_position(list_transform({entries},"
+        f" lambda kv_x: kv_x.key), kv_e.key) = kv_i)"
+    )
+    return f"coalesce(try(map_from_entries({entries})), map_from_entries({dedup}))"
+
+
+def _id(x: str, nbytes: int) -> str:
+    """SQL normalising an id: lowercase hex; base64 (protobuf JSON) converted; empty -> NULL."""
+    hexlen, b64len = nbytes * 2, 4 * ((nbytes + 2) // 3)
+    return (
+        f"(CASE WHEN {x} IS NULL OR {x} = '' OR {x} = repeat('0', {hexlen}) THEN NULL"
+        f" WHEN length({x}) = {hexlen} THEN lower({x})"
+        f" WHEN length({x}) = {b64len} AND octet_length(try(from_base64({x}))) = {nbytes}"
+        f" THEN lower(hex(from_base64({x})))"
+        f" ELSE {x} END)"
+    )
+
+
+def _int(x: str, typ: str = "BIGINT") -> str:
+    """SQL casting text to an integer type; also accepts ``"12.0"`` and ``1.2e3``."""
+    return f"coalesce(TRY_CAST({x} AS {typ}), TRY_CAST(TRY_CAST({x} AS DOUBLE) AS {typ}))"
+
+
+def _typed(text: str, typ: str) -> str:
+    if typ in ("BIGINT", "INTEGER"):
+        return _int(text, typ)
+    if typ == "VARCHAR[]":
+        parsed = f"try(from_json({text}, '{_ARRAY_STRUCTURE}'))"
+        return (
+            f"CASE WHEN {text} IS NULL THEN NULL"
+            f' WHEN {parsed} IS NOT NULL AND {parsed}."values" IS NOT NULL'
+            f' THEN list_transform({parsed}."values", lambda arr_x: {_value_text("arr_x")})'
+            f" ELSE [{text}] END"
+        )
+    if typ == "VARCHAR":
+        return text
+    return f"TRY_CAST({text} AS {typ})"
+
+
+_KIND = (
+    "CASE upper(coalesce(sp.kind, '0'))"
+    " WHEN '0' THEN 'UNSPECIFIED' WHEN '1' THEN 'INTERNAL' WHEN '2' THEN 'SERVER'"
+    " WHEN '3' THEN 'CLIENT' WHEN '4' THEN 'PRODUCER' WHEN '5' THEN 'CONSUMER'"
+    " ELSE replace(upper(sp.kind), 'SPAN_KIND_', '') END"
+)
+_STATUS = (
+    "CASE upper(coalesce(sp.status.code, '0'))"
+    " WHEN '0' THEN 'UNSET' WHEN '1' THEN 'OK' WHEN '2' THEN 'ERROR'"
+    " ELSE replace(upper(sp.status.code), 'STATUS_CODE_', '') END"
+)
+
+
+def _lookup(key: str) -> str:
+    """SQL for the text value of attribute ``key`` of the current span (first one wins)."""
+    return f"attr_v[list_position(attr_k, '{key}')]"
+
+
+def _first(keys: tuple[str, ...], typ: str) -> str:
+    return "coalesce(" + ", ".join(_typed(_lookup(k), typ) for k in keys) + ")"
+
+
+def flatten_sql(source: str) -> str:
+    """SQL selecting typed ``spans`` rows from ``source``.
+
+    ``source`` is a relation with columns ``source_file``, ``source_line`` and ``text`` (one
+    OTLP JSON document per row). Text that is not an OTLP trace document yields no row; the
+    loader finds those lines afterwards (lines with no span) and reports them.
+
+    Attribute lists are turned into parallel key and value lists once per span; typed
+    columns look their key up there, which is much cheaper than building a MAP of every
+    attribute (only the attributes without a column of their own go into ``attributes``).
+    """
+    typed_list = "[" + ", ".join(f"'{k}'" for k in sorted(TYPED_KEYS)) + "]"
+    attr_cols = ",\n".join(
+        f'    {_typed(_lookup(key), typ)} AS "{key}"' for key, typ in ATTRIBUTE_COLUMNS
+    )
+    rest = (
+        "list_filter(coalesce(sp.attributes, []), lambda ra: ra.key IS NOT NULL"
+        f" AND NOT list_contains({typed_list}, ra.key))"
+    )
+    return f"""
+WITH resources AS (
+    SELECT source_file, source_line,
+           unnest(try(from_json(text, '{DOCUMENT_STRUCTURE}')).resourceSpans) AS rs
+    FROM ({source}) AS src
+    WHERE text IS NOT NULL
+), scopes AS (
+    SELECT source_file, source_line, {_map("rs.resource.attributes")} AS rm,
+           unnest(coalesce(rs.scopeSpans, list_transform(rs.instrumentationLibrarySpans,
+               lambda il: {{'scope': il.instrumentationLibrary, 'spans': il.spans}}))) AS ss
+    FROM resources
+), raw AS (
+    SELECT source_file, source_line, rm, ss.scope AS scope, unnest(ss.spans) AS sp
+    FROM scopes
+), flat AS (
+    SELECT *,
+           list_transform(sp.attributes, lambda ka: ka.key) AS attr_k,
+           list_transform(sp.attributes, lambda va: {_value_text("va.value")}) AS attr_v,
+           {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
+    FROM raw
+)
+SELECT
+    {_id("sp.traceId", 16)} AS trace_id,
+    {_id("sp.spanId", 8)} AS span_id,
+    nullif({_id("sp.parentSpanId", 8)}, {_id("sp.spanId", 8)}) AS parent_span_id,
+    sp.name AS name,
+    {_KIND} AS kind,
+    rm['{SERVICE_NAME}'] AS service_name,
+    scope.name AS scope_name,
+    nullif(scope.version, '') AS scope_version,
+    start_ns AS start_unix_nano,
+    end_ns AS end_unix_nano,
+    make_timestamp(start_ns // 1000) AS start_time,
+    make_timestamp(end_ns // 1000) AS end_time,
+    (end_ns - start_ns) / 1e6 AS duration_ms,
+    {_STATUS} AS status_code,
+    nullif(sp.status.message, '') AS status_message,
+{attr_cols},
+    coalesce({_lookup(s.GEN_AI_AGENT_NAME)}, rm['{SERVICE_NAME}']) AS agent,
+    {_first(INPUT_TOKEN_KEYS, "BIGINT")} AS input_tokens,
+    {_first(OUTPUT_TOKEN_KEYS, "BIGINT")} AS output_tokens,
+    {_first(COST_KEYS, "DOUBLE")} AS cost_usd,
+    {_map(rest)} AS attributes,
+    list_transform(coalesce(sp.events, []), lambda ev: {{
+        'name': ev.name, 'time_unix_nano': {_int("ev.timeUnixNano")},
+        'attributes': {_map("ev.attributes")}}}) AS events,
+    list_transform(coalesce(sp.links, []), lambda lk: {{
+        'trace_id': {_id("lk.traceId", 16)}, 'span_id': {_id("lk.spanId", 8)},
+        'attributes': {_map("lk.attributes")}}}) AS links,
+    rm AS resource_attributes,
+    source_file,
+    source_line
+FROM flat
+"""
