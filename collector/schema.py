@@ -299,3 +299,12 @@ MODE_TWO_STEP: Final = "two-step"
 MODE_FIRE_AND_FORGET: Final = "fire-and-forget"
 MODES: Final = (MODE_HANDSHAKE, MODE_TWO_STEP, MODE_FIRE_AND_FORGET)
 """Handoff modes; the non-handshake ones are legacy baselines the auditor flags."""
+
+# Metric point attributes (besides handoff.phase, handoff.sender/receiver, gen_ai.agent.name,
+# gen_ai.request.model and handoff.decision, which keep their span meaning)
+METRIC_OUTCOME: Final = "handoff.outcome"
+"""On ``handoff.phase.outcomes``: the phase's outcome (decision, commit outcome, action)."""
+METRIC_REASON: Final = "handoff.reason"
+"""On ``handoff.phase.outcomes``: the reject reason or commit error, when there is one."""
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+"""On ``handoff.tokens``: ``input | output`` (the GenAI semantic-convention key)."""

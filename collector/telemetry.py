@@ -11,7 +11,7 @@ never reaches agent code.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -48,10 +48,22 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
     ) -> None:
         version = _version()
+        self.failures = 0
         tp = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
-        self.tracer = tp.get_tracer(schema.INSTRUMENTATION_NAME, version)
-        meter = mp.get_meter(schema.INSTRUMENTATION_NAME, version)
+        try:
+            self.tracer = tp.get_tracer(schema.INSTRUMENTATION_NAME, version)
+        except Exception as e:  # noqa: BLE001 - a broken provider must not stop the agent
+            self._failed("getting a tracer", e)
+            self.tracer = trace.NoOpTracer()
+        try:
+            meter = mp.get_meter(schema.INSTRUMENTATION_NAME, version)
+            self._instruments(meter)
+        except Exception as e:  # noqa: BLE001
+            self._failed("creating instruments", e)
+            self._instruments(metrics.NoOpMeter(schema.INSTRUMENTATION_NAME))
+
+    def _instruments(self, meter: metrics.Meter) -> None:
         self.validation_latency = meter.create_histogram(
             schema.METRIC_VALIDATION_LATENCY,
             unit="s",
@@ -68,7 +80,6 @@ class Telemetry:
         self.cost = meter.create_counter(
             schema.METRIC_COST, unit="USD", description="Model cost per agent and phase."
         )
-        self.failures = 0
 
     # ---------------------------------------------------------------- guarded primitives
     def _failed(self, what: str, exc: BaseException) -> None:
@@ -173,9 +184,9 @@ class Telemetry:
     def count(self, phase: str, outcome: str, reason: str | None = None) -> None:
         """Add one to the phase-outcome counter."""
         try:
-            attrs = {schema.PHASE: phase, "outcome": outcome}
+            attrs = {schema.PHASE: phase, schema.METRIC_OUTCOME: outcome}
             if reason:
-                attrs["reason"] = reason
+                attrs[schema.METRIC_REASON] = reason
             self.phase_outcomes.add(1, attrs)
         except Exception as e:  # noqa: BLE001
             self._failed("counting an outcome", e)
@@ -196,9 +207,9 @@ class Telemetry:
             base = {schema.GEN_AI_AGENT_NAME: agent, schema.PHASE: phase}
             base[schema.GEN_AI_REQUEST_MODEL] = usage.model
             if usage.input_tokens:
-                self.tokens.add(usage.input_tokens, {**base, "direction": "input"})
+                self.tokens.add(usage.input_tokens, {**base, schema.GEN_AI_TOKEN_TYPE: "input"})
             if usage.output_tokens:
-                self.tokens.add(usage.output_tokens, {**base, "direction": "output"})
+                self.tokens.add(usage.output_tokens, {**base, schema.GEN_AI_TOKEN_TYPE: "output"})
             if cost:
                 self.cost.add(cost, base)
         except Exception as e:  # noqa: BLE001
@@ -228,8 +239,3 @@ def usage_attributes(
     if cost is not None:
         attrs[schema.COST_USD] = cost
     return attrs, cost
-
-
-def string_list(values: Sequence[str]) -> list[str]:
-    """Attribute-safe copy of a string sequence."""
-    return [str(v) for v in values]

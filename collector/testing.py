@@ -78,22 +78,16 @@ class SpanCapture:
     def sender(self, name: str, **options: Any) -> Sender:
         """A ``Sender`` wired to this capture's providers and clock."""
         options.setdefault("clock", self.clock)
-        return Sender(
-            name,
-            tracer_provider=self.tracer_provider,
-            meter_provider=self.meter_provider,
-            **options,
-        )
+        options.setdefault("tracer_provider", self.tracer_provider)
+        options.setdefault("meter_provider", self.meter_provider)
+        return Sender(name, **options)
 
     def receiver(self, name: str, **options: Any) -> Receiver:
         """A ``Receiver`` wired to this capture's providers and clock."""
         options.setdefault("clock", self.clock)
-        return Receiver(
-            name,
-            tracer_provider=self.tracer_provider,
-            meter_provider=self.meter_provider,
-            **options,
-        )
+        options.setdefault("tracer_provider", self.tracer_provider)
+        options.setdefault("meter_provider", self.meter_provider)
+        return Receiver(name, **options)
 
     # ------------------------------------------------------------------ reading
     def spans(self, name: str | None = None) -> list[ReadableSpan]:
