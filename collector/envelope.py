@@ -73,6 +73,11 @@ class CommitmentEnvelope:
     failed_check: str | None = None
     effects_performed: bool = False
 
+    def __post_init__(self) -> None:
+        for name in ("evidence", "constraints", "external_effects", "verify"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        object.__setattr__(self, "inputs", dict(self.inputs))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict; ``from_agent`` travels as ``from``."""
         return {
@@ -187,6 +192,9 @@ class HandoffMessage:
     instructions_for_next: str = ""
 
     def __post_init__(self) -> None:
+        # Sequences are stored as tuples so equal messages compare equal however built.
+        object.__setattr__(self, "findings", tuple(self.findings))
+        object.__setattr__(self, "gaps", tuple(self.gaps))
         if self.status not in _MESSAGE_STATUSES:
             raise MessageError(
                 f"STATUS is {self.status!r}; use one of {', '.join(_MESSAGE_STATUSES)}"
