@@ -1,0 +1,37 @@
+"""The dashboard's entry point: the shared sidebar, then the page navigation.
+
+Run it with ``handoffscope dashboard PATH`` (or ``streamlit run dashboard/app.py`` with the
+paths in ``HANDOFFSCOPE_DASHBOARD_PATHS``). Each page is a short script in ``pages/``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard import sidebar
+
+PAGES = Path(__file__).with_name("pages")
+
+st.set_page_config(page_title="handoffscope", page_icon=":material/handshake:", layout="wide")
+
+navigation = st.navigation(
+    [
+        st.Page(PAGES / "overview.py", title="Overview", icon=":material/dashboard:", default=True),
+        st.Page(PAGES / "spend.py", title="Spend", icon=":material/payments:"),
+        st.Page(PAGES / "reliability.py", title="Reliability", icon=":material/verified:"),
+        st.Page(
+            PAGES / "latency.py",
+            title="Validation latency",
+            icon=":material/timer:",
+            url_path="latency",
+        ),
+        st.Page(PAGES / "handoffs.py", title="Handoffs", icon=":material/swap_horiz:"),
+        st.Page(PAGES / "findings.py", title="Findings", icon=":material/report:"),
+        st.Page(PAGES / "trace.py", title="Trace", icon=":material/account_tree:"),
+    ],
+    position="top",
+)
+sidebar.render()
+navigation.run()

@@ -1,0 +1,157 @@
+"""The one place that caches: the loaded trace set (a resource) and query results (data).
+
+``st.cache_resource`` keeps one DuckDB connection per trace source, keyed by the paths and a
+fingerprint of the files (sizes and modification times), so a directory a collector keeps
+writing to is reloaded when it changed and the Reload button is pressed, and not otherwise.
+``st.cache_data`` keeps each query's frame per (source, function, filters and options), so
+moving between pages or back to an earlier filter costs nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import streamlit as st
+
+from auditor import AuditError, TraceSet, load_traces
+from collector.errors import HandoffscopeError
+from dashboard import alerts, selection
+from dashboard.source import Upload, fingerprint, save_uploads, uploads_digest
+
+T = TypeVar("T")
+
+
+@dataclass
+class Loaded:
+    """A trace source after loading: the trace set, or the reason there is none."""
+
+    key: str
+    """Identifies the source and its content; part of every query cache key."""
+    label: str
+    """What was loaded, for people: paths or uploaded file names."""
+    paths: tuple[str, ...] = ()
+    """The files and directories read (for uploads, the folder they were saved in)."""
+    trace_set: TraceSet | None = None
+    error: str | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when at least one span was loaded."""
+        return self.trace_set is not None
+
+
+def load_paths(paths: Sequence[Path]) -> Loaded:
+    """Load trace files, directories or Parquet stores (cached until the files change)."""
+    return load_pinned(paths, fingerprint(paths))
+
+
+def load_pinned(paths: Sequence[Path], digest: str) -> Loaded:
+    """Load ``paths`` as they were when their :func:`~dashboard.source.fingerprint` was
+    ``digest``: the cached trace set is reused until the caller passes a new digest."""
+    return _load_paths(tuple(str(p) for p in paths), digest)
+
+
+def load_uploads(uploads: Sequence[Upload]) -> Loaded:
+    """Load uploaded trace files (cached per content)."""
+    return _load_uploads(tuple(uploads), uploads_digest(uploads))
+
+
+@st.cache_resource(show_spinner="Loading traces…", max_entries=4)
+def _load_paths(paths: tuple[str, ...], digest: str) -> Loaded:
+    label = ", ".join(paths)
+    return _load(f"paths:{digest}:{label}", label, [Path(p) for p in paths])
+
+
+@st.cache_resource(show_spinner="Loading uploaded traces…", max_entries=4)
+def _load_uploads(_uploads: tuple[Upload, ...], digest: str) -> Loaded:
+    folder = Path(tempfile.mkdtemp(prefix="handoffscope-upload-"))
+    save_uploads(_uploads, folder)
+    loaded = _load(f"upload:{digest}", ", ".join(u.name for u in _uploads), [folder])
+    # The files live as long as the trace set that may still read them (a Parquet view).
+    weakref.finalize(loaded, shutil.rmtree, folder, ignore_errors=True)
+    return loaded
+
+
+def _load(key: str, label: str, paths: list[Path]) -> Loaded:
+    if not paths:
+        return Loaded(key, label, error="No trace files were given.")
+    names = tuple(str(p) for p in paths)
+    try:
+        trace_set = load_traces(paths)
+    except AuditError as e:
+        return Loaded(key, label, names, error=str(e))
+    except HandoffscopeError as e:
+        return Loaded(key, label, names, error=str(e))
+    except Exception as e:  # noqa: BLE001 - a broken file must give a message, not a traceback
+        return Loaded(
+            key, label, names, error=f"The traces could not be read: {type(e).__name__}: {e}"
+        )
+    return Loaded(
+        key, label, names, trace_set=trace_set, problems=[str(p) for p in trace_set.problems]
+    )
+
+
+def reload() -> None:
+    """Forget every loaded trace set and query result (the Reload button)."""
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def query(loaded: Loaded, function: Callable[..., T], /, **options: Any) -> T:
+    """``function(con, **options)`` for ``loaded``'s connection, cached per source and options.
+
+    ``function`` is one of :mod:`dashboard.data`'s functions (or any module-level function
+    taking the connection first); ``options`` must be hashable by Streamlit (filters,
+    numbers, strings, timedeltas).
+    """
+    assert loaded.trace_set is not None, "query() needs a loaded trace set"
+    return _query(
+        f"{function.__module__}.{function.__qualname__}",
+        loaded.key,
+        tuple(sorted(options.items())),
+        _function=function,
+        _con=loaded.trace_set.con,
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _query(
+    name: str,
+    key: str,
+    options: tuple[tuple[str, Any], ...],
+    *,
+    _function: Callable[..., Any],
+    _con: Any,
+) -> Any:
+    del name, key  # cache key only
+    return _function(_con, **dict(options))
+
+
+def watch_alerts(
+    loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float
+) -> tuple[Any, list[str]]:
+    """What ``watch --once`` raises on ``loaded``'s files (cached per source and thresholds)."""
+    return _watch_alerts(loaded.key, loaded.paths, validation_timeout_s, p95_budget_s)
+
+
+@st.cache_data(show_spinner="Running watch's alert rules over the trace files…", max_entries=16)
+def _watch_alerts(
+    key: str, paths: tuple[str, ...], timeout_s: float, budget_s: float
+) -> tuple[Any, list[str]]:
+    del key  # cache key only
+    return alerts.watch_alerts(
+        [Path(p) for p in paths], validation_timeout_s=timeout_s, p95_budget_s=budget_s
+    )
+
+
+def forget(loaded: Loaded) -> None:
+    """Drop the helper tables the filters made on ``loaded``'s connection."""
+    if loaded.trace_set is not None:
+        selection.forget(loaded.trace_set.con)

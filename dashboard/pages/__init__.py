@@ -1,0 +1,1 @@
+"""The dashboard's pages: short Streamlit scripts run by ``st.navigation``."""

@@ -1,0 +1,79 @@
+"""Spend: cost and tokens per agent, phase and model; per workflow; edges; voided spend."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, data, format, ui
+
+view = ui.view()
+st.title("Spend")
+ui.filtered_caption(view)
+
+by_agent = view.query(data.agent_spend)
+if by_agent.empty:
+    st.info("No span in the selection reports tokens or cost.", icon=":material/info:")
+    st.stop()
+workflows = view.query(data.workflow_costs)
+voided = view.query(data.edge_spend, voided=True)
+total = float(by_agent["cost_usd"].sum())
+wasted = float(voided["cost_usd"].sum())
+
+row = st.columns(4)
+row[0].metric("Total spend", format.usd(total), border=True)
+row[1].metric(
+    "Per workflow (mean)",
+    format.usd(workflows["cost_usd"].mean() if not workflows.empty else None),
+    border=True,
+)
+row[2].metric(
+    "Spent on voided handoffs",
+    format.usd(wasted),
+    border=True,
+    help="Cost of every phase of handoffs that ended void: spend that bought nothing.",
+)
+row[3].metric("Voided share", format.pct(wasted / total if total else None), border=True)
+
+measure = (
+    st.segmented_control(
+        "Measure",
+        ["cost_usd", "tokens", "input_tokens", "output_tokens"],
+        default="cost_usd",
+        format_func={
+            "cost_usd": "Cost",
+            "tokens": "Tokens",
+            "input_tokens": "Input tokens",
+            "output_tokens": "Output tokens",
+        }.get,
+        key="spend_measure",
+    )
+    or "cost_usd"
+)
+left, right = st.columns(2)
+with left:
+    ui.chart(charts.spend_by_agent(by_agent, value=measure), key="spend_agents")
+with right:
+    ui.chart(charts.spend_by_model(view.query(data.model_spend)), key="spend_models")
+left, right = st.columns(2)
+with left:
+    ui.chart(charts.edge_spend(view.query(data.edge_spend).head(15)), key="spend_edges")
+with right:
+    ui.chart(
+        charts.edge_spend(voided.head(15), title="Spend on voided handoffs, per edge"),
+        key="spend_voided",
+    )
+ui.chart(charts.cost_per_workflow(workflows), key="spend_workflows")
+
+st.subheader("Per agent and phase")
+ui.table(
+    by_agent[["agent", "phase", "cost_usd", "input_tokens", "output_tokens", "spans"]],
+    column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")},
+)
+st.subheader("Most expensive workflow runs")
+ui.table(
+    ui.trace_links(workflows.head(20)),
+    column_config={
+        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f"),
+        "trace_id": ui.trace_link_column(),
+    },
+)

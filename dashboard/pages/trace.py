@@ -1,0 +1,133 @@
+"""Trace: one workflow run as a waterfall of its handoffs and phases, with every attribute."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import charts, data, format, ui
+
+view = ui.view()
+st.title("Trace")
+
+TRACE_KEY = "trace"  # also the URL query parameter, so a trace has a link of its own
+PICK_KEY = "trace_pick"
+LISTS = {"failed": "Failed", "expensive": "Most expensive", "all": "Latest"}
+
+
+def _picked() -> None:
+    selection = st.session_state[PICK_KEY].selection
+    ids = st.session_state.get(PICK_KEY + "_ids", [])
+    if selection.rows and selection.rows[0] < len(ids):
+        st.session_state[TRACE_KEY] = ids[selection.rows[0]]
+
+
+with st.expander("Pick a trace", expanded=not st.session_state.get(TRACE_KEY)):
+    ui.filtered_caption(view)
+    which = (
+        st.segmented_control(
+            "Show", list(LISTS), format_func=LISTS.get, default="failed", key="trace_list"
+        )
+        or "failed"
+    )
+    listing = view.query(data.trace_list, only=which, limit=200)
+    st.session_state[PICK_KEY + "_ids"] = listing["trace_id"].tolist()
+    ui.table(
+        listing,
+        on_select=_picked,
+        selection_mode="single-row",
+        key=PICK_KEY,
+        height=260,
+        column_config={
+            "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f"),
+            "duration_ms": st.column_config.NumberColumn("duration (ms)", format="%.0f"),
+        },
+    )
+
+typed = st.text_input(
+    "Trace id",
+    key=TRACE_KEY,
+    bind="query-params",
+    placeholder="Pick a trace above or paste a trace id",
+).strip()
+trace_id = typed or (listing["trace_id"].iloc[0] if not listing.empty else "")
+if not trace_id:
+    st.info("No trace matches the filters.", icon=":material/info:")
+    st.stop()
+
+spans = view.query_all(data.trace_spans, trace_id=trace_id)
+if spans.empty:
+    st.warning("No trace with this id in the loaded traces:", icon=":material/search_off:")
+    st.code(trace_id, language=None)
+    st.stop()
+
+handoffs = spans[spans["name"] == "handoff"]
+workflow = spans["name"].iloc[0]
+row = st.columns(5)
+row[0].metric("Root span", str(workflow), border=True)
+row[1].metric(
+    "Handoffs",
+    format.count(len(handoffs)),
+    border=True,
+    help=f"{(handoffs['state'] == 'void').sum()} ended void.",
+)
+row[2].metric("Spans", format.count(len(spans)), border=True)
+row[3].metric(
+    "Duration", format.ms(float((spans["offset_ms"] + spans["duration_ms"]).max())), border=True
+)
+row[4].metric("Cost", format.usd(float(spans["cost_usd"].fillna(0).sum())), border=True)
+st.caption(ui.md(f"trace {trace_id}"))
+
+ui.chart(charts.trace_waterfall(spans), key="trace_waterfall")
+
+st.subheader("Spans")
+shown = [
+    "label",
+    "state",
+    "decision",
+    "reject_reason",
+    "commit_outcome",
+    "envelope_status",
+    "result_status",
+    "agent",
+    "offset_ms",
+    "duration_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "status_code",
+    "status_message",
+]
+ui.table(
+    spans[shown],
+    column_config={
+        "label": st.column_config.TextColumn("span", width="large"),
+        "offset_ms": st.column_config.NumberColumn("start (ms)", format="%.1f"),
+        "duration_ms": st.column_config.NumberColumn("duration (ms)", format="%.1f"),
+        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.5f"),
+    },
+)
+
+st.subheader("Span details")
+index = st.selectbox(
+    "Span",
+    range(len(spans)),
+    format_func=lambda i: spans["label"].iloc[i].strip(),
+    key="trace_span",
+)
+span_id = spans["span_id"].iloc[index or 0]
+left, right = st.columns([3, 2])
+with left:
+    ui.table(
+        view.query_all(data.span_attributes, trace_id=trace_id, span_id=span_id),
+        column_config={"value": st.column_config.TextColumn("value", width="large")},
+    )
+with right:
+    events = view.query_all(data.span_events, trace_id=trace_id, span_id=span_id)
+    st.caption("Events (state transitions)")
+    if events.empty:
+        st.caption("This span has no events.")
+    else:
+        ui.table(
+            events,
+            column_config={"offset_ms": st.column_config.NumberColumn("at (ms)", format="%.1f")},
+        )

@@ -1,0 +1,214 @@
+"""What every page shares: the current view, empty states, and text-safe rendering.
+
+Trace content (agent names, reasons, attribute values) is untrusted: it is shown through
+``st.dataframe``, ``st.code`` and ``st.text``, or escaped with :func:`md` before it reaches a
+Markdown element, and never through ``unsafe_allow_html``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+from streamlit.runtime.scriptrunner import RerunException, StopException
+
+from collector import schema as s
+from dashboard import alerts as alerts_module
+from dashboard import cache, data, format
+from dashboard.data import Bounds
+from dashboard.selection import Filters
+
+T = TypeVar("T")
+
+VIEW_KEY = "handoffscope_view"
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The protocol's two latency thresholds, as the sidebar sets them."""
+
+    validation_timeout_s: float = s.DEFAULT_VALIDATION_TIMEOUT_S
+    p95_budget_s: float = s.DEFAULT_P95_BUDGET_S
+
+    @property
+    def timeout_ms(self) -> float:
+        """The validation timeout in milliseconds."""
+        return self.validation_timeout_s * 1000
+
+    @property
+    def budget_ms(self) -> float:
+        """The p95 budget in milliseconds."""
+        return self.p95_budget_s * 1000
+
+
+@dataclass(frozen=True)
+class View:
+    """What a page works on: the loaded traces, the filters, and the thresholds."""
+
+    loaded: cache.Loaded
+    bounds: Bounds
+    filters: Filters
+    thresholds: Thresholds
+
+    def query(self, function: Callable[..., T], /, **options: Any) -> T:
+        """Run a data function on the filtered traces (cached)."""
+        return cache.query(self.loaded, function, filters=self.filters, **options)
+
+    def query_all(self, function: Callable[..., T], /, **options: Any) -> T:
+        """Run a data function on the whole trace set, ignoring the filters (cached)."""
+        return cache.query(self.loaded, function, **options)
+
+
+def view() -> View:
+    """The current view; on an empty or unreadable trace set, explain and stop the page."""
+    current = st.session_state.get(VIEW_KEY)
+    if isinstance(current, View):
+        return current
+    problem = st.session_state.get(VIEW_KEY + "_error")
+    if problem:
+        st.error("These traces could not be used.", icon=":material/error:")
+        st.code(str(problem), language=None, wrap_lines=True)
+        st.markdown(
+            "Check the path, or upload OTLP JSON trace files (JSON-lines or documents, "
+            "optionally `.gz`/`.zst`) or Parquet made by `handoffscope compact` in the sidebar."
+        )
+    else:
+        st.info("No traces loaded yet.", icon=":material/info:")
+        st.markdown(
+            "Start the dashboard on a trace set:\n\n"
+            "```sh\nhandoffscope dashboard sample_traces/\n```\n\n"
+            "or upload OTLP JSON trace files in the sidebar."
+        )
+    st.stop()
+    raise RuntimeError("unreachable")  # st.stop() raises; this keeps type checkers happy
+
+
+def md(text: object) -> str:
+    """``text`` escaped for a Markdown element, so trace content shows literally."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def chart(figure: go.Figure, *, key: str | None = None) -> None:
+    """Show a Plotly figure full width, without the logo and the selection tools."""
+    st.plotly_chart(figure, key=key, config=_PLOTLY_CONFIG, theme=None)
+
+
+def table(frame: pd.DataFrame, **options: Any) -> None:
+    """Show a frame as an interactive table; every cell renders as text or a number."""
+    st.dataframe(frame, hide_index=True, **options)
+
+
+def filtered_caption(current: View) -> None:
+    """A one-line note of what is shown, so a filtered page never passes for the whole set."""
+    f = current.filters
+    if not f.active:
+        return
+    parts = []
+    if f.start or f.end:
+        start = f.start or current.bounds.start
+        end = f.end or current.bounds.end
+        parts.append(f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC")
+    if f.agents:
+        parts.append("agents " + ", ".join(f.agents))
+    if f.workflows:
+        parts.append("workflows " + ", ".join(f.workflows))
+    st.caption(md("Filtered: " + "; ".join(parts)))
+
+
+@contextmanager
+def guarded(what: str) -> Iterator[None]:
+    """Run one section of a page; if it fails, say so in words and keep the rest of the page.
+
+    Used around sections that call other parts of handoffscope (watch, the auditor's rules),
+    so a failure there shows a message instead of a traceback.
+    """
+    try:
+        yield
+    except (StopException, RerunException):
+        raise
+    except Exception as e:  # noqa: BLE001 - shown to the user as text, never as a traceback
+        st.warning(f"{what} could not be computed.", icon=":material/warning:")
+        st.code(f"{type(e).__name__}: {e}", language=None, wrap_lines=True)
+
+
+def findings_summary(current: View) -> None:
+    """Open findings by severity (filled in once the auditor's findings are wired)."""
+
+
+def trace_links(frame: pd.DataFrame, column: str = "trace_id") -> pd.DataFrame:
+    """``frame`` with ``column`` turned into links to the Trace page (ids URL-quoted)."""
+    out = frame.copy()
+    out[column] = [
+        f"trace?trace={quote(str(v), safe='')}" if pd.notna(v) else None for v in out[column]
+    ]
+    return out
+
+
+def trace_link_column(label: str = "trace") -> Any:
+    """Column config showing a :func:`trace_links` column as the trace id, linking to it."""
+    return st.column_config.LinkColumn(
+        label, display_text=r"trace=([^&]*)$", help="Open this trace on the Trace page"
+    )
+
+
+def latency_columns() -> dict[str, Any]:
+    """Column configs for latency tables (milliseconds, no decimals)."""
+    number = st.column_config.NumberColumn
+    return {
+        name: number(name.replace("_ms", " (ms)"), format="%.0f")
+        for name in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "latency_ms")
+    }
+
+
+WATCH_AUTO_SPANS = 200_000
+"""Up to this many spans, watch's rules run as soon as the page opens; above, on request."""
+
+
+def watch_alerts(current: View) -> None:
+    """The alerts ``handoffscope watch --once`` would raise on these traces, filtered."""
+    files = current.loaded.trace_set.files if current.loaded.trace_set else []
+    if files and all(str(f).endswith(".parquet") for f in files):
+        st.caption(
+            "`watch` follows trace files as they are written, not Parquet stores; the "
+            "Findings page lists the auditor's slow-validation findings instead."
+        )
+        return
+    t = current.thresholds
+    st.caption(
+        f"`handoffscope watch --once --validation-timeout {t.validation_timeout_s:g}s "
+        f"--p95-budget {t.budget_ms:g}ms`, run over the same files by watch's own code."
+    )
+    if current.bounds.spans > WATCH_AUTO_SPANS and not st.session_state.get("watch_requested"):
+        if not st.button(
+            "Evaluate watch's rules",
+            icon=":material/notifications:",
+            help="Re-reads every trace file; can take a while on large sets.",
+        ):
+            return
+        st.session_state["watch_requested"] = True
+    raised, problems = cache.watch_alerts(
+        current.loaded, validation_timeout_s=t.validation_timeout_s, p95_budget_s=t.p95_budget_s
+    )
+    selected = alerts_module.filter_alerts(
+        raised, current.filters, current.query(data.trace_ids) if current.filters.active else set()
+    )
+    if selected.empty:
+        st.success("watch would raise no alert on this selection.", icon=":material/check:")
+    else:
+        counts = selected.groupby(["rule", "status"]).size().reset_index(name="alerts")
+        cols = st.columns(len(counts))
+        for col, row in zip(cols, counts.itertuples(), strict=True):
+            col.metric(f"{row.rule} ({row.status})", format.count(row.alerts), border=True)
+        table(trace_links(selected), column_config={"trace_id": trace_link_column()})
+    if problems:
+        with st.expander(f"watch reported {len(problems)} input problems"):
+            st.code("\n".join(problems[:50]), language=None, wrap_lines=True)
