@@ -9,6 +9,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,6 +23,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcess
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from collector import InProcessChannel, Receiver, Sender, accept, reject
+from collector.receiver import SegmentPolicy
+from collector.receiver.segments import SegmentWriter
 
 HANDOFFSCOPE = Path(sys.executable).with_name("handoffscope")
 
@@ -52,6 +55,23 @@ def run_handoffs(exporter: SpanExporter, count: int, *, service: str = "agents")
     provider.shutdown()
     return {f"{s.context.trace_id:032x}/{s.context.span_id:016x}"
             for s in memory.get_finished_spans()}
+
+
+class StalledDisk(SegmentWriter):
+    """A segment writer whose disk hangs until ``release`` is set.
+
+    The one stand-in in these tests: a disk that stalls cannot be produced on demand here.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory, policy=SegmentPolicy())
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def append(self, data: bytes, *, lines: int, spans: int) -> None:
+        self.entered.set()
+        self.release.wait(30)
+        super().append(data, lines=lines, spans=spans)
 
 
 def sealed_segments(directory: Path) -> list[Path]:

@@ -140,21 +140,24 @@ def collect(out_dir: Path, host: str, http_port: int, grpc_port: int, no_http: b
         limits=Limits(max_body_bytes=max_body_size, max_queue_bytes=max_queue_size,
                       max_concurrent_requests=max_concurrent),
     )
-    receiver = Receiver(config)
     stop = threading.Event()
-    _on_signals(stop)
-    receiver.start()
+    previous = _on_signals(stop)
     try:
-        while not stop.wait(3600):
-            pass
+        receiver = Receiver(config).start()
+        try:
+            while not stop.wait(3600):
+                pass
+        finally:
+            log_event("stopping", reason="signal" if stop.is_set() else "error")
+            receiver.stop()
     finally:
-        log_event("stopping", reason="signal" if stop.is_set() else "error")
-        receiver.stop()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
-def _on_signals(stop: threading.Event) -> None:
+def _on_signals(stop: threading.Event) -> dict[int, Any]:
     """First SIGINT/SIGTERM: stop gracefully. A second one: leave at once (the next start
-    repairs the open segment)."""
+    repairs the open segment). Returns the handlers replaced."""
 
     def handler(signum: int, _frame: object) -> None:
         if stop.is_set():
@@ -164,5 +167,4 @@ def _on_signals(stop: threading.Event) -> None:
         log_event("signal", signal=signal.Signals(signum).name)
         stop.set()
 
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    return {signum: signal.signal(signum, handler) for signum in (signal.SIGINT, signal.SIGTERM)}

@@ -38,6 +38,8 @@ __all__ = ["HEALTH_PATH", "TRACES_PATH", "OtlpHttpServer"]
 TRACES_PATH: Final = "/v1/traces"
 HEALTH_PATH: Final = "/healthz"
 _IDLE_TIMEOUT_S: Final = 120.0
+_DISCARD_LIMIT: Final = 64 << 20
+"""A refused body up to this size is read and dropped rather than cut off."""
 
 
 class OtlpHttpServer(ThreadingHTTPServer):
@@ -139,6 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
         except RequestRefused as e:
             if not body_read:
                 self.close_connection = True  # the unread body would be taken for a request
+                self._discard_body()
             self._refuse(e, reply_type)
             return
         except Exception:  # a bug: answer 500, never 200, and keep serving
@@ -193,6 +196,27 @@ class _Handler(BaseHTTPRequestHandler):
         if len(body) != length:
             raise Undecodable(f"body ended after {len(body)} of {length} bytes")
         return body
+
+    def _discard_body(self) -> None:
+        """Read and drop a refused body, up to a bound, so the client gets to read the answer.
+
+        Clients such as ``requests`` send the whole body before reading; closing on them
+        mid-body makes them see a connection reset (and retry) instead of the refusal.
+        """
+        try:
+            length = self._content_length()
+        except RequestRefused:
+            return
+        if length is None or length > _DISCARD_LIMIT:
+            return
+        try:
+            while length > 0:
+                chunk = self.rfile.read(min(length, 1 << 16))
+                if not chunk:
+                    return
+                length -= len(chunk)
+        except OSError:
+            return
 
     def _read_chunked(self, cap: int) -> bytes:
         body = bytearray()

@@ -190,7 +190,7 @@ class Receiver:
                 "choose another --http-port, or --http-port 0 for any free port"
             ) from e
         self._http_thread = threading.Thread(
-            target=self.http_server.serve_forever, kwargs={"poll_interval": 0.2},
+            target=self.http_server.serve_forever, kwargs={"poll_interval": 0.1},
             name="handoffscope-http", daemon=True,
         )
         self._http_thread.start()

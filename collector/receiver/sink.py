@@ -75,8 +75,8 @@ class SpanSink:
         with self._cond:
             if self._closing:
                 raise Unavailable("the receiver is shutting down; retry against its successor")
-            # One request larger than the whole queue still gets in when the queue is empty.
-            if self._queue and self._queued_bytes + len(line) > self.max_queue_bytes:
+            # One request larger than the whole queue still gets in when nothing waits.
+            if self._queued_bytes and self._queued_bytes + len(line) > self.max_queue_bytes:
                 raise Unavailable(
                     f"{self._queued_bytes} bytes are waiting to be written "
                     f"(limit {self.max_queue_bytes}); the disk is not keeping up, retry later"
