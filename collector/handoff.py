@@ -258,7 +258,7 @@ class Handoff:
             end_ns=self.clock.time_ns(),
             attributes={schema.ACKNOWLEDGED: acknowledged, schema.STATE: schema.STATE_PROPOSED},
         )
-        self.tel.count(schema.PHASE_PROPOSE, "sent")
+        self.tel.count(schema.PHASE_PROPOSE, schema.OUTCOME_SENT)
 
     def propose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
         """Start the next attempt and wait for the answer (or the ack, in two-step mode).
@@ -365,7 +365,7 @@ class Handoff:
             attrs[schema.STATE] = schema.STATE_VOID
             self.tel.error(span, why)
             self.tel.end(span, end_ns=now_ns, attributes=attrs)
-            self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, "no_answer")
+            self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, schema.OUTCOME_NO_ANSWER)
             return None
         self.answer = reply
         on_time = is_on_time(latency_s, timeout)
@@ -412,7 +412,7 @@ class Handoff:
         )
         self._void("validation timeout", at_ns=now_ns, span=span)
         self._notify_void("validation timeout", background=True)
-        self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, "timeout")
+        self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT)
         window = self.sender.late_answer_window_s
         timer = threading.Timer(window, self._never_answered, args=(span, pending))
         timer.daemon = True

@@ -97,7 +97,7 @@ class OrchestratorPolicy:
             schema.SPAN_DECISION, start_ns=start_ns, attributes=attrs, parent=parent
         )
         self.tel.end(span, end_ns=self.clock.time_ns())
-        self.tel.count("decision", decision.action, decision.status)
+        self.tel.count(schema.PHASE_DECISION, decision.action, decision.status)
         return decision
 
     def _rule(self, received: Any, *, attempt: int, task_id: str | None) -> Decision:
