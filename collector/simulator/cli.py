@@ -1,0 +1,227 @@
+"""``handoffscope simulate``: run simulated multi-agent workflows into OTLP trace files."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from collector.errors import ConfigurationError
+from collector.messages import HANDOFF_MODES, MODE_HANDSHAKE
+from collector.simulator.config import (
+    SimulationConfig,
+    default_pipeline,
+    parse_duration,
+    parse_fault,
+    parse_pipeline,
+    parse_rate,
+)
+
+__all__ = ["simulate"]
+
+
+def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    from collector.simulator.report import print_fault_table
+
+    print_fault_table()
+    ctx.exit(0)
+
+
+@click.command(
+    "simulate",
+    epilog="Example: handoffscope simulate --out runs/demo --workflows 1000 "
+    "--fault slow-validation=0.02 --fault broken-idempotency-store=0.01",
+)
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for the trace files and manifest.json (created if missing).",
+)
+@click.option("--workflows", "-n", default=100, show_default=True, help="Workflows to run.")
+@click.option(
+    "--agents",
+    "-k",
+    type=int,
+    default=None,
+    help="Chain length, using the standard role names (default 5). Exclusive with --pipeline.",
+)
+@click.option(
+    "--pipeline",
+    default=None,
+    metavar="A,B,C",
+    help="Agent names in chain order, e.g. research,write,review,edit,publish.",
+)
+@click.option(
+    "--reliability",
+    default="0.95",
+    show_default=True,
+    help="Probability that one attempt of one agent's task succeeds (0-1 or a percentage).",
+)
+@click.option(
+    "--base-latency",
+    default="100ms",
+    show_default=True,
+    help="Typical validation round trip (e.g. 100ms, 0.2s); tasks take a few times longer.",
+)
+@click.option("--seed", default=0, show_default=True, help="Seed: same seed, same bytes.")
+@click.option(
+    "--fault",
+    "faults",
+    multiple=True,
+    metavar="NAME=RATE",
+    help="Inject a fault at a rate (repeatable; all=RATE sets every fault). See --list-faults.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(HANDOFF_MODES),
+    default=MODE_HANDSHAKE,
+    show_default=True,
+    help="handshake (propose/validate/commit with per-handoff retries), two-step "
+    "(acknowledge, then commit; failures rerun the whole chain) or fire-and-forget.",
+)
+@click.option(
+    "--max-attempts",
+    default=3,
+    show_default=True,
+    help="Attempts per handoff (handshake) or runs per workflow (two-step).",
+)
+@click.option(
+    "--validation-timeout",
+    default="2s",
+    show_default=True,
+    help="The validation clock: later answers void the proposal.",
+)
+@click.option(
+    "--deadline", default="30s", show_default=True, help="Each task's deadline after proposal."
+)
+@click.option(
+    "--redelivery-rate",
+    default="0.01",
+    show_default=True,
+    help="Share of clean commits delivered twice; the idempotency store replays them.",
+)
+@click.option(
+    "--files-per-agent",
+    default=2,
+    show_default=True,
+    help="Replicas of each agent process; each writes its own trace file.",
+)
+@click.option(
+    "--duplicate-rate",
+    default="0",
+    show_default=True,
+    help="Share of export batches re-sent, as OTLP retries do (duplicate spans).",
+)
+@click.option(
+    "--models",
+    default=None,
+    metavar="M1,M2",
+    help="Models assigned to the agents in turn (default: each role's usual model).",
+)
+@click.option(
+    "--token-scale",
+    default=1.0,
+    show_default=True,
+    help="Multiply every agent's token usage (for cost-heavy runs).",
+)
+@click.option("--gzip", "gzip_files", is_flag=True, help="Write .jsonl.gz files.")
+@click.option(
+    "--jobs",
+    "-j",
+    default=1,
+    show_default=True,
+    help="Processes to use; the output is the same whatever the number.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Replace the trace files and manifest of an earlier run in --out.",
+)
+@click.option(
+    "--list-faults",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_list_faults,
+    help="List every fault, the rule that flags it and its default rate, then exit.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
+def simulate(*, out: Path, jobs: int, force: bool, quiet: bool, **options: Any) -> None:
+    """Simulate multi-agent workflows through the handshake library into trace files.
+
+    Every handoff runs the library's own propose/validate/commit code on a virtual clock, so
+    slow validations and long deadlines take no real time. Each agent process writes its
+    own OTLP JSON-lines file; manifest.json lists every injected fault and the rule that
+    must flag it, plus the run's end-to-end figures.
+    """
+    from collector.simulator.report import print_summary
+    from collector.simulator.run import run_simulation
+
+    try:
+        config = _build_config(**options)
+    except ConfigurationError as e:
+        raise click.UsageError(str(e)) from None
+    if jobs < 1:
+        raise click.UsageError("--jobs must be at least 1")
+    started = time.perf_counter()
+    try:
+        result = run_simulation(config, out, jobs=jobs, force=force)
+    except ConfigurationError as e:
+        raise click.UsageError(str(e)) from None
+    print_summary(result, elapsed_s=time.perf_counter() - started, quiet=quiet)
+
+
+def _build_config(
+    *,
+    workflows: int,
+    agents: int | None,
+    pipeline: str | None,
+    reliability: str,
+    base_latency: str,
+    seed: int,
+    faults: tuple[str, ...],
+    mode: str,
+    max_attempts: int,
+    validation_timeout: str,
+    deadline: str,
+    files_per_agent: int,
+    duplicate_rate: str,
+    redelivery_rate: str,
+    models: str | None,
+    token_scale: float,
+    gzip_files: bool,
+) -> SimulationConfig:
+    if agents is not None and pipeline is not None:
+        raise ConfigurationError("give either --agents or --pipeline, not both")
+    names = parse_pipeline(pipeline) if pipeline is not None else default_pipeline(agents or 5)
+    chosen: dict[str, float] = {}
+    for spec in faults:
+        chosen.update(parse_fault(spec))
+    model_names = tuple(m.strip() for m in (models or "").split(",") if m.strip())
+    from collector.simulator.world import check_models
+
+    check_models(model_names)
+    return SimulationConfig(
+        workflows=workflows,
+        pipeline=names,
+        reliability=parse_rate(reliability, option="--reliability"),
+        base_latency_s=parse_duration(base_latency, option="--base-latency"),
+        seed=seed,
+        faults=chosen,
+        mode=mode,
+        max_attempts=max_attempts,
+        validation_timeout_s=parse_duration(validation_timeout, option="--validation-timeout"),
+        deadline_s=parse_duration(deadline, option="--deadline"),
+        files_per_agent=files_per_agent,
+        duplicate_rate=parse_rate(duplicate_rate, option="--duplicate-rate"),
+        duplicate_commit_rate=parse_rate(redelivery_rate, option="--redelivery-rate"),
+        models=model_names,
+        token_scale=token_scale,
+        gzip=gzip_files,
+    )

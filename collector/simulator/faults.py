@@ -1,0 +1,222 @@
+"""The fault catalogue: every way the simulator can break a handoff, and the rule that flags it.
+
+Each fault is a named option (``--fault NAME=RATE``). It is injected into at most one place at
+a time and is designed to trip exactly one auditor rule, so a run's manifest can list, for
+every injected fault, the rule that must find it. ``docs/simulator.md`` describes each one.
+
+A fault's *scope* says what its rate is a probability of:
+
+* ``handoff``: each handoff (one task from one sender to one receiver) is picked with
+  probability RATE; at most one handoff-scoped fault is injected into any handoff.
+* ``workflow``: each workflow run is picked with probability RATE.
+* ``receiver``: one receiver of the pipeline is picked; RATE is the share of its validations
+  that are slowed down (so RATE above about 0.05 pushes its p95 over budget).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Final
+
+from collector.errors import ConfigurationError
+
+__all__ = ["FAULTS", "Fault", "fault_by_name", "fault_names"]
+
+SCOPE_HANDOFF: Final = "handoff"
+SCOPE_WORKFLOW: Final = "workflow"
+SCOPE_RECEIVER: Final = "receiver"
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One injectable fault: its option name, the rule that must flag it, and what it does."""
+
+    name: str
+    """Option name, as in ``--fault slow-validation=0.02``."""
+    rule: str
+    """The auditor rule id that flags it (the output contract)."""
+    scope: str
+    """``handoff``, ``workflow`` or ``receiver``: what RATE is a probability of."""
+    summary: str
+    """One line for ``--help`` and the docs."""
+    how: str
+    """How the simulator produces it through the library, for the docs."""
+    default_rate: float = 0.02
+    """Rate used when the option is given without ``=RATE``."""
+
+
+FAULTS: Final[tuple[Fault, ...]] = (
+    Fault(
+        "slow-validation",
+        "slow-validation",
+        SCOPE_HANDOFF,
+        "The receiver answers validation after the 2 s clock (2.1-4 s).",
+        "The receiver's validator takes 2.1-4 s of virtual time. The sender's validation clock "
+        "voids the attempt; the late answer is still recorded with its true latency, and the "
+        "sender re-proposes (attempt + 1).",
+    ),
+    Fault(
+        "slow-receiver",
+        "validation-p95-over-budget",
+        SCOPE_RECEIVER,
+        "One receiver validates slowly (0.6-1.8 s) often enough to push its p95 over 500 ms.",
+        "One receiver (the third of the pipeline, or the last if shorter) is picked; RATE of "
+        "its validations take 0.6-1.8 s, still inside the 2 s clock. The manifest lists the "
+        "receiver when its simulated p95 really is over the budget.",
+        default_rate=0.3,
+    ),
+    Fault(
+        "missing-idempotency-key",
+        "missing-idempotency-key",
+        SCOPE_HANDOFF,
+        "The sender proposes without an idempotency key.",
+        "The first attempt is proposed with no key; the receiver rejects it with "
+        "``missing_idempotency_key`` and the sender re-proposes with a key.",
+    ),
+    Fault(
+        "commit-without-accept",
+        "commit-without-accept",
+        SCOPE_HANDOFF,
+        "A buggy sender commits after its proposal was rejected.",
+        "The receiver rejects the first attempt (``resource_unavailable``); the sender commits "
+        "anyway. The library refuses the commit without running anything; the sender then "
+        "re-proposes.",
+    ),
+    Fault(
+        "broken-idempotency-store",
+        "duplicate-execution",
+        SCOPE_HANDOFF,
+        "A duplicated commit runs the task twice: the receiver's idempotency store forgets.",
+        "The commit is delivered twice (a retried request). The receiver's idempotency store "
+        "loses every key it is given, so the second delivery executes the task again instead "
+        "of replaying the stored result.",
+    ),
+    Fault(
+        "reject-without-reason",
+        "reject-without-reason",
+        SCOPE_HANDOFF,
+        "A non-conforming receiver rejects without a reason code.",
+        "The receiver's answer to the first attempt is a reject with no reason; the sender "
+        "re-proposes.",
+    ),
+    Fault(
+        "accept-without-eta",
+        "accept-without-eta",
+        SCOPE_HANDOFF,
+        "A non-conforming receiver accepts without an estimated completion time.",
+        "The receiver's accept carries no ETA; the sender commits as usual.",
+    ),
+    Fault(
+        "abandoned-accept",
+        "abandoned-accept",
+        SCOPE_HANDOFF,
+        "The sender never commits an accepted proposal.",
+        "The sender is accepted and then walks away (its process restarts); the accept stays "
+        "validated until the commit deadline voids it. The sender re-proposes later.",
+    ),
+    Fault(
+        "commit-after-void",
+        "illegal-transition",
+        SCOPE_HANDOFF,
+        "A non-conforming receiver executes a commit for a proposal that is already void.",
+        "The first attempt is voided by the sender; the sender commits it anyway and a "
+        "receiver that does not enforce the state machine executes it (void -> committed).",
+    ),
+    Fault(
+        "late-answer-used",
+        "late-validation-used",
+        SCOPE_HANDOFF,
+        "A sender ignores its validation clock and commits on a late accept.",
+        "The receiver accepts after 2.1-4 s; a sender that does not enforce the clock commits "
+        "on that late answer instead of voiding.",
+    ),
+    Fault(
+        "deadline-missed",
+        "deadline-missed",
+        SCOPE_HANDOFF,
+        "The receiver finishes the task after the proposal's deadline.",
+        "The task takes longer than the deadline (30 s by default) of virtual time; the "
+        "commit completes after ``handoff.deadline_unix_ms``.",
+    ),
+    Fault(
+        "fire-and-forget",
+        "fire-and-forget",
+        SCOPE_HANDOFF,
+        "One handoff skips the handshake: commit with no proposal and no validation.",
+        "The handoff is sent in the library's fire-and-forget mode.",
+    ),
+    Fault(
+        "silent-propagation",
+        "silent-propagation",
+        SCOPE_HANDOFF,
+        "A partial result is passed downstream without a recorded decision.",
+        "The receiver returns a ``partial`` result and the orchestrator hands it to the next "
+        "agent without running its policy, so no decision is recorded (only on handoffs that "
+        "have a next agent).",
+    ),
+    Fault(
+        "unapproved-effect",
+        "external-effect-without-approval",
+        SCOPE_HANDOFF,
+        "The receiver performs an external effect (e.g. sends an email) without approval.",
+        "The task declares an external effect and no approval; a receiver that ignores the "
+        "envelope rules performs it instead of holding it for approval.",
+    ),
+    Fault(
+        "full-chain-restart",
+        "full-chain-restart",
+        SCOPE_WORKFLOW,
+        "A workflow is rerun from the first agent instead of retrying the failed handoff.",
+        "After the workflow's last handoff completes, the orchestrator throws the run away and "
+        "starts the whole chain again (workflow attempt 2).",
+    ),
+    Fault(
+        "retry-cap-exceeded",
+        "retry-cap-exceeded",
+        SCOPE_HANDOFF,
+        "The sender re-proposes beyond the retry cap.",
+        "The receiver rejects every attempt up to the cap (``resource_unavailable``) and the "
+        "sender keeps going with one attempt more than its cap allows.",
+    ),
+    Fault(
+        "missing-metadata",
+        "missing-handoff-metadata",
+        SCOPE_HANDOFF,
+        "The proposal lacks its output schema and payload version.",
+        "The sender proposes with an empty output schema and payload version.",
+    ),
+    Fault(
+        "missing-cost",
+        "missing-cost-attribution",
+        SCOPE_HANDOFF,
+        "The receiver reports no model usage for the commit phase.",
+        "The receiver's commit reports no model, tokens or cost.",
+    ),
+)
+"""Every fault, in the order the docs list them."""
+
+_BY_NAME: Final = {f.name: f for f in FAULTS}
+_BY_RULE: Final = {f.rule: f for f in FAULTS}
+
+
+def fault_names() -> list[str]:
+    """Every fault option name, in catalogue order."""
+    return [f.name for f in FAULTS]
+
+
+def fault_by_name(name: str) -> Fault:
+    """The fault called ``name`` (a fault name or the id of the rule it trips).
+
+    Raises ``ConfigurationError`` naming the closest valid names when ``name`` is unknown.
+    """
+    key = name.strip().lower()
+    fault = _BY_NAME.get(key) or _BY_RULE.get(key)
+    if fault is not None:
+        return fault
+    candidates = list(_BY_NAME) + list(_BY_RULE)
+    close = difflib.get_close_matches(key, candidates, n=3, cutoff=0.5)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    raise ConfigurationError(
+        f"unknown fault {name!r}{hint} (run `handoffscope simulate --list-faults` for all)"
+    )

@@ -1,0 +1,108 @@
+"""What ``handoffscope simulate`` prints: the run's figures, and the fault catalogue."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from collector.simulator.faults import FAULTS
+from collector.simulator.run import SimulationResult
+
+__all__ = ["print_fault_table", "print_summary", "summary_line"]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def summary_line(result: SimulationResult) -> str:
+    """One line: workflows, observed vs analytic success, spans, files, faults."""
+    f = result.figures
+    lo, hi = f["success_interval"]
+    return (
+        f"{f['workflows']} workflows ({result.config.mode}, {len(result.config.pipeline)} agents "
+        f"at {result.config.reliability:.0%}): end-to-end success {_pct(f['success_rate'])} "
+        f"observed [{_pct(lo)}-{_pct(hi)}] vs {_pct(f['analytic_success_rate'])} analytic; "
+        f"{f['spans']} spans in {f['files']} files; {len(result.faults)} expected findings"
+    )
+
+
+def print_summary(result: SimulationResult, *, elapsed_s: float, quiet: bool = False) -> None:
+    """Print the run's figures to stdout (one line with ``quiet``)."""
+    console = Console(highlight=False, soft_wrap=True)
+    if quiet:
+        console.print(summary_line(result), markup=False)
+        return
+    f = result.figures
+    cfg = result.config
+    lo, hi = f["success_interval"]
+    console.print(
+        f"[bold]Simulated {f['workflows']} workflows[/bold] through "
+        f"{' → '.join(cfg.pipeline)} ({cfg.mode}, seed {cfg.seed}) "
+        f"in {elapsed_s:.1f} s real time",
+    )
+    table = Table(title="End-to-end success", title_justify="left", show_edge=False)
+    table.add_column("")
+    table.add_column("rate", justify="right")
+    table.add_column("note")
+    table.add_row(
+        "observed",
+        _pct(f["success_rate"]),
+        f"{f['succeeded']} of {f['workflows']}; 99.9% interval {_pct(lo)}-{_pct(hi)}",
+    )
+    notes = {
+        "fire-and-forget": f"r^K = {cfg.reliability:g}^{len(cfg.pipeline)}",
+        "handshake": f"per-handoff retries, {cfg.max_attempts} attempts each",
+        "two-step": f"whole-chain reruns, {cfg.max_attempts} runs at most",
+    }
+    for mode, value in f["analytic_by_mode"].items():
+        label = f"analytic, {mode}" + (" (this run)" if mode == cfg.mode else "")
+        table.add_row(label, _pct(value), notes[mode])
+    console.print(table)
+    agents = Table(title="Agents", title_justify="left", show_edge=False)
+    for col in ("agent", "attempts", "reliability", "validation p95"):
+        agents.add_column(col, justify="left" if col == "agent" else "right")
+    for name, a in f["agents"].items():
+        p95 = a["validation_p95_ms"]
+        agents.add_row(
+            name,
+            str(a["attempts"]),
+            _pct(a["reliability"]),
+            "-" if not p95 else f"{p95:.0f} ms",
+        )
+    console.print(agents)
+    console.print(
+        f"Handoffs {f['handoffs']}, attempts {f['attempts']} "
+        f"({f['retries_per_1000_workflows']:.0f} retries per 1,000 workflows), "
+        f"full-chain restarts {f['full_chain_restarts']}; spend ${f['cost_usd']:.2f} "
+        f"({f['input_tokens']:,} in / {f['output_tokens']:,} out tokens)",
+        markup=False,
+    )
+    if result.faults:
+        found = Table(
+            title="Expected findings (manifest.json)", title_justify="left", show_edge=False
+        )
+        found.add_column("rule")
+        found.add_column("count", justify="right")
+        for rule, count in result.expected_findings.items():
+            found.add_row(rule, str(count))
+        console.print(found)
+    else:
+        console.print("No faults injected: an audit of these traces should find nothing.")
+    console.print(
+        f"Wrote {f['spans']:,} spans ({f['duplicate_spans']:,} re-sent duplicates) to "
+        f"{f['files']} files from {f['services']} services in {result.out_dir}",
+        markup=False,
+    )
+    console.print(summary_line(result), markup=False)
+
+
+def print_fault_table() -> None:
+    """Print every fault with its rule, scope and default rate."""
+    console = Console(highlight=False)
+    table = Table(show_edge=False)
+    for col in ("fault", "rule it trips", "scope", "default", "what it does"):
+        table.add_column(col, overflow="fold")
+    for f in FAULTS:
+        table.add_row(f.name, f.rule, f.scope, f"{f.default_rate:g}", f.summary)
+    console.print(table)
