@@ -13,7 +13,6 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from collector import schema
@@ -185,7 +184,7 @@ class CommitRun:
 
     def _execute_sync(self, token: str | None) -> CommitResult:
         work = self._work()
-        ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+        ctx_token = self.tel.activate(self.span)
         try:
             out = self.r.executor(work)
             if asyncio.iscoroutine(out):
@@ -195,11 +194,11 @@ class CommitRun:
         except Exception as e:  # noqa: BLE001 - the executor is application code
             return self._failed(e, token, work)
         finally:
-            otel_context.detach(ctx_token)
+            self.tel.deactivate(ctx_token)
 
     async def _execute_async(self, token: str | None) -> CommitResult:
         work = self._work()
-        ctx_token = otel_context.attach(trace.set_span_in_context(self.span))
+        ctx_token = self.tel.activate(self.span)
         try:
             out = self.r.executor(work)
             if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
@@ -208,7 +207,7 @@ class CommitRun:
         except Exception as e:  # noqa: BLE001
             return self._failed(e, token, work)
         finally:
-            otel_context.detach(ctx_token)
+            self.tel.deactivate(ctx_token)
 
     # ------------------------------------------------------------------ endings
     def _executed(self, out: Any, token: str | None, work: Work) -> CommitResult:

@@ -25,8 +25,8 @@ restarts and serialises processes.
 
 from __future__ import annotations
 
+import itertools
 import threading
-import uuid
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
@@ -148,6 +148,7 @@ class MemoryStore:
         self._rows: dict[tuple[str, str], _Row] = {}
         self._tokens: dict[str, tuple[str, str]] = {}
         self._accepts: dict[tuple[str, str, int], Acceptance] = {}
+        self._tokens_issued = itertools.count(1)
 
     def claim(
         self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
@@ -162,7 +163,7 @@ class MemoryStore:
                 return Claim(running=True)
             if row is not None:  # a stale claim: its holder is presumed dead
                 self._tokens.pop(row.token, None)
-            token = uuid.uuid4().hex
+            token = str(next(self._tokens_issued))  # unique within this store
             self._rows[(receiver, key)] = _Row(fingerprint, token, now_ms)
             self._tokens[token] = (receiver, key)
             return Claim(acquired=True, token=token)

@@ -124,13 +124,14 @@ class Message:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict including ``kind``."""
         out: dict[str, Any] = {"kind": self.kind}
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
-            if isinstance(value, Usage):
+        for name in _FIELD_NAMES[type(self)]:
+            value = getattr(self, name)
+            cls = value.__class__
+            if cls is Usage:
                 value = value.to_dict()
-            elif isinstance(value, OutputSchema):
+            elif cls is OutputSchema:
                 value = str(value)
-            out[f.name] = value
+            out[name] = value
         return out
 
     def to_json(self) -> str:
@@ -263,56 +264,97 @@ def decode(data: Any) -> Message:
             raise MessageError(f"message is not valid JSON: {e}") from e
     d = _mapping(data, "message")
     kind = d.get("kind")
-    cls = _KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
+    found = _SPECS.get(kind) if isinstance(kind, str) else None
+    if found is None:
         raise MessageError(
             f"message field 'kind' is {kind!r}; expected one of {', '.join(sorted(_KINDS))}"
         )
-    where = kind
+    cls, spec = found
     kwargs: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        name = f.name
-        if name not in d:
-            if _required(f):
-                raise MessageError(f"{where} message is missing field {name!r}")
-            continue
-        kwargs[name] = _convert(f.type, d[name], f"{where}.{name}")
+    for name, convert, required in spec:
+        if name in d:
+            kwargs[name] = convert(d[name], kind, name)
+        elif required:
+            raise MessageError(f"{kind} message is missing field {name!r}")
     return cls(**kwargs)
+
+
+# Field converters, chosen once per field from its annotation: (value, kind, field) -> value.
+def _c_str(v: Any, kind: str, name: str) -> str:
+    if type(v) is str:
+        return v
+    raise MessageError(f"{kind}.{name} must be a string, got {type(v).__name__}")
+
+
+def _c_opt_str(v: Any, kind: str, name: str) -> str | None:
+    return None if v is None else _c_str(v, kind, name)
+
+
+def _c_int(v: Any, kind: str, name: str) -> int:
+    if type(v) is int:
+        return v
+    if type(v) is float and v == int(v):
+        return int(v)
+    raise MessageError(f"{kind}.{name} must be an integer, got {v!r}")
+
+
+def _c_opt_int(v: Any, kind: str, name: str) -> int | None:
+    return None if v is None else _c_int(v, kind, name)
+
+
+def _c_carrier(v: Any, kind: str, name: str) -> dict[str, str]:
+    if isinstance(v, dict) and all(type(k) is str and type(x) is str for k, x in v.items()):
+        return dict(v)
+    raise MessageError(f"{kind}.{name} must be an object of strings")
+
+
+def _c_schema(v: Any, kind: str, name: str) -> OutputSchema:
+    where = f"{kind}.{name}"
+    if isinstance(v, dict):
+        return OutputSchema(_str(v, "name", where), str(v.get("version", "1")))
+    if not isinstance(v, str):
+        raise MessageError(f"{where} must be a string like 'report@1', got {v!r}")
+    return OutputSchema.parse(v)
+
+
+def _c_usage(v: Any, kind: str, name: str) -> Usage | None:
+    return None if v is None else Usage.from_dict(v, where=f"{kind}.{name}")
+
+
+def _c_any(v: Any, kind: str, name: str) -> Any:
+    return v  # payloads and results are the application's JSON
+
+
+_CONVERTERS = {
+    "str": _c_str,
+    "str|None": _c_opt_str,
+    "int": _c_int,
+    "int|None": _c_opt_int,
+    "dict[str,str]": _c_carrier,
+    "OutputSchema": _c_schema,
+    "Usage|None": _c_usage,
+    "Any": _c_any,
+}
 
 
 def _required(f: Any) -> bool:
     return f.default is MISSING and f.default_factory is MISSING
 
 
-def _convert(type_name: Any, value: Any, where: str) -> Any:
-    t = str(type_name).replace(" ", "")
-    if t == "OutputSchema":
-        if isinstance(value, dict):
-            return OutputSchema(_str(value, "name", where), str(value.get("version", "1")))
-        if not isinstance(value, str):
-            raise MessageError(f"{where} must be a string like 'report@1', got {value!r}")
-        return OutputSchema.parse(value)
-    if t == "Usage|None":
-        return None if value is None else Usage.from_dict(value, where=where)
-    if t in ("str", "str|None"):
-        if value is None and t.endswith("None"):
-            return None
-        if not isinstance(value, str):
-            raise MessageError(f"{where} must be a string, got {type(value).__name__}")
-        return value
-    if t in ("int", "int|None"):
-        if value is None and t.endswith("None"):
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-            raise MessageError(f"{where} must be an integer, got {value!r}")
-        return int(value)
-    if t == "dict[str,str]":
-        if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-        ):
-            raise MessageError(f"{where} must be an object of strings")
-        return dict(value)
-    return value  # Any: payloads and results are the application's JSON
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    for cls in _KINDS.values()
+}
+_SPECS = {
+    kind: (
+        cls,
+        tuple(
+            (f.name, _CONVERTERS[str(f.type).replace(" ", "")], _required(f))
+            for f in fields(cls)  # type: ignore[arg-type]
+        ),
+    )
+    for kind, cls in _KINDS.items()
+}
 
 
 def _mapping(data: Any, where: str) -> dict[str, Any]:

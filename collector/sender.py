@@ -16,7 +16,7 @@ only an on-time accept validates an attempt.
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -110,7 +110,7 @@ class Sender:
         self.mode = mode
         self.enforce_retry_cap = enforce_retry_cap
         self.late_answer_window_s = late_answer_window_s
-        self.id_factory = id_factory or (lambda: uuid.uuid4().hex)
+        self.id_factory = id_factory or _random_id
 
     def __repr__(self) -> str:
         return f"Sender({self.name!r}, mode={self.mode!r})"
@@ -206,6 +206,10 @@ _COMMITTABLE: dict[str, tuple[str | None, ...]] = {
     schema.MODE_TWO_STEP: (schema.STATE_PROPOSED,),
     schema.MODE_FIRE_AND_FORGET: (None, schema.STATE_VOID),
 }
+
+
+def _random_id() -> str:
+    return os.urandom(16).hex()
 
 
 def _should_retry(h: Handoff, answer: Any) -> bool:

@@ -102,7 +102,11 @@ class Telemetry:
     ) -> trace.Span:
         """Start a span at ``start_ns`` under ``parent`` (a span, a context, or the current)."""
         try:
-            ctx = trace.set_span_in_context(parent) if isinstance(parent, trace.Span) else parent
+            ctx = parent
+            if isinstance(parent, trace.Span):
+                # An invalid parent (telemetry off) adds nothing; skip building a context.
+                valid = parent.get_span_context().is_valid
+                ctx = trace.set_span_in_context(parent) if valid else None
             return self.tracer.start_span(
                 name, context=ctx, attributes=attributes, start_time=start_ns
             )
@@ -154,6 +158,24 @@ class Telemetry:
                 span.set_status(trace.Status(trace.StatusCode.ERROR, description))
         except Exception as e:  # noqa: BLE001
             self._failed("setting a span status", e)
+
+    def activate(self, span: trace.Span) -> object | None:
+        """Make ``span`` current (for spans the agent's own code starts); returns a token."""
+        if not span.get_span_context().is_valid:
+            return None
+        try:
+            return otel_context.attach(trace.set_span_in_context(span))
+        except Exception as e:  # noqa: BLE001
+            self._failed("activating a span", e)
+            return None
+
+    def deactivate(self, token: object | None) -> None:
+        """Undo ``activate()``."""
+        if token is not None:
+            try:
+                otel_context.detach(token)  # type: ignore[arg-type]
+            except Exception as e:  # noqa: BLE001
+                self._failed("deactivating a span", e)
 
     # ---------------------------------------------------------------- propagation
     def inject(self, span: trace.Span) -> dict[str, str]:

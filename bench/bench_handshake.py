@@ -1,0 +1,195 @@
+"""What one full handshake costs, measured against the OpenTelemetry SDK in the same run.
+
+    .venv/bin/python bench/bench_handshake.py [--handshakes N] [--repeats R] [--json]
+
+Measures, per handshake (propose, validate, commit; four spans):
+
+* ``sdk_bare``: four bare SDK spans (names, parents, explicit times; no attributes);
+* ``sdk_equivalent``: the same four spans with the attributes and events the library writes;
+* ``telemetry_on``: a full in-process handshake with the SDK installed (same processor);
+* ``telemetry_off``: the same handshake with no SDK (the API's no-op provider), on the
+  virtual clock (the receiver is called inline) and on the real clock (the answer races the
+  timeout on a worker thread).
+
+Every SDK variant uses a ``BatchSpanProcessor`` in front of an exporter that drops the
+batch, which is what ``configure_telemetry()`` installs minus the I/O. Figures are the
+median of ``R`` repeats; ratios are taken within this run, so the machine's speed cancels out.
+Goals: telemetry on <= 1.25x the bare SDK spans; telemetry off < 20 us per handshake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+
+from collector import (  # noqa: E402
+    InProcessChannel,
+    Receiver,
+    Sender,
+    SystemClock,
+    VirtualClock,
+    accept,
+    schema,
+)
+from collector.telemetry import Telemetry  # noqa: E402
+
+
+class Drop(SpanExporter):
+    """Accepts every batch and keeps nothing."""
+
+    def export(self, spans: Sequence[object]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def provider() -> TracerProvider:
+    tp = TracerProvider()
+    tp.add_span_processor(BatchSpanProcessor(Drop(), max_queue_size=1 << 16))
+    return tp
+
+
+def agents(*, tracer_provider: object, clock: object) -> tuple[Sender, InProcessChannel]:
+    tel = Telemetry(tracer_provider=tracer_provider)  # type: ignore[arg-type]
+    recv = Receiver(
+        "writer",
+        validator=lambda w: accept(eta_ms=100),
+        executor=lambda w: {"ok": True},
+        clock=clock,  # type: ignore[arg-type]
+        telemetry=tel,
+    )
+    return Sender("planner", clock=clock, telemetry=tel), InProcessChannel(recv)  # type: ignore[arg-type]
+
+
+def handshake_loop(sender: Sender, channel: InProcessChannel) -> Callable[[int], None]:
+    def run(n: int) -> None:
+        for i in range(n):
+            sender.handoff(
+                channel,
+                task_id=f"t{i}",
+                payload={"i": i},
+                output_schema="doc@1",
+                idempotency_key=f"k{i}-{time.perf_counter_ns()}",
+            )
+
+    return run
+
+
+def sdk_loop(tp: TracerProvider, *, equivalent: bool) -> Callable[[int], None]:
+    tracer = tp.get_tracer("bench")
+    common = {
+        schema.HANDOFF_ID: "h" * 32,
+        schema.TASK_ID: "t1",
+        schema.SENDER: "planner",
+        schema.RECEIVER: "writer",
+        schema.ATTEMPT: 1,
+        schema.MAX_ATTEMPTS: 3,
+        schema.HANDOFF_MODE: "handshake",
+        schema.IDEMPOTENCY_KEY: "k1",
+    }
+    extra = {
+        schema.SPAN_HANDOFF: 6,
+        schema.SPAN_PROPOSE: 10,
+        schema.SPAN_VALIDATE: 12,
+        schema.SPAN_COMMIT: 8,
+    }
+    event = {schema.TRANSITION_FROM: "a", schema.TRANSITION_TO: "b", schema.TRANSITION_REASON: "r"}
+
+    def attrs(name: str) -> dict[str, object]:
+        return {**common, **{f"handoff.x{j}": j for j in range(extra[name])}} if equivalent else {}
+
+    prepared = {name: attrs(name) for name in extra}
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            t = time.time_ns()
+            root = tracer.start_span(
+                schema.SPAN_HANDOFF, start_time=t, attributes=prepared[schema.SPAN_HANDOFF]
+            )
+            ctx = trace.set_span_in_context(root)
+            for name in schema.PHASE_SPANS:
+                s = tracer.start_span(name, context=ctx, start_time=t, attributes=prepared[name])
+                if equivalent:
+                    s.add_event(schema.EVENT_TRANSITION, event, timestamp=t)
+                s.end(end_time=t)
+            if equivalent:
+                root.add_event(schema.EVENT_TRANSITION, event, timestamp=t)
+            root.end(end_time=t)
+
+    return run
+
+
+def measure(run: Callable[[int], None], n: int, repeats: int) -> float:
+    """Median microseconds per iteration over ``repeats`` runs of ``n``."""
+    run(max(10, n // 10))  # warm up
+    samples = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        run(n)
+        samples.append((time.perf_counter() - start) / n * 1e6)
+    return statistics.median(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--handshakes", type=int, default=3000)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = ap.parse_args(argv)
+    n, r = args.handshakes, args.repeats
+
+    tp = provider()
+    figures = {
+        "sdk_bare_us": measure(sdk_loop(tp, equivalent=False), n, r),
+        "sdk_equivalent_us": measure(sdk_loop(tp, equivalent=True), n, r),
+        "telemetry_on_virtual_us": measure(
+            handshake_loop(*agents(tracer_provider=tp, clock=VirtualClock())), n, r
+        ),
+        "telemetry_on_real_us": measure(
+            handshake_loop(*agents(tracer_provider=tp, clock=SystemClock())), n, r
+        ),
+        "telemetry_off_virtual_us": measure(
+            handshake_loop(
+                *agents(tracer_provider=trace.NoOpTracerProvider(), clock=VirtualClock())
+            ),
+            n,
+            r,
+        ),
+        "telemetry_off_real_us": measure(
+            handshake_loop(
+                *agents(tracer_provider=trace.NoOpTracerProvider(), clock=SystemClock())
+            ),
+            n,
+            r,
+        ),
+    }
+    tp.shutdown()
+    figures["ratio_on_vs_bare"] = figures["telemetry_on_virtual_us"] / figures["sdk_bare_us"]
+    figures["ratio_on_vs_equivalent"] = (
+        figures["telemetry_on_virtual_us"] / figures["sdk_equivalent_us"]
+    )
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    else:
+        for k, v in figures.items():
+            print(f"{k:28s} {v:10.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
