@@ -8,7 +8,9 @@ Plotly renders as text.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import html
+import math
+from collections.abc import Iterable, Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -33,6 +35,7 @@ __all__ = [
     "spend_by_agent",
     "spend_by_model",
     "state_funnel",
+    "text",
     "trace_waterfall",
 ]
 
@@ -61,7 +64,7 @@ _OBSERVED = "#4C78A8"
 _PROJECTED = "#E45756"
 _LAYOUT = {
     "template": "plotly_white",
-    "margin": {"l": 10, "r": 10, "t": 50, "b": 10},
+    "margin": {"l": 10, "r": 10, "t": 80, "b": 10},
     "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     "hoverlabel": {"namelength": -1},
 }
@@ -69,7 +72,18 @@ _LAYOUT = {
 
 def _figure(title: str, **layout: object) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title={"text": title, "x": 0, "font": {"size": 15}}, **_LAYOUT)
+    fig.update_layout(
+        title={
+            "text": title,
+            "x": 0,
+            "xanchor": "left",
+            "y": 0.98,
+            "yanchor": "top",
+            "yref": "container",
+            "font": {"size": 15},
+        },
+        **_LAYOUT,
+    )
     fig.update_layout(**layout)
     return fig
 
@@ -173,7 +187,8 @@ def spend_by_agent(frame: pd.DataFrame, *, value: str = "cost_usd") -> go.Figure
     )
     if frame.empty:
         return _empty(fig)
-    order = frame.groupby("agent")[value].sum().sort_values().index.tolist()
+    totals = frame.groupby("agent")[value].sum().sort_values()
+    order = totals.index.tolist()
     present = list(dict.fromkeys(frame["phase"].astype(str)))
     phases = [p for p in PHASE_COLORS if p in present] + [
         p for p in present if p not in PHASE_COLORS
@@ -181,13 +196,13 @@ def spend_by_agent(frame: pd.DataFrame, *, value: str = "cost_usd") -> go.Figure
     for phase in phases:
         part = frame[frame["phase"] == phase].groupby("agent")[value].sum().reindex(order)
         fig.add_bar(
-            y=order,
+            y=text(order),
             x=part.fillna(0),
-            name=phase,
+            name=text([phase])[0],
             orientation="h",
             marker_color=PHASE_COLORS.get(phase, _OTHER),
         )
-    fig.update_yaxes(categoryorder="array", categoryarray=order)
+    fig.update_yaxes(categoryorder="array", categoryarray=text(order))
     return fig
 
 
@@ -201,7 +216,7 @@ def spend_by_model(frame: pd.DataFrame) -> go.Figure:
         return _empty(fig)
     data = frame.sort_values("cost_usd")
     fig.add_bar(
-        y=data["model"],
+        y=text(data["model"]),
         x=data["cost_usd"],
         orientation="h",
         name="cost",
@@ -246,7 +261,9 @@ def edge_spend(frame: pd.DataFrame, *, title: str = "Most expensive edges") -> g
     if frame.empty:
         return _empty(fig)
     data = frame.sort_values("cost_usd")
-    labels = data["sender"].astype(str) + " → " + data["receiver"].astype(str)
+    labels = [
+        f"{a} → {b}" for a, b in zip(text(data["sender"]), text(data["receiver"]), strict=True)
+    ]
     fig.add_bar(
         y=labels,
         x=data["cost_usd"],
@@ -276,7 +293,7 @@ def reliability_by_agent(frame: pd.DataFrame, *, key: str = "agent") -> go.Figur
         return _empty(fig)
     data = frame.sort_values("success_rate", ascending=False)
     fig.add_bar(
-        y=data[key].astype(str),
+        y=text(data[key]),
         x=data["success_rate"],
         orientation="h",
         name="success rate",
@@ -408,7 +425,7 @@ def latency_by_receiver(
     data = frame.sort_values("p95_ms", ascending=False)
     for column, color in (("p50_ms", "#9ECAE9"), ("p95_ms", _OBSERVED), ("p99_ms", "#1F3A5F")):
         fig.add_bar(
-            x=data["receiver"].astype(str),
+            x=text(data["receiver"]),
             y=data[column],
             name=column[:3],
             marker_color=color,
@@ -453,7 +470,7 @@ def state_funnel(frame: pd.DataFrame) -> go.Figure:
     if frame.empty:
         return _empty(fig)
     fig.add_funnel(
-        y=frame["stage"].astype(str),
+        y=text(frame["stage"]),
         x=frame["handoffs"],
         textinfo="value+percent initial",
         marker={"color": [STATE_COLORS.get(s, _OTHER) for s in frame["stage"]]},
@@ -472,7 +489,7 @@ def edge_sankey(frame: pd.DataFrame) -> go.Figure:
         return _empty(fig)
     senders = sorted(set(frame["sender"].astype(str)))
     receivers = sorted(set(frame["receiver"].astype(str)))
-    labels = senders + receivers
+    labels = text(senders + receivers)
     index_s = {name: i for i, name in enumerate(senders)}
     index_r = {name: len(senders) + i for i, name in enumerate(receivers)}
     colors = [_rgba(STATE_COLORS.get(str(s), _OTHER), 0.55) for s in frame["state"]]
@@ -490,7 +507,7 @@ def edge_sankey(frame: pd.DataFrame) -> go.Figure:
                 "target": [index_r[str(r)] for r in frame["receiver"]],
                 "value": frame["handoffs"].tolist(),
                 "color": colors,
-                "customdata": frame["state"].astype(str).tolist(),
+                "customdata": text(frame["state"]),
                 "hovertemplate": "%{source.label} → %{target.label}<br>%{customdata}: "
                 "%{value:,}<extra></extra>",
             },
@@ -520,15 +537,23 @@ def trace_waterfall(frame: pd.DataFrame) -> go.Figure:
     if frame.empty:
         return _empty(fig, "No spans in this trace")
     # Unique axis positions: two spans may share a label (retries of the same phase).
-    positions = [f"{i:03d} {label}" for i, label in enumerate(frame["label"].astype(str))]
+    labels = text(frame["label"])
+    positions = [f"{i:03d} {label}" for i, label in enumerate(labels)]
     colors = [
         PHASE_COLORS.get(str(p), STATE_COLORS.get(str(s), _OTHER))
         if pd.notna(p)
         else (STATE_COLORS.get(str(s), _OTHER) if pd.notna(s) else _OTHER)
         for p, s in zip(frame["phase"], frame["state"], strict=True)
     ]
-    custom = frame[["label", "duration_ms", "state", "agent", "cost_usd"]].astype(object)
-    custom = custom.where(custom.notna(), "—")
+    custom = pd.DataFrame(
+        {
+            "label": labels,
+            "duration_ms": frame["duration_ms"],
+            "state": text(frame["state"], missing="—"),
+            "agent": text(frame["agent"], missing="—"),
+            "cost": [f"${v:.5f}" if pd.notna(v) else "—" for v in frame["cost_usd"]],
+        }
+    )
     fig.add_bar(
         y=positions,
         x=frame["duration_ms"].clip(lower=0.5),
@@ -541,8 +566,18 @@ def trace_waterfall(frame: pd.DataFrame) -> go.Figure:
         "%{customdata[2]}<br>agent: %{customdata[3]}<br>cost: "
         "%{customdata[4]}<extra></extra>",
     )
-    fig.update_yaxes(tickvals=positions, ticktext=frame["label"].astype(str).tolist())
+    fig.update_yaxes(tickvals=positions, ticktext=labels)
     return fig
+
+
+def text(values: Iterable[object], *, missing: str = "") -> list[str]:
+    """Trace content as Plotly text: ``<``, ``>`` and ``&`` escaped, so a name such as
+    ``<b>x</b>`` or ``<a href=...>`` shows literally instead of as Plotly's HTML-like markup."""
+    return [missing if _absent(v) else html.escape(str(v), quote=False) for v in values]
+
+
+def _absent(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _label(value: str) -> str:

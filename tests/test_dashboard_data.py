@@ -1,0 +1,317 @@
+"""The dashboard's data functions, checked against the spans the SDK produced.
+
+The scripted scenario (tests/test_dashboard_scenario.py) is written to an OTLP JSON file by
+the official exporter and kept in memory at the same time; every figure here is read back
+through the auditor's loader and DuckDB and compared with the same figure computed in plain
+Python from the in-memory spans.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from test_dashboard_scenario import HOSTILE, RUNS, SLOW_RUN, Scenario, build
+
+from auditor import load_traces
+from collector import schema as s
+from dashboard import data
+from dashboard.selection import Filters, scoped
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
+    return build(tmp_path_factory.mktemp("scenario"))
+
+
+@pytest.fixture(scope="module")
+def con(scenario: Scenario) -> Any:
+    return load_traces(scenario.path).con
+
+
+def _when(ns: int) -> datetime:
+    return datetime.fromtimestamp(ns // 1000 / 1e6, UTC).replace(tzinfo=None)
+
+
+def _latency(scenario: Scenario, span: Any) -> float:
+    value = scenario.attrs(span).get(s.VALIDATION_LATENCY_MS)
+    return float(value) if value is not None else (span.end_time - span.start_time) / 1e6
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (DuckDB's quantile_cont)."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _roots(scenario: Scenario) -> list[Any]:
+    return [sp for sp in scenario.spans if sp.name.startswith(s.SPAN_WORKFLOW_PREFIX)]
+
+
+# -----------------------------------------------------------------------------------------
+# What the filters offer
+# -----------------------------------------------------------------------------------------
+def test_bounds_list_agents_workflows_and_the_time_range(scenario: Scenario, con: Any) -> None:
+    bounds = data.bounds(con)
+    assert bounds.agents == ("planner", "research", "writer")
+    assert bounds.workflows == ("digest", "report")
+    assert bounds.spans == len(scenario.spans)
+    assert bounds.start == _when(min(sp.start_time for sp in scenario.spans))
+    assert bounds.end == _when(max(sp.start_time for sp in scenario.spans))
+
+
+@pytest.mark.parametrize(
+    ("span", "expected"),
+    [
+        (timedelta(minutes=10), timedelta(seconds=30)),
+        (timedelta(hours=3), timedelta(minutes=5)),
+        (timedelta(days=2), timedelta(hours=1)),
+        (timedelta(days=400), timedelta(days=7)),
+        (timedelta(0), timedelta(minutes=1)),
+    ],
+)
+def test_bucket_width_cuts_a_range_into_at_most_48_round_buckets(
+    span: timedelta, expected: timedelta
+) -> None:
+    start = datetime(2026, 1, 1)
+    assert data.bucket_width(start, start + span) == expected
+
+
+# -----------------------------------------------------------------------------------------
+# Handoffs
+# -----------------------------------------------------------------------------------------
+def test_the_funnel_counts_handoffs_by_how_far_they_got(scenario: Scenario, con: Any) -> None:
+    handoffs = scenario.named(s.SPAN_HANDOFF)
+    states = Counter(scenario.attrs(h)[s.STATE] for h in handoffs)
+    accepted = {sp.parent.span_id for sp in scenario.named(s.SPAN_VALIDATE)
+                if scenario.attrs(sp).get(s.DECISION) == s.DECISION_ACCEPT}
+    funnel = dict(zip(*data.state_funnel(con).to_dict("list").values(), strict=True))
+    assert funnel == {
+        s.STATE_PROPOSED: len(handoffs),
+        s.STATE_VALIDATED: sum(1 for h in handoffs if h.context.span_id in accepted),
+        s.STATE_COMMITTED: states[s.STATE_COMMITTED],
+        s.STATE_VOID: states[s.STATE_VOID],
+    }
+    assert funnel[s.STATE_VOID] == 2
+
+
+def test_void_reasons_name_each_voided_attempt_verbatim(scenario: Scenario, con: Any) -> None:
+    reasons = dict(zip(*data.void_reasons(con).to_dict("list").values(), strict=True))
+    assert reasons == {s.REJECT_RESOURCE_UNAVAILABLE: 3, HOSTILE: 1, "timeout": 1}
+
+
+def test_edge_flows_count_handoffs_per_edge_and_final_state(scenario: Scenario, con: Any) -> None:
+    expected = Counter(
+        (scenario.attrs(h)[s.SENDER], scenario.attrs(h)[s.RECEIVER], scenario.attrs(h)[s.STATE])
+        for h in scenario.named(s.SPAN_HANDOFF)
+    )
+    flows = data.edge_flows(con)
+    got = {(r.sender, r.receiver, r.state): r.handoffs for r in flows.itertuples()}
+    assert got == dict(expected)
+
+
+# -----------------------------------------------------------------------------------------
+# Validation latency
+# -----------------------------------------------------------------------------------------
+def test_the_histogram_counts_every_validation_and_caps_the_slow_ones(
+    scenario: Scenario, con: Any
+) -> None:
+    latencies = [_latency(scenario, sp) for sp in scenario.named(s.SPAN_VALIDATE)]
+    bins = data.latency_histogram(con, bin_ms=50, cap_ms=2000)
+    assert bins["count"].sum() == len(latencies)
+    assert (bins["bin_end_ms"] - bins["bin_start_ms"] == 50).all()
+    top = bins[bins["bin_start_ms"] == 2000]["count"].tolist()
+    assert top == [sum(1 for v in latencies if v >= 2000)] == [1]
+
+
+def test_latency_per_receiver_matches_linear_interpolation(scenario: Scenario, con: Any) -> None:
+    per: dict[str, list[float]] = {}
+    for sp in scenario.named(s.SPAN_VALIDATE):
+        per.setdefault(scenario.attrs(sp)[s.RECEIVER], []).append(_latency(scenario, sp))
+    frame = data.latency_by_receiver(con, timeout_ms=2000).set_index("receiver")
+    assert set(frame.index) == set(per)
+    for receiver, values in per.items():
+        row = frame.loc[receiver]
+        assert row["validations"] == len(values)
+        for q, column in ((0.5, "p50_ms"), (0.95, "p95_ms"), (0.99, "p99_ms")):
+            assert row[column] == pytest.approx(_quantile(values, q), rel=1e-9)
+        assert row["max_ms"] == pytest.approx(max(values))
+        assert row["slow"] == sum(1 for v in values if v > 2000)
+    assert frame.loc["writer", "slow"] == 1
+    overall = data.latency_percentiles(con)
+    everything = [v for values in per.values() for v in values]
+    assert overall["p95"] == pytest.approx(_quantile(everything, 0.95), rel=1e-9)
+
+
+def test_latency_over_time_buckets_every_validation(scenario: Scenario, con: Any) -> None:
+    frame = data.latency_over_time(con, width=timedelta(minutes=5))
+    assert frame["validations"].sum() == len(scenario.named(s.SPAN_VALIDATE))
+    assert frame["bucket"].is_monotonic_increasing
+    assert (frame["p50_ms"] <= frame["p95_ms"]).all() and (frame["p95_ms"] <= frame["p99_ms"]).all()
+
+
+# -----------------------------------------------------------------------------------------
+# Spend, reliability, overview
+# -----------------------------------------------------------------------------------------
+def test_spend_per_agent_and_phase_adds_up_the_phase_spans(scenario: Scenario, con: Any) -> None:
+    expected: Counter[tuple[str, str]] = Counter()
+    tokens: Counter[tuple[str, str]] = Counter()
+    for sp in scenario.spans:
+        a = scenario.attrs(sp)
+        if s.COST_USD in a:
+            expected[(a[s.GEN_AI_AGENT_NAME], a[s.PHASE])] += a[s.COST_USD]
+            tokens[(a[s.GEN_AI_AGENT_NAME], a[s.PHASE])] += a[s.GEN_AI_USAGE_INPUT_TOKENS]
+    frame = data.agent_spend(con)
+    got = {(r.agent, r.phase): r.cost_usd for r in frame.itertuples()}
+    assert got == pytest.approx(dict(expected))
+    assert {(r.agent, r.phase): r.input_tokens for r in frame.itertuples()} == dict(tokens)
+    writer_only = data.agent_spend(con, filters=Filters(agents=("writer",)))
+    assert set(writer_only["agent"]) == {"writer"}
+
+
+def test_voided_spend_is_the_cost_of_handoffs_that_ended_void(
+    scenario: Scenario, con: Any
+) -> None:
+    void = {h.context.span_id for h in scenario.named(s.SPAN_HANDOFF)
+            if scenario.attrs(h)[s.STATE] == s.STATE_VOID}
+    wasted = sum(scenario.attrs(sp).get(s.COST_USD, 0) for sp in scenario.spans
+                 if sp.parent is not None and sp.parent.span_id in void)
+    frame = data.edge_spend(con, voided=True)
+    assert frame["cost_usd"].sum() == pytest.approx(wasted) and wasted > 0
+    assert frame["handoffs"].sum() == len(void)
+    assert data.edge_spend(con)["cost_usd"].sum() > frame["cost_usd"].sum()
+
+
+def test_kpis_match_the_workflow_roots_and_handoffs(scenario: Scenario, con: Any) -> None:
+    roots = _roots(scenario)
+    handoffs = scenario.named(s.SPAN_HANDOFF)
+    kpis = data.kpis(con, timeout_ms=2000)
+    succeeded = sum(1 for r in roots if scenario.attrs(r)[s.WORKFLOW_OUTCOME] == s.WORKFLOW_SUCCESS)
+    assert (kpis.workflows, kpis.succeeded) == (RUNS, succeeded)
+    assert kpis.observed_success == pytest.approx(succeeded / RUNS)
+    assert kpis.handoffs == len(handoffs)
+    assert kpis.cost_usd == pytest.approx(
+        sum(scenario.attrs(sp).get(s.COST_USD, 0) for sp in scenario.spans))
+    assert kpis.slow_validations == 1
+    assert kpis.validations == len(scenario.named(s.SPAN_VALIDATE))
+
+
+def test_retries_count_reproposals_per_thousand_workflows(scenario: Scenario, con: Any) -> None:
+    extra = sum(scenario.attrs(h)[s.ATTEMPTS] - 1 for h in scenario.named(s.SPAN_HANDOFF))
+    frame = data.retries(con).set_index("kind")
+    assert frame.loc["per-handoff retries", "count"] == extra == 3
+    assert frame.loc["per-handoff retries", "per_1000_workflows"] == pytest.approx(extra / RUNS * 1000)
+    assert frame.loc["full-chain restarts", "count"] == 0
+
+
+# -----------------------------------------------------------------------------------------
+# Filters
+# -----------------------------------------------------------------------------------------
+def test_a_workflow_filter_keeps_only_runs_of_that_name(scenario: Scenario, con: Any) -> None:
+    reports = [r for r in _roots(scenario) if scenario.attrs(r)[s.GEN_AI_WORKFLOW_NAME] == "report"]
+    kpis = data.kpis(con, filters=Filters(workflows=("report",)))
+    assert kpis.workflows == len(reports) == RUNS // 2
+    trace_ids = data.trace_ids(con, filters=Filters(workflows=("report",)))
+    assert trace_ids == {f"{r.context.trace_id:032x}" for r in reports}
+
+
+def test_a_time_range_keeps_runs_that_started_inside_it(scenario: Scenario, con: Any) -> None:
+    starts = sorted(_when(r.start_time) for r in _roots(scenario))
+    middle = starts[4]
+    later = data.kpis(con, filters=Filters(start=middle))
+    earlier = data.kpis(con, filters=Filters(end=middle))
+    assert (earlier.workflows, later.workflows) == (4, RUNS - 4)
+    first, second = Filters().halves(starts[0], starts[-1])
+    assert data.kpis(con, filters=first).workflows + data.kpis(con, filters=second).workflows == RUNS
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["x') OR 1=1 --", "'; DROP TABLE spans; --", '" OR ""="', HOSTILE],
+)
+def test_hostile_filter_values_select_nothing_and_change_nothing(con: Any, hostile: str) -> None:
+    before = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+    filters = Filters(agents=(hostile,), workflows=(hostile,))
+    assert data.kpis(con, filters=filters).workflows == 0
+    assert data.state_funnel(con, filters=filters).empty
+    assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == before
+
+
+def test_a_scoped_cursor_never_changes_what_the_connection_sees(con: Any) -> None:
+    total = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+    cursor = scoped(con, Filters(workflows=("report",)))
+    try:
+        assert 0 < cursor.execute("SELECT count(*) FROM spans").fetchone()[0] < total
+        assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == total
+    finally:
+        cursor.close()
+
+
+def test_filtered_queries_from_many_threads_agree(con: Any) -> None:
+    expected = data.kpis(con, filters=Filters(workflows=("digest",))).workflows
+    results: list[int] = []
+
+    def work(i: int) -> None:
+        f = Filters(workflows=("digest",)) if i % 2 else Filters(workflows=("digest", f"n{i}"))
+        results.append(data.kpis(con, filters=f).workflows)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [expected] * 16
+
+
+# -----------------------------------------------------------------------------------------
+# Trace
+# -----------------------------------------------------------------------------------------
+def _trace_of_run(scenario: Scenario, run: int) -> str:
+    handoff = next(h for h in scenario.named(s.SPAN_HANDOFF)
+                   if scenario.attrs(h)[s.TASK_ID] == f"b-{run}")
+    return f"{handoff.context.trace_id:032x}"
+
+
+def test_a_trace_is_listed_parents_first_with_depth_and_offsets(
+    scenario: Scenario, con: Any
+) -> None:
+    trace_id = _trace_of_run(scenario, SLOW_RUN)
+    spans = data.trace_spans(con, trace_id)
+    mine = [sp for sp in scenario.spans if f"{sp.context.trace_id:032x}" == trace_id]
+    assert len(spans) == len(mine)
+    position = {sid: i for i, sid in enumerate(spans["span_id"])}
+    for row in spans.itertuples():
+        if isinstance(row.parent_span_id, str):
+            assert position[row.parent_span_id] < position[row.span_id]
+    depth = dict(zip(spans["name"], spans["depth"], strict=False))
+    assert depth[s.SPAN_HANDOFF] == 1 and depth[s.SPAN_VALIDATE] == 2
+    assert spans["offset_ms"].min() == 0
+    late = spans[(spans["name"] == s.SPAN_VALIDATE) & (spans["decision"] == s.DECISION_TIMEOUT)]
+    assert late["duration_ms"].tolist() == [pytest.approx(2500, abs=1)]
+    assert data.trace_spans(con, "no-such-trace").empty
+
+
+def test_span_details_keep_hostile_text_verbatim(scenario: Scenario, con: Any) -> None:
+    span = next(sp for sp in scenario.named(s.SPAN_VALIDATE)
+                if scenario.attrs(sp).get(s.REJECT_REASON) == HOSTILE)
+    trace_id, span_id = f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
+    attributes = data.span_attributes(con, trace_id, span_id)
+    values = dict(zip(attributes["key"], attributes["value"], strict=False))
+    assert values[s.REJECT_REASON] == HOSTILE
+    assert set(attributes["section"]) == {"span", "attribute", "resource", "source"}
+    events = data.span_events(con, trace_id, span_id)
+    assert f"{s.TRANSITION_TO}={s.STATE_VOID}" in " ".join(events["attributes"])
+
+
+def test_the_failed_trace_list_holds_the_failed_runs(scenario: Scenario, con: Any) -> None:
+    failed = {f"{r.context.trace_id:032x}" for r in _roots(scenario)
+              if scenario.attrs(r)[s.WORKFLOW_OUTCOME] != s.WORKFLOW_SUCCESS}
+    assert set(data.trace_list(con, only="failed")["trace_id"]) == failed
+    expensive = data.trace_list(con, only="expensive")
+    assert expensive["cost_usd"].is_monotonic_decreasing and len(expensive) == RUNS
