@@ -14,17 +14,13 @@ virtual clock the receiver is called inline and the virtual time it took decides
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import threading
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
 from collector import schema
+from collector.answers import ValidationRound, worker_pool
 from collector.channel import Channel
 from collector.errors import (
     CommitWithoutAccept,
@@ -48,24 +44,13 @@ from collector.messages import (
     decode,
     fingerprint,
 )
-from collector.protocol import StateMachine, is_on_time
+from collector.protocol import StateMachine
 from collector.telemetry import usage_attributes
 
 if TYPE_CHECKING:
     from collector.sender import Sender
 
 __all__ = ["Handoff", "HandoffSpec"]
-
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
-
-def _worker_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="handoff-answer")
-        return _pool
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,21 +69,6 @@ class HandoffSpec:
     max_attempts: int
     validation_timeout_s: float
     consumed: tuple[str, str] | None
-
-
-class _Pending:
-    """A validate span whose answer had not arrived at the timeout."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.done = False
-
-    def claim(self) -> bool:
-        with self.lock:
-            if self.done:
-                return False
-            self.done = True
-            return True
 
 
 class Handoff:
@@ -274,21 +244,10 @@ class Handoff:
         if self.spec.mode != MODE_HANDSHAKE:
             return self._two_step(self._request_or_none(wire))
         self._end_propose(acknowledged=True)
-        timeout = self.spec.validation_timeout_s
-        t0 = self.clock.monotonic()
+        round_ = ValidationRound(self, validate, sent_ns)
         if self.clock.virtual:
-            reply, error = self._request(wire)
-            return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
-        pending = _Pending()
-        ctx = contextvars.copy_context()
-        future = _worker_pool().submit(ctx.run, self._request, wire)
-        try:
-            reply, error = future.result(timeout=timeout)
-        except FutureTimeout:
-            self._timed_out(validate, sent_ns, pending)
-            future.add_done_callback(lambda f: self._late_reply(validate, t0, pending, *f.result()))
-            return None
-        return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
+            return round_.answered(*self._request(wire))
+        return round_.race(wire)
 
     async def apropose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
         """``propose()`` for asyncio: the answer races the timeout as an asyncio task."""
@@ -298,21 +257,10 @@ class Handoff:
         if self.spec.mode != MODE_HANDSHAKE:
             return self._two_step(await self._arequest_or_none(wire))
         self._end_propose(acknowledged=True)
-        t0 = self.clock.monotonic()
+        round_ = ValidationRound(self, validate, sent_ns)
         if self.clock.virtual:
-            reply, error = await self._arequest(wire)
-            return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
-        pending = _Pending()
-        task = asyncio.ensure_future(self._arequest(wire))
-        try:
-            reply, error = await asyncio.wait_for(
-                asyncio.shield(task), timeout=self.spec.validation_timeout_s
-            )
-        except TimeoutError:
-            self._timed_out(validate, sent_ns, pending)
-            task.add_done_callback(lambda t: self._late_reply(validate, t0, pending, *t.result()))
-            return None
-        return self._answered(validate, sent_ns, self.clock.monotonic() - t0, reply, error)
+            return round_.answered(*await self._arequest(wire))
+        return await round_.arace(wire)
 
     # ------------------------------------------------------------------ transport
     def _request(self, wire: dict[str, Any]) -> tuple[Message | None, BaseException | None]:
@@ -340,120 +288,6 @@ class Handoff:
             self._void("no acknowledgement", at_ns=self.clock.time_ns())
         return reply if acked else None  # type: ignore[return-value]
 
-    # ------------------------------------------------------------------ answers
-    def _validate_attrs(self, answer: Answer) -> tuple[dict[str, Any], float | None, Usage | None]:
-        attrs, cost = usage_attributes(
-            answer.receiver or self.spec.receiver, answer.usage, self.sender.prices
-        )
-        return attrs, cost, answer.usage
-
-    def _answered(
-        self,
-        span: trace.Span,
-        sent_ns: int,
-        latency_s: float,
-        reply: Message | None,
-        error: BaseException | None,
-    ) -> Answer | None:
-        """An answer (or a failure) came back before the sender stopped waiting."""
-        timeout = self.spec.validation_timeout_s
-        now_ns = self.clock.time_ns()
-        if not isinstance(reply, Answer) or reply.attempt != self.attempt:
-            why = _no_answer_reason(reply, error)
-            attrs = {schema.DECISION: schema.DECISION_TIMEOUT, schema.LATE: False}
-            self._void(f"no answer: {why}", at_ns=now_ns, span=span)
-            attrs[schema.STATE] = schema.STATE_VOID
-            self.tel.error(span, why)
-            self.tel.end(span, end_ns=now_ns, attributes=attrs)
-            self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, schema.OUTCOME_NO_ANSWER)
-            return None
-        self.answer = reply
-        on_time = is_on_time(latency_s, timeout)
-        attrs, cost, usage = self._validate_attrs(reply)
-        attrs[schema.VALIDATION_LATENCY_MS] = latency_s * 1000
-        attrs[schema.LATE] = not on_time
-        if reply.eta_ms is not None:
-            attrs[schema.ETA_MS] = reply.eta_ms
-        if reply.reason:
-            attrs[schema.REJECT_REASON] = reply.reason
-        if not on_time:
-            self.late = True
-            attrs[schema.DECISION] = schema.DECISION_TIMEOUT
-            attrs[schema.LATE_DECISION] = reply.decision
-            give_up_ns = sent_ns + round(timeout * 1e9)
-            self._void("validation timeout", at_ns=min(give_up_ns, now_ns), span=span)
-            self._notify_void("validation timeout")
-            outcome = schema.DECISION_TIMEOUT
-        elif reply.accepted:
-            attrs[schema.DECISION] = schema.DECISION_ACCEPT
-            attrs[schema.COMMIT_DEADLINE_UNIX_MS] = self.spec.deadline_unix_ms
-            eta = "no eta" if reply.eta_ms is None else f"eta {reply.eta_ms} ms"
-            self._move(schema.STATE_VALIDATED, f"accepted ({eta})", span=span, at_ns=now_ns)
-            outcome = schema.DECISION_ACCEPT
-        else:
-            attrs[schema.DECISION] = reply.decision
-            self._void(f"rejected: {reply.reason or 'no reason given'}", at_ns=now_ns, span=span)
-            outcome = reply.decision
-        attrs[schema.STATE] = self.state
-        self.tel.end(span, end_ns=now_ns, attributes=attrs)
-        self.tel.latency(
-            latency_s, sender=self.sender.name, receiver=self.spec.receiver, decision=outcome
-        )
-        self.tel.count(schema.PHASE_VALIDATE, outcome, reply.reason)
-        if usage is not None:
-            self.tel.usage(reply.receiver or self.spec.receiver, schema.PHASE_VALIDATE, usage, cost)
-        return reply
-
-    def _timed_out(self, span: trace.Span, sent_ns: int, pending: _Pending) -> None:
-        """Real clock: the timeout fired first. Void now; the span waits for a late answer."""
-        now_ns = self.clock.time_ns()
-        self.tel.set(
-            span, {schema.DECISION: schema.DECISION_TIMEOUT, schema.STATE: schema.STATE_VOID}
-        )
-        self._void("validation timeout", at_ns=now_ns, span=span)
-        self._notify_void("validation timeout", background=True)
-        self.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT)
-        window = self.sender.late_answer_window_s
-        timer = threading.Timer(window, self._never_answered, args=(span, pending))
-        timer.daemon = True
-        timer.start()
-
-    def _never_answered(self, span: trace.Span, pending: _Pending) -> None:
-        if pending.claim():
-            self.tel.end(span, end_ns=self.clock.time_ns(), attributes={schema.LATE: False})
-
-    def _late_reply(
-        self,
-        span: trace.Span,
-        t0: float,
-        pending: _Pending,
-        reply: Message | None,
-        error: BaseException | None,
-    ) -> None:
-        """Real clock: an answer arrived after the timeout; record it, never act on it."""
-        if not pending.claim():
-            return
-        latency_s = self.clock.monotonic() - t0
-        attrs: dict[str, Any] = {schema.LATE: isinstance(reply, Answer)}
-        if isinstance(reply, Answer):
-            cost_attrs, cost, usage = self._validate_attrs(reply)
-            attrs.update(cost_attrs)
-            attrs[schema.VALIDATION_LATENCY_MS] = latency_s * 1000
-            attrs[schema.LATE_DECISION] = reply.decision
-            if reply.eta_ms is not None:
-                attrs[schema.ETA_MS] = reply.eta_ms
-            if reply.reason:
-                attrs[schema.REJECT_REASON] = reply.reason
-            self.tel.latency(
-                latency_s,
-                sender=self.sender.name,
-                receiver=self.spec.receiver,
-                decision=schema.DECISION_TIMEOUT,
-            )
-            if usage is not None:
-                self.tel.usage(reply.receiver, schema.PHASE_VALIDATE, usage, cost)
-        self.tel.end(span, end_ns=self.clock.time_ns(), attributes=attrs)
-
     def _void(self, reason: str, *, at_ns: int, span: trace.Span | None = None) -> None:
         if self.machine is not None and self.machine.can(schema.STATE_VOID):
             self._move(schema.STATE_VOID, reason, span=span or self.span, at_ns=at_ns)
@@ -461,7 +295,7 @@ class Handoff:
     def _notify_void(self, reason: str, *, background: bool = False) -> None:
         notice = VoidNotice(self.spec.handoff_id, self.attempt, reason).to_dict()
         if background:
-            _worker_pool().submit(self._request, notice)
+            worker_pool().submit(self._request, notice)
         else:
             self._request(notice)
 
@@ -561,13 +395,3 @@ class Handoff:
         if self.state is not None:
             attrs[schema.STATE] = self.state
         self.tel.end(self.span, end_ns=now_ns, attributes=attrs)
-
-
-def _no_answer_reason(reply: Message | None, error: BaseException | None) -> str:
-    if error is not None:
-        return f"{type(error).__name__}: {error}"
-    if reply is None:
-        return "empty reply"
-    if isinstance(reply, Answer):
-        return f"answer for attempt {reply.attempt}"
-    return f"unexpected {reply.kind!r} reply"
