@@ -1,0 +1,165 @@
+"""The audit's figures: spend, reliability and validation latency, as DuckDB queries.
+
+Every function takes the connection holding ``spans`` and an optional :class:`Filters`,
+and returns a lazy :class:`duckdb.DuckDBPyRelation` (call ``.fetchall()``, ``.df()`` or
+``.pl()`` on it). The dashboard and ``watch`` call these functions rather than writing
+their own SQL, so a figure means the same thing everywhere::
+
+    from auditor import Filters, load_traces
+    from auditor.figures import agent_spend, validation_latency
+
+    con = load_traces("sample_traces/").con
+    agent_spend(con).show()
+    validation_latency(con, by="edge", filters=Filters(agents=("writer",))).df()
+
+:func:`compute_figures` gathers them all for a report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from auditor.figures.base import Filters
+from auditor.figures.latency import validation_latency
+from auditor.figures.reliability import (
+    agent_reliability,
+    edge_reliability,
+    end_to_end,
+)
+from auditor.figures.spend import (
+    agent_phase_spend,
+    agent_spend,
+    edge_spend,
+    workflow_cost_summary,
+    workflow_spend,
+)
+from auditor.figures.summary import summary
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from auditor.load import TraceSet
+    from auditor.settings import AuditSettings
+
+__all__ = [
+    "Figures",
+    "Filters",
+    "agent_phase_spend",
+    "agent_reliability",
+    "agent_spend",
+    "compute_figures",
+    "edge_reliability",
+    "edge_spend",
+    "end_to_end",
+    "summary",
+    "validation_latency",
+    "workflow_cost_summary",
+    "workflow_spend",
+]
+
+TOP_WORKFLOWS = 10
+"""How many of the most expensive workflows a report lists."""
+
+
+@dataclass
+class Figures:
+    """Every figure of one audit, as plain JSON-ready values."""
+
+    summary: dict[str, Any] = field(default_factory=dict)
+    agents: list[dict[str, Any]] = field(default_factory=list)
+    edges: list[dict[str, Any]] = field(default_factory=list)
+    reliability: dict[str, Any] = field(default_factory=dict)
+    latency: dict[str, Any] = field(default_factory=dict)
+    spend: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return asdict(self)
+
+
+def rows(relation: duckdb.DuckDBPyRelation) -> list[dict[str, Any]]:
+    """A relation's rows as dicts (column name -> value)."""
+    names = relation.columns
+    return [dict(zip(names, r, strict=True)) for r in relation.fetchall()]
+
+
+def _by(items: list[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    return {tuple(i[k] for k in keys): i for i in items}
+
+
+def compute_figures(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    settings: AuditSettings,
+    trace_set: TraceSet | None = None,
+    filters: Filters | None = None,
+) -> Figures:
+    """Every figure, merged per agent and per edge, for a report."""
+    budget_ms = settings.p95_budget_s * 1000
+    head = rows(summary(con, filters=filters))[0]
+    if trace_set is not None:
+        head.update(
+            files=len(trace_set.files),
+            problems=len(trace_set.problems),
+            duplicate_spans=trace_set.duplicate_count,
+        )
+    spend = rows(agent_spend(con, filters=filters))
+    reliab = _by(rows(agent_reliability(con, filters=filters)), "agent")
+    lat_r = _by(rows(validation_latency(con, by="receiver", filters=filters)), "receiver")
+    agents = []
+    names = sorted(
+        {a["agent"] for a in spend} | {k[0] for k in reliab} | {k[0] for k in lat_r},
+        key=lambda n: (n is None, n or ""),
+    )
+    spend_by = _by(spend, "agent")
+    for name in names:
+        row: dict[str, Any] = {"agent": name}
+        row.update({k: v for k, v in spend_by.get((name,), {}).items() if k != "agent"})
+        row.update({k: v for k, v in reliab.get((name,), {}).items() if k != "agent"})
+        lat = lat_r.get((name,))
+        row["validation"] = (
+            None if lat is None else {k: v for k, v in lat.items() if k != "receiver"}
+        )
+        agents.append(row)
+    agents.sort(key=lambda a: (-(a.get("cost_usd") or 0.0), a["agent"] or ""))
+    e_spend = _by(rows(edge_spend(con, filters=filters)), "sender", "receiver")
+    e_rel = _by(rows(edge_reliability(con, filters=filters)), "sender", "receiver")
+    e_lat = _by(rows(validation_latency(con, by="edge", filters=filters)), "sender", "receiver")
+    edges = []
+    for key in sorted(
+        set(e_spend) | set(e_rel) | set(e_lat), key=lambda k: tuple(x or "" for x in k)
+    ):
+        row = {"sender": key[0], "receiver": key[1]}
+        row.update({k: v for k, v in e_rel.get(key, {}).items() if k not in row})
+        row.update({k: v for k, v in e_spend.get(key, {}).items() if k not in row})
+        lat = e_lat.get(key)
+        row["validation"] = (
+            None
+            if lat is None
+            else {k: v for k, v in lat.items() if k not in ("sender", "receiver")}
+        )
+        edges.append(row)
+    edges.sort(key=lambda e: (-(e.get("cost_usd") or 0.0), e["sender"] or "", e["receiver"] or ""))
+    e2e = rows(end_to_end(con, filters=filters))[0]
+    latency = {
+        "budget_ms": budget_ms,
+        "timeout_ms": settings.validation_timeout_s * 1000,
+        "receivers": [{**v, "over_budget": (v["p95_ms"] or 0) > budget_ms} for v in lat_r.values()],
+        "edges": list(e_lat.values()),
+    }
+    latency["receivers"].sort(key=lambda v: -(v["p95_ms"] or 0))
+    workflows = rows(workflow_spend(con, filters=filters))
+    spend_figures = {
+        "phases": rows(agent_phase_spend(con, filters=filters)),
+        "workflows": rows(workflow_cost_summary(con, filters=filters))[0],
+        "top_workflows": workflows[:TOP_WORKFLOWS],
+    }
+    return Figures(
+        summary=head,
+        agents=agents,
+        edges=edges,
+        reliability=e2e,
+        latency=latency,
+        spend=spend_figures,
+    )

@@ -1,0 +1,116 @@
+"""Reliability: success per agent and edge, projected against observed end-to-end success.
+
+An attempt succeeds when it yields a usable result: a commit executed or replayed whose
+result status is not a failure (``failed``, ``blocked``, ``verification_failed``,
+``held_for_approval``, ``safe_stop``). A handoff succeeds when one of its attempts does.
+
+The projected end-to-end rate is the **product** of the per-agent rates, never their
+average: five agents at 95% give 0.95^5 = 77%, not 95%.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from auditor.figures.base import FILTER_ARGS, Filters, query
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["agent_reliability", "edge_reliability", "end_to_end"]
+
+_HANDOFFS = f"""
+    SELECT handoff_key, any_value(trace_id) AS trace_id, any_value(sender) AS sender,
+           any_value(receiver) AS receiver, count(*) AS attempts, bool_or(ok) AS ok,
+           arg_min(ok, attempt_no) AS first_ok
+    FROM hs_attempts({FILTER_ARGS})
+    GROUP BY handoff_key
+"""
+
+
+def _rates(keys: str) -> str:
+    return f"""
+        SELECT {keys},
+               count(*) AS handoffs,
+               sum(attempts) AS attempts,
+               sum(attempts) - count(*) AS retries,
+               count(*) FILTER (WHERE ok) AS succeeded,
+               count(*) FILTER (WHERE ok) / count(*) AS handoff_success_rate,
+               count(*) FILTER (WHERE first_ok) / count(*) AS first_attempt_success_rate
+        FROM ({_HANDOFFS})
+        GROUP BY ALL
+        ORDER BY ALL
+    """
+
+
+def agent_reliability(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Per receiving agent: handoffs, attempts, retries and success rates.
+
+    Columns: agent, handoffs, attempts, retries, succeeded, handoff_success_rate,
+    first_attempt_success_rate.
+    """
+    return query(con, _rates("receiver AS agent"), filters)
+
+
+def edge_reliability(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Per sender -> receiver edge: the same columns as :func:`agent_reliability`."""
+    return query(con, _rates("sender, receiver"), filters)
+
+
+def end_to_end(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """One row: projected against observed end-to-end success, retries and restarts.
+
+    Columns: agents, projected_first_attempt (product of first-attempt rates, what a
+    fire-and-forget chain would get), projected (product of per-handoff rates, retries
+    included), workflows, succeeded_workflows, observed (share of workflows whose last run
+    succeeded, from ``handoff.workflow.outcome``; without workflow spans, share of traces
+    whose handoffs all succeeded), handoff_retries, full_chain_restarts,
+    retries_per_1000_workflows, restarts_per_1000_workflows.
+    """
+    return query(
+        con,
+        f"""
+        WITH agents AS ({_rates("receiver AS agent")}),
+        projected AS (
+            SELECT count(*) AS agents,
+                   product(first_attempt_success_rate) AS projected_first_attempt,
+                   product(handoff_success_rate) AS projected,
+                   sum(retries) AS handoff_retries
+            FROM agents
+        ),
+        runs AS (SELECT * FROM hs_workflow_runs({FILTER_ARGS})),
+        workflows AS (
+            SELECT workflow_id, arg_max(outcome, run) AS outcome, max(run) AS runs
+            FROM runs GROUP BY workflow_id
+        ),
+        traces AS (
+            SELECT trace_id, bool_and(ok) AS ok FROM ({_HANDOFFS}) GROUP BY trace_id
+        ),
+        observed AS (
+            SELECT
+                CASE WHEN (SELECT count(*) FROM workflows) > 0
+                     THEN (SELECT count(*) FROM workflows)
+                     ELSE (SELECT count(*) FROM traces) END AS workflows,
+                CASE WHEN (SELECT count(*) FROM workflows) > 0
+                     THEN (SELECT count(*) FROM workflows WHERE outcome = 'success')
+                     ELSE (SELECT count(*) FROM traces WHERE ok) END AS succeeded_workflows,
+                (SELECT count(*) FROM runs WHERE run > 1) AS full_chain_restarts
+        )
+        SELECT p.agents, p.projected_first_attempt, p.projected,
+               o.workflows, o.succeeded_workflows,
+               o.succeeded_workflows / nullif(o.workflows, 0) AS observed,
+               coalesce(p.handoff_retries, 0) AS handoff_retries, o.full_chain_restarts,
+               1000.0 * coalesce(p.handoff_retries, 0) / nullif(o.workflows, 0)
+                   AS retries_per_1000_workflows,
+               1000.0 * o.full_chain_restarts / nullif(o.workflows, 0)
+                   AS restarts_per_1000_workflows
+        FROM projected AS p, observed AS o
+        """,
+        filters,
+    )

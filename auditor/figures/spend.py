@@ -1,0 +1,131 @@
+"""Spend: tokens and cost per agent, phase, edge and workflow."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from auditor.figures.base import FILTER_ARGS, Filters, query
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = [
+    "agent_phase_spend",
+    "agent_spend",
+    "edge_spend",
+    "workflow_cost_summary",
+    "workflow_spend",
+]
+
+
+def agent_phase_spend(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Tokens and cost per agent and phase (``propose``, ``validate``, ``commit``, ``other``).
+
+    Columns: agent, phase, spans, input_tokens, output_tokens, cost_usd.
+    """
+    return query(
+        con,
+        f"""
+        SELECT agent, phase_name AS phase, count(*) AS spans,
+               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+               sum(cost_usd) AS cost_usd
+        FROM hs_usage({FILTER_ARGS})
+        GROUP BY ALL
+        ORDER BY cost_usd DESC NULLS LAST, agent, phase
+        """,
+        filters,
+    )
+
+
+def agent_spend(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Tokens and cost per agent, most expensive first, with each agent's share of the cost.
+
+    Columns: agent, spans, input_tokens, output_tokens, cost_usd, cost_share, models.
+    """
+    return query(
+        con,
+        f"""
+        SELECT agent, count(*) AS spans,
+               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+               sum(cost_usd) AS cost_usd,
+               sum(cost_usd) / nullif(sum(sum(cost_usd)) OVER (), 0) AS cost_share,
+               list_sort(list_distinct(list("gen_ai.request.model"))) AS models
+        FROM hs_usage({FILTER_ARGS})
+        GROUP BY agent
+        ORDER BY cost_usd DESC NULLS LAST, agent
+        """,
+        filters,
+    )
+
+
+def edge_spend(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Tokens and cost of every phase of the handoffs on each sender -> receiver edge.
+
+    Columns: sender, receiver, handoffs, input_tokens, output_tokens, cost_usd.
+    """
+    return query(
+        con,
+        f"""
+        SELECT "handoff.sender" AS sender, "handoff.receiver" AS receiver,
+               count(DISTINCT handoff_key) AS handoffs,
+               sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+               sum(cost_usd) AS cost_usd
+        FROM hs_phases({FILTER_ARGS})
+        GROUP BY ALL
+        ORDER BY cost_usd DESC NULLS LAST, sender, receiver
+        """,
+        filters,
+    )
+
+
+_WORKFLOW_COSTS = f"""
+    WITH runs AS (
+        SELECT trace_id, any_value(workflow_id) AS workflow_id,
+               any_value(workflow_name) AS workflow_name
+        FROM hs_workflow_runs({FILTER_ARGS})
+        GROUP BY trace_id
+    )
+    SELECT coalesce(r.workflow_id, u.trace_id) AS workflow_id,
+           any_value(r.workflow_name) AS workflow_name,
+           count(DISTINCT u.trace_id) AS runs,
+           sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
+           coalesce(sum(u.cost_usd), 0) AS cost_usd
+    FROM hs_usage({FILTER_ARGS}) AS u
+    LEFT JOIN runs AS r USING (trace_id)
+    GROUP BY 1
+"""
+
+
+def workflow_spend(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Cost per workflow (``handoff.workflow.id``, else per trace), most expensive first.
+
+    Columns: workflow_id, workflow_name, runs, input_tokens, output_tokens, cost_usd.
+    """
+    return query(con, _WORKFLOW_COSTS + " ORDER BY cost_usd DESC, workflow_id", filters)
+
+
+def workflow_cost_summary(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """One row: how workflow cost is distributed.
+
+    Columns: workflows, total_usd, mean_usd, p50_usd, p95_usd, max_usd.
+    """
+    return query(
+        con,
+        f"""
+        SELECT count(*) AS workflows, sum(cost_usd) AS total_usd, avg(cost_usd) AS mean_usd,
+               quantile_cont(cost_usd, 0.5) AS p50_usd, quantile_cont(cost_usd, 0.95) AS p95_usd,
+               max(cost_usd) AS max_usd
+        FROM ({_WORKFLOW_COSTS})
+        """,
+        filters,
+    )

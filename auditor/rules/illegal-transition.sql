@@ -1,0 +1,63 @@
+-- id: illegal-transition
+-- severity: error
+-- summary: An attempt changed state in a way the protocol forbids.
+-- why: States move forward only (proposed, validated, then committed or void), and committed
+--   and void are terminal and exclusive. A transition out of order, one after a terminal
+--   state, or an attempt both committed and void means some party ignored the state machine,
+--   typically a commit executed for a proposal that had already been voided. Attempts that
+--   were committed on a late answer are reported by late-validation-used instead.
+WITH moves AS (
+    SELECT
+        *,
+        CASE mode
+            WHEN 'two-step' THEN (from_state, to_state) IN (('start', 'proposed'),
+                ('proposed', 'committed'), ('proposed', 'void'))
+            WHEN 'fire-and-forget' THEN (from_state, to_state) IN (('start', 'committed'),
+                ('start', 'void'))
+            ELSE (from_state, to_state) IN (('start', 'proposed'), ('proposed', 'validated'),
+                ('proposed', 'void'), ('validated', 'committed'), ('validated', 'void'))
+        END AS allowed
+    FROM hs_transitions_all
+), terminal AS (
+    SELECT handoff_key, attempt_no,
+           arg_min(to_state, at_ns) AS first_end,
+           min(at_ns) AS first_end_ns
+    FROM moves
+    WHERE to_state IN ('committed', 'void')
+    GROUP BY handoff_key, attempt_no
+), late AS (
+    SELECT DISTINCT handoff_key, attempt_no
+    FROM hs_phases_all
+    WHERE name = 'handoff.validate' AND coalesce("handoff.late", false)
+), offending AS (
+    SELECT
+        m.*,
+        t.first_end,
+        CASE
+            WHEN NOT m.allowed THEN format('{} -> {} is not allowed', m.from_state, m.to_state)
+            ELSE format('{} -> {} after the attempt was already {}', m.from_state,
+                        m.to_state, t.first_end)
+        END AS problem
+    FROM moves AS m
+    LEFT JOIN terminal AS t USING (handoff_key, attempt_no)
+    WHERE NOT m.allowed
+       OR (t.first_end IS NOT NULL AND m.to_state IS DISTINCT FROM t.first_end
+           AND m.at_ns >= t.first_end_ns)
+)
+SELECT
+    o.trace_id,
+    o.span_id,
+    p."handoff.task_id" AS task_id,
+    p."handoff.idempotency_key" AS idempotency_key,
+    p."handoff.sender" AS sender,
+    p."handoff.receiver" AS receiver,
+    o.attempt_no AS attempt,
+    NULL::DOUBLE AS value,
+    format('{} (attempt {}): {}', coalesce(p."handoff.task_id", 'a handoff'), o.attempt_no,
+           o.problem) AS message
+FROM offending AS o
+LEFT JOIN (SELECT * FROM hs_phases_all QUALIFY row_number() OVER (PARTITION BY handoff_key
+           ORDER BY start_unix_nano) = 1) AS p USING (handoff_key)
+WHERE NOT EXISTS (SELECT 1 FROM late AS l
+                  WHERE l.handoff_key = o.handoff_key AND l.attempt_no = o.attempt_no)
+QUALIFY row_number() OVER (PARTITION BY o.handoff_key ORDER BY o.attempt_no, o.at_ns) = 1

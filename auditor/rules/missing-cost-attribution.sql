@@ -1,0 +1,41 @@
+-- id: missing-cost-attribution
+-- severity: warning
+-- summary: A phase did model work without recording who spent what.
+-- why: Spend per agent and per phase is only as good as the spans it is added up from. An
+--   executed commit with no agent, model, tokens or cost, tokens with no cost (a model
+--   missing from the price table), or a cost with no agent, leaves money unaccounted for.
+WITH checked AS (
+    SELECT
+        *,
+        CASE
+            WHEN name = 'handoff.commit' AND "handoff.commit.outcome" = 'executed'
+                 AND ("gen_ai.agent.name" IS NULL OR "gen_ai.request.model" IS NULL
+                      OR input_tokens IS NULL OR output_tokens IS NULL OR cost_usd IS NULL)
+                THEN 'an executed commit without ' || array_to_string(list_filter([
+                    CASE WHEN "gen_ai.agent.name" IS NULL THEN 'agent' END,
+                    CASE WHEN "gen_ai.request.model" IS NULL THEN 'model' END,
+                    CASE WHEN input_tokens IS NULL OR output_tokens IS NULL THEN 'tokens' END,
+                    CASE WHEN cost_usd IS NULL THEN 'cost' END], lambda x: x IS NOT NULL), ', ')
+            WHEN (input_tokens IS NOT NULL OR output_tokens IS NOT NULL) AND cost_usd IS NULL
+                THEN format('{} tokens without a cost (model {})',
+                            coalesce(input_tokens, 0) + coalesce(output_tokens, 0),
+                            coalesce("gen_ai.request.model", 'unknown'))
+            WHEN cost_usd IS NOT NULL AND "gen_ai.agent.name" IS NULL
+                THEN 'a cost without an agent name'
+        END AS gap
+    FROM hs_phases_all
+)
+SELECT
+    trace_id,
+    span_id,
+    "handoff.task_id" AS task_id,
+    "handoff.idempotency_key" AS idempotency_key,
+    "handoff.sender" AS sender,
+    "handoff.receiver" AS receiver,
+    attempt_no AS attempt,
+    NULL::DOUBLE AS value,
+    format('{} of {} (attempt {}): {}', name, coalesce("handoff.task_id", 'a task'),
+           attempt_no, gap) AS message
+FROM checked
+WHERE gap IS NOT NULL
+QUALIFY row_number() OVER (PARTITION BY handoff_key ORDER BY attempt_no, start_unix_nano) = 1

@@ -1,0 +1,202 @@
+"""Audit settings: one value object, read from options, environment and pyproject.toml.
+
+Precedence, highest first: an explicit option, an environment variable, the
+``[tool.handoffscope]`` table of the nearest ``pyproject.toml``, the default::
+
+    [tool.handoffscope]
+    validation-timeout = "2s"
+    p95-budget = "500ms"
+    max-attempts = 3
+    fail-on = "error"          # error | warning | never
+    skip = ["missing-cost-attribution"]
+
+Durations accept ``ms``, ``s``, ``m`` and ``us`` suffixes (a bare number is seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from collector import schema
+from collector.errors import ConfigurationError
+
+__all__ = ["AuditSettings", "ENV_VARS", "FAIL_ON", "find_pyproject", "parse_duration", "resolve"]
+
+FAIL_ON: Final = ("error", "warning", "never")
+"""``--fail-on`` values: exit 1 on findings at or above this severity (never: always 0)."""
+
+ENV_VARS: Final = {
+    "validation_timeout": "HANDOFFSCOPE_VALIDATION_TIMEOUT",
+    "p95_budget": "HANDOFFSCOPE_P95_BUDGET",
+    "max_attempts": "HANDOFFSCOPE_MAX_ATTEMPTS",
+    "fail_on": "HANDOFFSCOPE_FAIL_ON",
+    "rules": "HANDOFFSCOPE_RULES",
+    "skip": "HANDOFFSCOPE_SKIP",
+}
+"""Environment variables read by :func:`resolve` (rules and skip are comma-separated)."""
+
+_PYPROJECT_KEYS: Final = {
+    "validation-timeout": "validation_timeout",
+    "p95-budget": "p95_budget",
+    "max-attempts": "max_attempts",
+    "fail-on": "fail_on",
+    "rules": "rules",
+    "skip": "skip",
+}
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m)?\s*$")
+_UNITS: Final = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, None: 1.0}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Thresholds and selection of one audit."""
+
+    validation_timeout_s: float = schema.DEFAULT_VALIDATION_TIMEOUT_S
+    """An answer slower than this is late (``slow-validation``)."""
+    p95_budget_s: float = schema.DEFAULT_P95_BUDGET_S
+    """Budget for each receiver's p95 validation latency."""
+    max_attempts: int = schema.DEFAULT_MAX_ATTEMPTS
+    """Retry cap assumed where a span does not record ``handoff.max_attempts``."""
+    fail_on: str = "error"
+    """Lowest severity that makes the audit fail (exit 1); ``never`` to always pass."""
+    rules: tuple[str, ...] = ()
+    """Run only these rules (all when empty)."""
+    skip: tuple[str, ...] = ()
+    """Do not run these rules."""
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Where each non-default value came from (for ``--explain``-style diagnostics)."""
+
+    def __post_init__(self) -> None:
+        if not self.validation_timeout_s > 0:
+            raise ConfigurationError(
+                f"validation timeout must be greater than zero (got {self.validation_timeout_s:g}s)"
+            )
+        if not self.p95_budget_s > 0:
+            raise ConfigurationError(
+                f"p95 budget must be greater than zero (got {self.p95_budget_s:g}s)"
+            )
+        if self.max_attempts < 1:
+            raise ConfigurationError(f"max attempts must be at least 1 (got {self.max_attempts})")
+        if self.fail_on not in FAIL_ON:
+            raise ConfigurationError(
+                f"fail-on must be one of {', '.join(FAIL_ON)} (got {self.fail_on!r})"
+            )
+
+    def parameters(self) -> dict[str, float | int]:
+        """The values rules bind, by parameter name."""
+        return {
+            "validation_timeout_ms": self.validation_timeout_s * 1000,
+            "p95_budget_ms": self.p95_budget_s * 1000,
+            "default_max_attempts": self.max_attempts,
+        }
+
+
+def parse_duration(text: str | float | int, *, option: str) -> float:
+    """Seconds in ``text`` (``"2s"``, ``"500ms"``, ``"1.5"``); errors name ``option``."""
+    if isinstance(text, bool):
+        raise ConfigurationError(f"{option}: expected a duration such as 2s or 500ms")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        match = _DURATION.match(str(text))
+        if not match:
+            raise ConfigurationError(
+                f"{option}: {text!r} is not a duration; write it like 2s, 500ms or 1.5s"
+            )
+        value = float(match.group(1)) * _UNITS[match.group(2)]
+    if not value > 0 or value != value or value == float("inf"):
+        raise ConfigurationError(f"{option}: the duration must be greater than zero (got {text!r})")
+    return value
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` (the current directory)."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _from_pyproject(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigurationError(f"{path}: cannot read [tool.handoffscope] ({e})") from e
+    table = data.get("tool", {}).get("handoffscope", {})
+    if not isinstance(table, dict):
+        raise ConfigurationError(f"{path}: [tool.handoffscope] must be a table")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in _PYPROJECT_KEYS:
+            out[_PYPROJECT_KEYS[key]] = (value, f"{path} [tool.handoffscope] {key}")
+    return out
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        name: (env[var], f"environment variable {var}")
+        for name, var in ENV_VARS.items()
+        if env.get(var, "").strip()
+    }
+
+
+def _ids(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise ConfigurationError(f"{where}: expected rule ids (a list of strings)")
+
+
+def resolve(
+    options: Mapping[str, Any] | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    pyproject: Path | None = None,
+) -> AuditSettings:
+    """Settings from ``options`` (None values are unset) > ``env`` > ``pyproject`` > defaults.
+
+    ``options`` keys: validation_timeout, p95_budget, max_attempts, fail_on, rules, skip.
+    """
+    layers = [
+        _from_pyproject(pyproject),
+        _from_env(os.environ if env is None else env),
+        {
+            k: (v, f"option --{k.replace('_', '-')}")
+            for k, v in (options or {}).items()
+            if v is not None and v != ()
+        },
+    ]
+    merged: dict[str, tuple[Any, str]] = {}
+    for layer in layers:
+        merged.update(layer)
+    kwargs: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, (value, where) in merged.items():
+        sources[name] = where
+        if name in ("validation_timeout", "p95_budget"):
+            kwargs[f"{name}_s"] = parse_duration(value, option=where)
+        elif name == "max_attempts":
+            try:
+                kwargs[name] = int(value)
+            except (TypeError, ValueError) as e:
+                raise ConfigurationError(f"{where}: expected a whole number, got {value!r}") from e
+        elif name == "fail_on":
+            kwargs[name] = str(value).strip().lower()
+        else:
+            kwargs[name] = _ids(value, where)
+    try:
+        return AuditSettings(**kwargs, sources=sources)
+    except ConfigurationError as e:
+        origin = sources.get("fail_on") if "fail-on" in str(e) else None
+        raise ConfigurationError(f"{origin}: {e}" if origin else str(e)) from e

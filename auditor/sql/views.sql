@@ -1,0 +1,157 @@
+-- Table macros and views that rules and figures build on. They are created as TEMP objects
+-- on the audit's connection (nothing is written to a database file) and read only `spans`.
+-- Each macro takes the same filter: since_ns / until_ns (span start, Unix ns, NULL for no
+-- bound) and agents (a list; empty for all) matching a span's agent, sender or receiver.
+--
+-- hs_spans(...)        the spans inside the filter
+-- hs_phases(...)       the handshake's phase spans, with the handoff they belong to
+--                      (handoff_key), their attempt number and, for validate spans, the
+--                      validation latency in milliseconds (latency_ms)
+-- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
+-- hs_transitions(...)  every `handoff.transition` event with the attempt it belongs to
+-- The views hs_phases_all, hs_handoffs_all and hs_transitions_all are the unfiltered ones
+-- the rules read.
+
+CREATE OR REPLACE TEMP MACRO hs_spans(since_ns, until_ns, agents) AS TABLE
+SELECT *
+FROM spans
+WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
+  AND (until_ns IS NULL OR start_unix_nano < until_ns)
+  AND (len(agents) = 0 OR list_contains(agents, agent)
+       OR list_contains(agents, "handoff.sender") OR list_contains(agents, "handoff.receiver"));
+
+CREATE OR REPLACE TEMP MACRO hs_phases(since_ns, until_ns, agents) AS TABLE
+SELECT
+    s.*,
+    coalesce(s."handoff.id",
+             concat_ws('/', s.trace_id, s."handoff.task_id", s."handoff.sender",
+                       s."handoff.receiver")) AS handoff_key,
+    coalesce(s."handoff.attempt", 1) AS attempt_no,
+    CASE WHEN s.name = 'handoff.validate' THEN
+        coalesce(s."handoff.validation_latency_ms",
+                 CASE WHEN s."handoff.decision" IN ('accept', 'reject') THEN s.duration_ms END)
+    END AS latency_ms
+FROM hs_spans(since_ns, until_ns, agents) AS s
+WHERE s.name IN ('handoff.propose', 'handoff.validate', 'handoff.commit');
+
+CREATE OR REPLACE TEMP MACRO hs_handoffs(since_ns, until_ns, agents) AS TABLE
+WITH keyed AS (
+    SELECT
+        s.*,
+        coalesce(s."handoff.id",
+                 concat_ws('/', s.trace_id, s."handoff.task_id", s."handoff.sender",
+                           s."handoff.receiver")) AS handoff_key
+    FROM hs_spans(since_ns, until_ns, agents) AS s
+    WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit')
+)
+SELECT
+    handoff_key,
+    arg_min(trace_id, (name <> 'handoff', start_unix_nano)) AS trace_id,
+    arg_min(span_id, (name <> 'handoff', start_unix_nano)) AS span_id,
+    any_value("handoff.task_id") AS task_id,
+    any_value("handoff.sender") AS sender,
+    any_value("handoff.receiver") AS receiver,
+    any_value("handoff.idempotency_key") AS idempotency_key,
+    max("handoff.max_attempts") AS max_attempts,
+    greatest(max("handoff.attempts"), max("handoff.attempt"), 1) AS attempts,
+    coalesce(any_value("handoff.mode") FILTER (WHERE name = 'handoff'),
+             any_value("handoff.mode"), 'handshake') AS mode,
+    any_value("handoff.state") FILTER (WHERE name = 'handoff') AS final_state,
+    min(start_unix_nano) AS start_unix_nano,
+    max(end_unix_nano) AS end_unix_nano
+FROM keyed
+GROUP BY handoff_key;
+
+CREATE OR REPLACE TEMP MACRO hs_transitions(since_ns, until_ns, agents) AS TABLE
+WITH events AS (
+    SELECT
+        s.trace_id,
+        s.span_id,
+        s.name AS span_name,
+        coalesce(s."handoff.id",
+                 concat_ws('/', s.trace_id, s."handoff.task_id", s."handoff.sender",
+                           s."handoff.receiver")) AS handoff_key,
+        s."handoff.attempt" AS span_attempt,
+        coalesce(s."handoff.mode", 'handshake') AS mode,
+        unnest(s.events) AS e
+    FROM hs_spans(since_ns, until_ns, agents) AS s
+    WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit')
+), moves AS (
+    SELECT
+        trace_id, span_id, span_name, handoff_key, span_attempt, mode,
+        e.time_unix_nano AS at_ns,
+        e.attributes['handoff.transition.from'] AS from_state,
+        e.attributes['handoff.transition.to'] AS to_state,
+        e.attributes['handoff.transition.reason'] AS reason,
+        TRY_CAST(e.attributes['handoff.attempt'] AS INTEGER) AS event_attempt
+    FROM events
+    WHERE e.name = 'handoff.transition'
+), anchors AS (
+    -- Where each attempt's states begin, for events on the `handoff` span (which carries no
+    -- attempt number): `start` and `proposed` at the propose span's start (or, with no
+    -- propose, the commit span's), `validated` when the validate span ended.
+    SELECT handoff_key, attempt_no, start_unix_nano AS at_ns, 'start' AS from_state
+    FROM hs_phases(since_ns, until_ns, agents) WHERE name IN ('handoff.propose', 'handoff.commit')
+    UNION ALL
+    SELECT handoff_key, attempt_no, start_unix_nano, 'proposed'
+    FROM hs_phases(since_ns, until_ns, agents) WHERE name = 'handoff.propose'
+    UNION ALL
+    SELECT handoff_key, attempt_no, end_unix_nano, 'validated'
+    FROM hs_phases(since_ns, until_ns, agents) WHERE name = 'handoff.validate'
+)
+SELECT
+    m.trace_id, m.span_id, m.span_name, m.handoff_key, m.mode, m.at_ns,
+    m.from_state, m.to_state, m.reason,
+    coalesce(m.event_attempt, m.span_attempt, a.attempt_no, 1) AS attempt_no
+FROM moves AS m
+ASOF LEFT JOIN anchors AS a
+    ON m.handoff_key = a.handoff_key AND m.from_state = a.from_state AND m.at_ns >= a.at_ns;
+
+CREATE OR REPLACE TEMP VIEW hs_phases_all AS SELECT * FROM hs_phases(NULL, NULL, []);
+CREATE OR REPLACE TEMP VIEW hs_handoffs_all AS SELECT * FROM hs_handoffs(NULL, NULL, []);
+CREATE OR REPLACE TEMP VIEW hs_transitions_all AS SELECT * FROM hs_transitions(NULL, NULL, []);
+
+-- hs_usage(...): spans that report tokens or cost, minus those whose child span reports
+-- them too (other instrumentations put a total on the parent of each model call), so that
+-- sums never count the same tokens twice. handoffscope's own phase spans have no such child.
+CREATE OR REPLACE TEMP MACRO hs_usage(since_ns, until_ns, agents) AS TABLE
+WITH usage AS (
+    SELECT *
+    FROM hs_spans(since_ns, until_ns, agents)
+    WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
+)
+SELECT u.*, coalesce(u."handoff.phase", 'other') AS phase_name
+FROM usage AS u
+WHERE NOT EXISTS (
+    SELECT 1 FROM usage AS c WHERE c.trace_id = u.trace_id AND c.parent_span_id = u.span_id);
+
+-- hs_attempts(...): one row per handoff attempt, with whether it produced a usable result
+-- (a commit executed or replayed whose result status is not a failure).
+CREATE OR REPLACE TEMP MACRO hs_attempts(since_ns, until_ns, agents) AS TABLE
+SELECT
+    handoff_key,
+    attempt_no,
+    any_value(trace_id) AS trace_id,
+    any_value("handoff.task_id") AS task_id,
+    any_value("handoff.sender") AS sender,
+    any_value("handoff.receiver") AS receiver,
+    bool_or(name = 'handoff.commit'
+            AND "handoff.commit.outcome" IN ('executed', 'replayed')
+            AND coalesce("handoff.result.status", '') NOT IN
+                ('failed', 'blocked', 'verification_failed', 'held_for_approval', 'safe_stop'))
+        AS ok
+FROM hs_phases(since_ns, until_ns, agents)
+GROUP BY handoff_key, attempt_no;
+
+-- hs_workflow_runs(...): one row per workflow root span (`invoke_workflow ...`).
+CREATE OR REPLACE TEMP MACRO hs_workflow_runs(since_ns, until_ns, agents) AS TABLE
+SELECT
+    trace_id,
+    span_id,
+    coalesce("handoff.workflow.id", trace_id) AS workflow_id,
+    coalesce("gen_ai.workflow.name", regexp_replace(name, '^invoke_workflow ?', '')) AS workflow_name,
+    coalesce("handoff.workflow.attempt", 1) AS run,
+    "handoff.workflow.outcome" AS outcome,
+    start_unix_nano
+FROM hs_spans(since_ns, until_ns, agents)
+WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%';
