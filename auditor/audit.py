@@ -84,7 +84,7 @@ class AuditResult:
 
 def prepare(con: duckdb.DuckDBPyConnection) -> None:
     """Create the helper macros and views (``hs_*``) rules and figures read. Idempotent."""
-    text = resources.files("auditor").joinpath("sql/views.sql").read_text(encoding="utf-8")
+    text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
     con.execute(text).fetchall()
 
 
