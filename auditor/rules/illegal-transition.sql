@@ -16,12 +16,16 @@ WITH moves AS (
                 ('start', 'void'))
             ELSE (from_state, to_state) IN (('start', 'proposed'), ('proposed', 'validated'),
                 ('proposed', 'void'), ('validated', 'committed'), ('validated', 'void'))
-        END AS allowed
+        END AS allowed,
+        -- Events stamped in the same nanosecond (a virtual clock) are ordered by the state
+        -- they leave: start, proposed, validated, then the terminal states.
+        CASE from_state WHEN 'start' THEN 0 WHEN 'proposed' THEN 1 WHEN 'validated' THEN 2
+                        ELSE 3 END AS step
     FROM hs_transitions_all
 ), terminal AS (
     SELECT handoff_key, attempt_no,
-           arg_min(to_state, at_ns) AS first_end,
-           min(at_ns) AS first_end_ns
+           arg_min(to_state, (at_ns, step)) AS first_end,
+           min((at_ns, step)) AS first_end_at
     FROM moves
     WHERE to_state IN ('committed', 'void')
     GROUP BY handoff_key, attempt_no
@@ -42,7 +46,7 @@ WITH moves AS (
     LEFT JOIN terminal AS t USING (handoff_key, attempt_no)
     WHERE NOT m.allowed
        OR (t.first_end IS NOT NULL AND m.to_state IS DISTINCT FROM t.first_end
-           AND m.at_ns >= t.first_end_ns)
+           AND (m.at_ns, m.step) >= t.first_end_at)
 )
 SELECT
     o.trace_id,
@@ -60,4 +64,4 @@ LEFT JOIN (SELECT * FROM hs_phases_all QUALIFY row_number() OVER (PARTITION BY h
            ORDER BY start_unix_nano) = 1) AS p USING (handoff_key)
 WHERE NOT EXISTS (SELECT 1 FROM late AS l
                   WHERE l.handoff_key = o.handoff_key AND l.attempt_no = o.attempt_no)
-QUALIFY row_number() OVER (PARTITION BY o.handoff_key ORDER BY o.attempt_no, o.at_ns) = 1
+QUALIFY row_number() OVER (PARTITION BY o.handoff_key ORDER BY o.attempt_no, o.at_ns, o.step) = 1

@@ -1,0 +1,210 @@
+"""``handoffscope audit`` and ``handoffscope compact``: the command-line edge of the auditor.
+
+Results go to stdout, diagnostics (input problems, progress) to stderr. Exit codes: 0 when
+no finding reaches ``--fail-on``, 1 when one does, 2 for unusable input or a usage error.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from auditor.report import FORMATS, render
+from auditor.rules import all_rules, select_rules
+from auditor.settings import FAIL_ON, find_pyproject, resolve
+
+__all__ = ["audit", "compact"]
+
+MAX_PROBLEMS_SHOWN = 20
+
+
+def _report_problems(problems: list, *, quiet: bool) -> None:
+    if quiet or not problems:
+        return
+    click.echo(
+        f"handoffscope: {len(problems)} input problem(s); everything else was audited:", err=True
+    )
+    for p in problems[:MAX_PROBLEMS_SHOWN]:
+        click.echo(f"  {p}", err=True)
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        click.echo(
+            f"  ... and {len(problems) - MAX_PROBLEMS_SHOWN} more (--format json lists them)",
+            err=True,
+        )
+
+
+def _rule_list() -> str:
+    return ", ".join(r.id for r in all_rules())
+
+
+@click.command(
+    epilog="Settings can also come from environment variables (HANDOFFSCOPE_VALIDATION_TIMEOUT, "
+    "HANDOFFSCOPE_P95_BUDGET, HANDOFFSCOPE_MAX_ATTEMPTS, HANDOFFSCOPE_FAIL_ON, "
+    "HANDOFFSCOPE_RULES, HANDOFFSCOPE_SKIP) or a [tool.handoffscope] table in pyproject.toml; "
+    "an option beats a variable, which beats the file. Rules are described in docs/rules.md."
+)
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table: a readable report; json: the documented schema; markdown: a pull-request "
+    "comment; junit: one test case per rule for CI.",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(FAIL_ON),
+    default=None,
+    help="Exit 1 when a finding has at least this severity (default: error; never: always 0).",
+)
+@click.option(
+    "--rule", "rules", multiple=True, metavar="ID", help="Run only this rule (repeatable)."
+)
+@click.option(
+    "--skip", "skip", multiple=True, metavar="ID", help="Do not run this rule (repeatable)."
+)
+@click.option(
+    "--validation-timeout",
+    metavar="DURATION",
+    default=None,
+    help="A validation answer slower than this is late (default 2s).",
+)
+@click.option(
+    "--p95-budget",
+    metavar="DURATION",
+    default=None,
+    help="Budget for each receiver's p95 validation latency (default 500ms).",
+)
+@click.option(
+    "--max-attempts",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Retry cap assumed where a span does not record one (default 3).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the report to this file instead of stdout.",
+)
+@click.option(
+    "--color/--no-color",
+    default=None,
+    help="Colour the table report (default: when stdout is a terminal).",
+)
+@click.option(
+    "--width",
+    type=click.IntRange(60, 400),
+    default=None,
+    help="Width of the table report (default: the terminal's, or 100).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
+@click.option(
+    "--list-rules",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=lambda ctx, _p, v: _list_rules(ctx) if v else None,
+    help="List the rules and exit.",
+)
+def audit(
+    paths: tuple[str, ...],
+    fmt: str,
+    fail_on: str | None,
+    rules: tuple[str, ...],
+    skip: tuple[str, ...],
+    validation_timeout: str | None,
+    p95_budget: str | None,
+    max_attempts: int | None,
+    output: str | None,
+    color: bool | None,
+    width: int | None,
+    quiet: bool,
+) -> int:
+    """Audit trace files for handshake violations, spend and reliability.
+
+    PATH can be a trace file, a directory (read recursively) or a glob, holding OTLP JSON
+    (JSON-lines or documents, optionally .gz/.zst) or Parquet made by `handoffscope compact`.
+
+    \b
+    Examples:
+      handoffscope audit sample_traces/
+      handoffscope audit 'traces/*.jsonl.gz' --format markdown --fail-on warning
+      handoffscope audit store.parquet --rule slow-validation --p95-budget 300ms
+    """
+    from auditor.audit import audit as run_audit
+    from auditor.load import load_traces
+
+    settings = resolve(
+        {
+            "validation_timeout": validation_timeout,
+            "p95_budget": p95_budget,
+            "max_attempts": max_attempts,
+            "fail_on": fail_on,
+            "rules": rules,
+            "skip": skip,
+        },
+        pyproject=find_pyproject(),
+    )
+    select_rules(settings.rules, settings.skip)  # unknown ids fail before any reading
+    traces = load_traces(paths)
+    _report_problems(traces.problems, quiet=quiet)
+    result = run_audit(traces, settings)
+    to_terminal = output is None and sys.stdout.isatty()
+    if width is None:
+        width = click.get_terminal_size()[0] if to_terminal else 100
+    text = render(result, fmt, width=max(60, width), color=to_terminal if color is None else color)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+        click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
+    return result.exit_code()
+
+
+def _list_rules(ctx: click.Context) -> None:
+    for rule in all_rules():
+        click.echo(f"{rule.id:34} {rule.severity:8} {rule.summary}")
+    ctx.exit(0)
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--out",
+    "out",
+    required=True,
+    metavar="TARGET",
+    help="A .parquet file, or a folder to fill with Parquet files.",
+)
+@click.option("--force", is_flag=True, help="Replace TARGET if it exists.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
+def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
+    """Turn trace files into Parquet for fast repeated audits.
+
+    The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
+    like any trace file, without parsing JSON again.
+
+    \b
+    Example:
+      handoffscope compact sample_traces/ --out store.parquet
+      handoffscope audit store.parquet
+    """
+    from auditor.compact import write_parquet
+    from auditor.load import load_traces
+
+    traces = load_traces(paths)
+    _report_problems(traces.problems, quiet=quiet)
+    written = write_parquet(traces, out, force=force)
+    click.echo(
+        f"handoffscope: wrote {traces.span_count:,} spans from {len(traces.files)} files to "
+        + (written[0] if len(written) == 1 else f"{len(written)} files in {out}"),
+        err=True,
+    )
+    return 0

@@ -1,0 +1,73 @@
+"""Compacting trace files into Parquet that ``audit`` reads back as it is.
+
+The Parquet holds the ``spans`` table exactly (already parsed, flattened and
+de-duplicated), so a repeated audit skips all JSON parsing. The file records the table
+layout version in its key-value metadata.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from auditor.errors import AuditError
+from auditor.readers import run
+
+if TYPE_CHECKING:
+    from auditor.load import TraceSet
+
+__all__ = ["TABLE_VERSION", "write_parquet"]
+
+TABLE_VERSION: Final = "1"
+"""Layout version of the ``spans`` table, written to the Parquet metadata."""
+FILE_SIZE: Final = "256MB"
+"""Target size of each file when compacting into a folder."""
+
+
+def write_parquet(
+    trace_set: TraceSet, out: str | os.PathLike[str], *, force: bool = False
+) -> list[str]:
+    """Write ``trace_set``'s spans to ``out`` and return the files written.
+
+    ``out`` ending in ``.parquet`` is one file; anything else is a folder of files of about
+    :data:`FILE_SIZE`. An existing target is replaced only with ``force``.
+    """
+    import duckdb
+
+    target = Path(out)
+    single = target.suffix.lower() == ".parquet"
+    if target.exists():
+        if not force:
+            raise AuditError(
+                f"{target}: already exists; pass --force to replace it or choose another --out",
+                title="output exists",
+            )
+        if target.is_dir() and not single:
+            if any(p.suffix != ".parquet" for p in target.iterdir() if p.is_file()):
+                raise AuditError(f"{target}: holds files other than Parquet; not replacing it")
+            shutil.rmtree(target)
+        elif target.is_file():
+            target.unlink()
+        else:
+            raise AuditError(f"{target}: is a folder; --out FILE.parquet must name a file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    options = (
+        "FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880, "
+        f"KV_METADATA {{handoffscope_table: '{TABLE_VERSION}'}}"
+    )
+    if not single:
+        options += f", FILE_SIZE_BYTES '{FILE_SIZE}', FILENAME_PATTERN 'spans_{{i}}'"
+    try:
+        # Sorted by trace so a trace's spans share row groups; the path is bound, not formatted.
+        run(
+            trace_set.con,
+            f"COPY (SELECT * FROM spans ORDER BY trace_id, start_unix_nano) TO $out ({options})",
+            {"out": str(target)},  # type: ignore[arg-type]
+        )
+    except duckdb.Error as e:
+        raise AuditError(f"{target}: could not write Parquet ({e})", title="write failed") from e
+    if single:
+        return [str(target)]
+    return sorted(str(p) for p in target.glob("*.parquet"))

@@ -1,0 +1,148 @@
+"""The Markdown report: a pull-request comment that reads well collapsed or expanded."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from auditor.report.values import clean, count, money, ms, percent, short_id
+
+if TYPE_CHECKING:
+    from auditor.audit import AuditResult, Finding
+
+MAX_ROWS = 20
+"""Findings listed per rule, keeping a comment well under GitHub's 65,536 characters."""
+_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|~])")
+
+
+def cell(value: object) -> str:
+    """Trace content made inert in a Markdown table cell (no markup, links or HTML)."""
+    return _SPECIAL.sub(r"\\\1", clean(value)) or " "
+
+
+def _table(head: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def _finding_row(f: Finding) -> list[str]:
+    edge = f"{cell(f.sender)} → {cell(f.receiver)}" if f.sender or f.receiver else " "
+    return [
+        cell(f.message),
+        cell(f.task_id),
+        edge,
+        f"`{short_id(f.trace_id)}`" if f.trace_id else " ",
+    ]
+
+
+def render_markdown(result: AuditResult) -> str:
+    """The report as GitHub-flavoured Markdown."""
+    counts = result.counts()
+    sev = result.severity_counts()
+    failing = result.failing()
+    s = result.figures.summary
+    icon = "❌" if failing else "✅"
+    verdict = (
+        f"{len(failing)} finding(s) at or above `{result.settings.fail_on}`"
+        if failing
+        else "no finding fails the audit"
+    )
+    lines = [
+        f"## {icon} handoffscope audit: {verdict}",
+        "",
+        f"**{count(s.get('spans'))}** spans · **{count(s.get('handoffs'))}** handoffs · "
+        f"**{count(s.get('workflows'))}** workflows · **{count(s.get('agents'))}** agents · "
+        f"spend **{money(s.get('cost_usd'))}** · "
+        f"**{sev['error']}** errors, **{sev['warning']}** warnings",
+        "",
+    ]
+    if result.problems:
+        lines += [f"> ⚠️ {len(result.problems)} input problem(s); the rest was audited:", ">"]
+        lines += [f"> - {cell(p)}" for p in result.problems[:10]]
+        lines.append("")
+    lines += ["### Findings", ""]
+    found = sorted(
+        (r for r in result.rules if counts[r.id]), key=lambda r: (r.severity != "error", r.id)
+    )
+    if not found:
+        lines += [f"All {len(result.rules)} rules pass.", ""]
+    for rule in found:
+        items = [f for f in result.findings if f.rule == rule.id]
+        lines += [
+            "<details>",
+            f"<summary><b>{rule.id}</b> ({rule.severity}): {counts[rule.id]} · "
+            f"{cell(rule.summary)}</summary>",
+            "",
+            *_table(
+                ["finding", "task", "sender → receiver", "trace"],
+                [_finding_row(f) for f in items[:MAX_ROWS]],
+            ),
+        ]
+        if len(items) > MAX_ROWS:
+            lines.append(f"\n… and {len(items) - MAX_ROWS} more (see `--format json`).")
+        lines += ["", "</details>", ""]
+    passed = [r.id for r in result.rules if not counts[r.id]]
+    if found and passed:
+        lines += [f"Passing rules: {', '.join(f'`{p}`' for p in passed)}", ""]
+    rel = result.figures.reliability
+    lines += [
+        "### Reliability",
+        "",
+        *_table(
+            [
+                "projected (product of per-agent rates)",
+                "observed",
+                "workflows",
+                "retries / 1,000 workflows",
+                "full-chain restarts",
+            ],
+            [
+                [
+                    percent(rel.get("projected")),
+                    percent(rel.get("observed")),
+                    count(rel.get("workflows")),
+                    f"{rel.get('retries_per_1000_workflows') or 0:,.0f}",
+                    count(rel.get("full_chain_restarts")),
+                ]
+            ],
+        ),
+        "",
+        "### Agents",
+        "",
+        *_table(
+            ["agent", "cost", "tokens in / out", "handoff success", "validation p95"],
+            [
+                [
+                    cell(a["agent"]),
+                    money(a.get("cost_usd")),
+                    f"{count(a.get('input_tokens'))} / {count(a.get('output_tokens'))}",
+                    percent(a.get("handoff_success_rate")),
+                    ms((a.get("validation") or {}).get("p95_ms")),
+                ]
+                for a in result.figures.agents
+            ],
+        ),
+        "",
+    ]
+    if result.figures.edges:
+        lines += [
+            "### Edges",
+            "",
+            *_table(
+                ["sender → receiver", "handoffs", "retries", "success", "cost", "validation p95"],
+                [
+                    [
+                        f"{cell(e['sender'])} → {cell(e['receiver'])}",
+                        count(e.get("handoffs")),
+                        count(e.get("retries")),
+                        percent(e.get("handoff_success_rate")),
+                        money(e.get("cost_usd")),
+                        ms((e.get("validation") or {}).get("p95_ms")),
+                    ]
+                    for e in result.figures.edges
+                ],
+            ),
+            "",
+        ]
+    return "\n".join(lines)
