@@ -19,7 +19,7 @@ from collector.simulator.config import (
     parse_rate,
 )
 
-__all__ = ["simulate"]
+__all__ = ["config_from_args", "simulate"]
 
 
 def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -130,6 +130,12 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     show_default=True,
     help="Multiply every agent's token usage (for cost-heavy runs).",
 )
+@click.option(
+    "--workflow-name",
+    default="content-pipeline",
+    show_default=True,
+    help="gen_ai.workflow.name of every workflow.",
+)
 @click.option("--gzip", "gzip_files", is_flag=True, help="Write .jsonl.gz files.")
 @click.option(
     "--jobs",
@@ -177,6 +183,15 @@ def simulate(*, out: Path, jobs: int, force: bool, quiet: bool, **options: Any) 
     print_summary(result, elapsed_s=time.perf_counter() - started, quiet=quiet)
 
 
+def config_from_args(args: list[str]) -> SimulationConfig:
+    """The ``SimulationConfig`` that ``handoffscope simulate --out X ARGS`` would run."""
+    ctx = simulate.make_context("simulate", ["--out", "unused", *args])
+    params = dict(ctx.params)
+    for name in ("out", "jobs", "force", "quiet"):
+        params.pop(name, None)
+    return _build_config(**params)
+
+
 def _build_config(
     *,
     workflows: int,
@@ -195,6 +210,7 @@ def _build_config(
     redelivery_rate: str,
     models: str | None,
     token_scale: float,
+    workflow_name: str,
     gzip_files: bool,
 ) -> SimulationConfig:
     if agents is not None and pipeline is not None:
@@ -202,7 +218,7 @@ def _build_config(
     names = parse_pipeline(pipeline) if pipeline is not None else default_pipeline(agents or 5)
     chosen: dict[str, float] = {}
     for spec in faults:
-        chosen.update(parse_fault(spec))
+        chosen.update(parse_fault(spec, mode=mode))
     model_names = tuple(m.strip() for m in (models or "").split(",") if m.strip())
     from collector.simulator.world import check_models
 
@@ -224,4 +240,5 @@ def _build_config(
         models=model_names,
         token_scale=token_scale,
         gzip=gzip_files,
+        workflow_name=workflow_name,
     )

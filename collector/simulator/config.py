@@ -14,7 +14,7 @@ from typing import Final
 from collector import schema
 from collector.errors import ConfigurationError
 from collector.messages import HANDOFF_MODES, MODE_HANDSHAKE
-from collector.simulator.faults import FAULTS, fault_by_name
+from collector.simulator.faults import fault_by_name, faults_for_mode
 
 __all__ = [
     "DEFAULT_PIPELINE",
@@ -89,10 +89,11 @@ def parse_rate(text: str | float, *, option: str) -> float:
     return value
 
 
-def parse_fault(spec: str) -> dict[str, float]:
+def parse_fault(spec: str, *, mode: str = MODE_HANDSHAKE) -> dict[str, float]:
     """``"slow-validation=0.02"`` -> ``{"slow-validation": 0.02}``.
 
-    ``NAME`` alone uses the fault's default rate; ``all=RATE`` sets every fault at once.
+    ``NAME`` alone uses the fault's default rate; ``all=RATE`` sets every fault that can be
+    injected in ``mode`` at once.
     A rule id is accepted in place of the fault that trips it.
     """
     name, sep, rate_text = spec.partition("=")
@@ -103,7 +104,7 @@ def parse_fault(spec: str) -> dict[str, float]:
         if not sep:
             raise ConfigurationError("--fault all needs a rate: --fault all=0.01")
         rate = parse_rate(rate_text, option=f"--fault {spec}")
-        return {f.name: rate for f in FAULTS}
+        return {f.name: rate for f in faults_for_mode(mode)}
     fault = fault_by_name(name)
     rate = parse_rate(rate_text, option=f"--fault {spec}") if sep else fault.default_rate
     return {fault.name: rate}
@@ -210,12 +211,19 @@ class SimulationConfig:
             )
         if self.token_scale <= 0 or not math.isfinite(self.token_scale):
             raise ConfigurationError(f"--token-scale must be positive, got {self.token_scale}")
+        if not self.workflow_name.strip():
+            raise ConfigurationError("--workflow-name must not be empty")
         if self.validation_timeout_s <= 0:
             raise ConfigurationError("--validation-timeout must be positive")
         if self.deadline_s <= 0:
             raise ConfigurationError("--deadline must be positive")
         for name, rate in self.faults.items():
-            fault_by_name(name)
+            fault = fault_by_name(name)
+            if self.mode not in fault.modes:
+                raise ConfigurationError(
+                    f"--fault {name}: cannot be injected in {self.mode} mode (it needs "
+                    f"{' or '.join(fault.modes)}); drop it or change --mode"
+                )
             if not (0.0 <= rate <= 1.0):
                 raise ConfigurationError(f"--fault {name}={rate}: rate must be between 0 and 1")
         handoff_total = sum(

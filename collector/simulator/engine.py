@@ -99,6 +99,8 @@ class _Step:
     fault: str | None
     last: bool
     restart_here: bool = False
+    late_deadline: bool = False
+    """Set once a commit of this handoff ended after its deadline (flagged once per handoff)."""
 
 
 @dataclass(slots=True)
@@ -174,7 +176,7 @@ class _Replica:
             if F.fault_by_name(name).scope == F.SCOPE_HANDOFF and rate > 0
         ]
         self.restart_rate = config.faults.get("full-chain-restart", 0.0)
-        slow = config.faults.get("slow-receiver", 0.0)
+        slow = config.faults.get("slow-receiver", 0.0) if config.mode == MODE_HANDSHAKE else 0.0
         self.slow_receiver = config.pipeline[min(2, len(config.pipeline) - 1)] if slow else None
         self.slow_receiver_rate = slow
         # task id -> what caused it: non-complete results passed on with no recorded decision
@@ -367,7 +369,7 @@ class _Replica:
             if mode == MODE_HANDSHAKE:
                 outcome = self._handshake(h, step, agent, wire, trace_id, key)
             else:
-                outcome = self._legacy(h, step, agent, mode)
+                outcome = self._legacy(h, step, agent, mode, trace_id, key)
         self._mode_entries(step, trace_id, key, mode)
         if step.fault is not None:
             fault = F.fault_by_name(step.fault)
@@ -570,7 +572,15 @@ class _Replica:
         )
         return _StepOutcome(decision.proceed, result.status, decision.reason)
 
-    def _legacy(self, h: Handoff, step: _Step, agent: SimulatedAgent, mode: str) -> _StepOutcome:
+    def _legacy(
+        self,
+        h: Handoff,
+        step: _Step,
+        agent: SimulatedAgent,
+        mode: str,
+        trace_id: str,
+        key: str | None,
+    ) -> _StepOutcome:
         """Two-step and fire-and-forget handoffs: no validation, no per-handoff retry."""
         cfg = self.cfg
         sender_profile = self.profiles[step.sender]
@@ -584,13 +594,14 @@ class _Replica:
                 if h.state != schema.STATE_PROPOSED:
                     return _StepOutcome(False, None, f"{step.receiver} did not acknowledge")
             result = h.commit()
+            self._deadline(step, agent, h, trace_id, key)
             status = result.status if result.ok else schema.MESSAGE_FAILED
             if cfg.mode == MODE_FIRE_AND_FORGET:
                 return _StepOutcome(True, _as_message_status(status), "not checked", decided=False)
-            if step.last:
-                ok = result.ok and status == schema.ENVELOPE_COMPLETED
-                if not ok and mode == MODE_FIRE_AND_FORGET and attempt < cfg.max_attempts:
-                    continue
+            if step.fault == "silent-propagation" and result.ok and not step.last:
+                return _StepOutcome(True, status, "passed on without a decision", decided=False)
+            if step.last and result.ok:
+                ok = status == schema.ENVELOPE_COMPLETED
                 return _StepOutcome(ok, status, f"{step.receiver}: {status}")
             decision = self.policy.decide(
                 result, attempt=attempt, task_id=step.task_id, parent=h.span
@@ -610,18 +621,22 @@ class _Replica:
         self, step: _Step, agent: SimulatedAgent, h: Handoff, trace_id: str, key: str | None
     ) -> None:
         ended_ns = agent.script.ended_ns
-        if ended_ns and ended_ns // 1_000_000 > h.spec.deadline_unix_ms:
-            cause = "deadline-missed" if step.fault == "deadline-missed" else NATURAL
-            self._entry(
-                "deadline-missed",
-                cause,
-                trace_id=trace_id,
-                task_id=step.task_id,
-                key=key,
-                sender=step.sender,
-                receiver=step.receiver,
-                workflow_id=step.workflow_id,
-            )
+        if step.late_deadline or not ended_ns or ended_ns // 1_000_000 <= h.spec.deadline_unix_ms:
+            return
+        if h.spec.mode == MODE_FIRE_AND_FORGET:
+            return  # no proposal, so no deadline on record: nothing can flag it
+        step.late_deadline = True
+        cause = "deadline-missed" if step.fault == "deadline-missed" else NATURAL
+        self._entry(
+            "deadline-missed",
+            cause,
+            trace_id=trace_id,
+            task_id=step.task_id,
+            key=key,
+            sender=step.sender,
+            receiver=step.receiver,
+            workflow_id=step.workflow_id,
+        )
 
     def _consumption(self, step: _Step, trace_id: str, key: str | None) -> None:
         """A propose that consumes an unchecked non-complete result is a silent propagation."""
@@ -643,7 +658,7 @@ class _Replica:
         )
 
     def _mode_entries(self, step: _Step, trace_id: str, key: str | None, mode: str) -> None:
-        if mode == MODE_FIRE_AND_FORGET and step.fault != "fire-and-forget":
+        if mode != MODE_HANDSHAKE and step.fault != "fire-and-forget":
             self._entry(
                 "fire-and-forget",
                 mode,

@@ -20,12 +20,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from collector.errors import ConfigurationError
+from collector.messages import MODE_FIRE_AND_FORGET, MODE_HANDSHAKE, MODE_TWO_STEP
 
-__all__ = ["FAULTS", "Fault", "fault_by_name", "fault_names"]
+__all__ = ["FAULTS", "Fault", "fault_by_name", "fault_names", "faults_for_mode"]
 
 SCOPE_HANDOFF: Final = "handoff"
 SCOPE_WORKFLOW: Final = "workflow"
 SCOPE_RECEIVER: Final = "receiver"
+
+_ALL_MODES: Final = (MODE_HANDSHAKE, MODE_TWO_STEP, MODE_FIRE_AND_FORGET)
+_PROPOSING: Final = (MODE_HANDSHAKE, MODE_TWO_STEP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,8 @@ class Fault:
     """How the simulator produces it through the library, for the docs."""
     default_rate: float = 0.02
     """Rate used when the option is given without ``=RATE``."""
+    modes: tuple[str, ...] = (MODE_HANDSHAKE,)
+    """The ``--mode`` values it can be injected in (a legacy mode has no validation)."""
 
 
 FAULTS: Final[tuple[Fault, ...]] = (
@@ -73,6 +79,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "The sender proposes without an idempotency key.",
         "The first attempt is proposed with no key; the receiver rejects it with "
         "``missing_idempotency_key`` and the sender re-proposes with a key.",
+        modes=_PROPOSING,
     ),
     Fault(
         "commit-without-accept",
@@ -91,6 +98,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "The commit is delivered twice (a retried request). The receiver's idempotency store "
         "loses every key it is given, so the second delivery executes the task again instead "
         "of replaying the stored result.",
+        modes=_ALL_MODES,
     ),
     Fault(
         "reject-without-reason",
@@ -138,6 +146,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "The receiver finishes the task after the proposal's deadline.",
         "The task takes longer than the deadline (30 s by default) of virtual time; the "
         "commit completes after ``handoff.deadline_unix_ms``.",
+        modes=_PROPOSING,
     ),
     Fault(
         "fire-and-forget",
@@ -154,6 +163,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "The receiver returns a ``partial`` result and the orchestrator hands it to the next "
         "agent without running its policy, so no decision is recorded (only on handoffs that "
         "have a next agent).",
+        modes=_PROPOSING,
     ),
     Fault(
         "unapproved-effect",
@@ -162,6 +172,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "The receiver performs an external effect (e.g. sends an email) without approval.",
         "The task declares an external effect and no approval; a receiver that ignores the "
         "envelope rules performs it instead of holding it for approval.",
+        modes=_ALL_MODES,
     ),
     Fault(
         "full-chain-restart",
@@ -170,6 +181,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "A workflow is rerun from the first agent instead of retrying the failed handoff.",
         "After the workflow's last handoff completes, the orchestrator throws the run away and "
         "starts the whole chain again (workflow attempt 2).",
+        modes=_ALL_MODES,
     ),
     Fault(
         "retry-cap-exceeded",
@@ -185,6 +197,7 @@ FAULTS: Final[tuple[Fault, ...]] = (
         SCOPE_HANDOFF,
         "The proposal lacks its output schema and payload version.",
         "The sender proposes with an empty output schema and payload version.",
+        modes=_PROPOSING,
     ),
     Fault(
         "missing-cost",
@@ -192,12 +205,18 @@ FAULTS: Final[tuple[Fault, ...]] = (
         SCOPE_HANDOFF,
         "The receiver reports no model usage for the commit phase.",
         "The receiver's commit reports no model, tokens or cost.",
+        modes=_ALL_MODES,
     ),
 )
 """Every fault, in the order the docs list them."""
 
 _BY_NAME: Final = {f.name: f for f in FAULTS}
 _BY_RULE: Final = {f.rule: f for f in FAULTS}
+
+
+def faults_for_mode(mode: str) -> list[Fault]:
+    """The faults that can be injected in ``mode``."""
+    return [f for f in FAULTS if mode in f.modes]
 
 
 def fault_names() -> list[str]:
@@ -214,7 +233,7 @@ def fault_by_name(name: str) -> Fault:
     fault = _BY_NAME.get(key) or _BY_RULE.get(key)
     if fault is not None:
         return fault
-    candidates = list(_BY_NAME) + list(_BY_RULE)
+    candidates = sorted(set(_BY_NAME) | set(_BY_RULE))
     close = difflib.get_close_matches(key, candidates, n=3, cutoff=0.5)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     raise ConfigurationError(

@@ -83,8 +83,19 @@ def _order(e: FaultEntry) -> tuple[str, str, str, str, int]:
 
 
 def write_manifest(path: Path, document: Mapping[str, Any]) -> None:
-    """Write ``document`` as stable, readable JSON (sorted keys, two-space indent)."""
-    text = json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False)
+    """Write ``document`` as stable JSON: sorted keys, one fault entry per line.
+
+    The fault list can hold thousands of entries, so each is one compact line (easy to
+    grep and to diff); everything else is indented.
+    """
+    body = {k: v for k, v in document.items() if k != "faults"}
+    text = json.dumps(body, indent=2, sort_keys=True, ensure_ascii=False)
+    entries = [
+        json.dumps(e, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        for e in document.get("faults", [])
+    ]
+    faults = "[]" if not entries else "[\n    " + ",\n    ".join(entries) + "\n  ]"
+    text = text[: text.rindex("}")].rstrip() + f',\n  "faults": {faults}\n}}'
     path.write_text(text + "\n", encoding="utf-8")
 
 

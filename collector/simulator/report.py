@@ -98,11 +98,16 @@ def print_summary(result: SimulationResult, *, elapsed_s: float, quiet: bool = F
 
 
 def print_fault_table() -> None:
-    """Print every fault with its rule, scope and default rate."""
-    console = Console(highlight=False)
-    table = Table(show_edge=False)
-    for col in ("fault", "rule it trips", "scope", "default", "what it does"):
-        table.add_column(col, overflow="fold")
+    """Print every fault with the rule it trips, its scope, default rate and modes."""
+    console = Console(highlight=False, soft_wrap=False)
     for f in FAULTS:
-        table.add_row(f.name, f.rule, f.scope, f"{f.default_rate:g}", f.summary)
-    console.print(table)
+        console.print(
+            f"[bold]{f.name}[/bold]  ->  {f.rule}   "
+            f"[dim](per {f.scope}, default {f.default_rate:g}; {', '.join(f.modes)})[/dim]"
+        )
+        console.print(f"    {f.summary}", markup=False)
+    console.print(
+        "Use --fault NAME=RATE (repeatable), or --fault all=RATE for every fault the mode "
+        "allows. A rule id is accepted in place of the fault that trips it.",
+        markup=False,
+    )

@@ -128,10 +128,8 @@ def _merge(config: SimulationConfig, out: Path, results: list[ReplicaResult]) ->
         value = p95(latencies.get(receiver, []))
         receiver_p95[receiver] = round(value * 1000, 3)
         if value > budget_s:
-            cause = (
-                "slow-receiver"
-                if receiver == slow and config.faults.get("slow-receiver")
-                else NATURAL
+            cause = _p95_cause(
+                receiver, slow if config.faults.get("slow-receiver") else None, entries
             )
             entries.append(
                 FaultEntry(
@@ -172,6 +170,18 @@ def _merge(config: SimulationConfig, out: Path, results: list[ReplicaResult]) ->
         figures=figures,
         faults=ordered,
     )
+
+
+def _p95_cause(receiver: str, slow: str | None, entries: list[FaultEntry]) -> str:
+    """What pushed ``receiver`` over the p95 budget: the slow-receiver fault, injected late
+    answers, or (when nothing was injected) its own latencies."""
+    if receiver == slow:
+        return "slow-receiver"
+    injected = sorted(
+        {e.fault for e in entries if e.rule == "slow-validation" and e.receiver == receiver}
+        - {NATURAL}
+    )
+    return "+".join(injected) if injected else NATURAL
 
 
 def _figures(
