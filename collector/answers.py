@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 
 from collector import schema
-from collector.messages import Answer, Message, Usage
+from collector.messages import Answer, Message, Proposal, Usage
 from collector.protocol import is_on_time
 from collector.telemetry import usage_attributes
 
@@ -64,11 +64,11 @@ class ValidationRound:
             return True
 
     # ------------------------------------------------------------------ waiting
-    def race(self, wire: dict[str, Any]) -> Answer | None:
+    def race(self, proposal: Proposal) -> Answer | None:
         """Real clock, sync: the request runs on a worker thread against the timeout."""
         h = self.h
         ctx = contextvars.copy_context()
-        future = worker_pool().submit(ctx.run, h._request, wire)
+        future = worker_pool().submit(ctx.run, h._request, proposal)
         try:
             reply, error = future.result(timeout=h.spec.validation_timeout_s)
         except FutureTimeout:
@@ -77,10 +77,10 @@ class ValidationRound:
             return None
         return self.answered(reply, error)
 
-    async def arace(self, wire: dict[str, Any]) -> Answer | None:
+    async def arace(self, proposal: Proposal) -> Answer | None:
         """Real clock, asyncio: the request runs as a task against the timeout."""
         h = self.h
-        task = asyncio.ensure_future(h._arequest(wire))
+        task = asyncio.ensure_future(h._arequest(proposal))
         try:
             reply, error = await asyncio.wait_for(
                 asyncio.shield(task), timeout=h.spec.validation_timeout_s

@@ -3,15 +3,21 @@
 A ``Channel`` moves plain dicts (the wire form of ``collector.messages``): ``request()``
 sends one message and returns the peer's reply, ``arequest()`` is the asyncio twin. The
 sender never calls a receiver directly, so anything that can carry JSON (HTTP, a queue, a
-test double injecting faults) is a channel. ``InProcessChannel`` is the first transport:
-agents in one process; with ``wire=True`` every message also goes through JSON text, proving
-the format round-trips.
+test double injecting faults) is a channel. A channel may also offer ``exchange(message)``
+/ ``aexchange(message)``, taking and returning message objects; the sender then skips the
+dict round trip.
+
+``InProcessChannel`` is the first transport: agents in one process, message objects passed
+as they are. With ``wire=True`` every message goes through JSON text instead, proving the
+format round-trips.
 """
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from collector.messages import Message, decode
 
 if TYPE_CHECKING:
     from collector.receiving import Receiver
@@ -54,6 +60,18 @@ class InProcessChannel:
             reply = await self.receiver.ahandle(json.loads(json.dumps(message)))
             return json.loads(json.dumps(reply))
         return await self.receiver.ahandle(message)
+
+    def exchange(self, message: Message) -> Message:
+        """Hand a message object to the receiver; with ``wire=True``, through JSON text."""
+        if self.wire:
+            return decode(self.request(message.to_dict()))
+        return self.receiver.respond(message)
+
+    async def aexchange(self, message: Message) -> Message:
+        """``exchange()`` for asyncio."""
+        if self.wire:
+            return decode(await self.arequest(message.to_dict()))
+        return await self.receiver.arespond(message)
 
     def __repr__(self) -> str:
         return f"InProcessChannel({self.peer!r})"

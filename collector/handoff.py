@@ -240,46 +240,52 @@ class Handoff:
         """
         self._next_attempt()
         proposal, validate, sent_ns = self._send_proposal(usage)
-        wire = proposal.to_dict()
         if self.spec.mode != MODE_HANDSHAKE:
-            return self._two_step(self._request_or_none(wire))
+            return self._two_step(self._request(proposal)[0])
         self._end_propose(acknowledged=True)
         round_ = ValidationRound(self, validate, sent_ns)
         if self.clock.virtual:
-            return round_.answered(*self._request(wire))
-        return round_.race(wire)
+            return round_.answered(*self._request(proposal))
+        return round_.race(proposal)
 
     async def apropose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
         """``propose()`` for asyncio: the answer races the timeout as an asyncio task."""
         self._next_attempt()
         proposal, validate, sent_ns = self._send_proposal(usage)
-        wire = proposal.to_dict()
         if self.spec.mode != MODE_HANDSHAKE:
-            return self._two_step(await self._arequest_or_none(wire))
+            return self._two_step((await self._arequest(proposal))[0])
         self._end_propose(acknowledged=True)
         round_ = ValidationRound(self, validate, sent_ns)
         if self.clock.virtual:
-            return round_.answered(*await self._arequest(wire))
-        return await round_.arace(wire)
+            return round_.answered(*await self._arequest(proposal))
+        return await round_.arace(proposal)
 
     # ------------------------------------------------------------------ transport
-    def _request(self, wire: dict[str, Any]) -> tuple[Message | None, BaseException | None]:
+    def _exchange(self, message: Message) -> Message:
+        exchange = getattr(self.channel, "exchange", None)
+        if exchange is not None:  # a transport that passes message objects as they are
+            reply: Message = exchange(message)
+            return reply
+        return decode(self.channel.request(message.to_dict()))
+
+    async def _aexchange(self, message: Message) -> Message:
+        exchange = getattr(self.channel, "aexchange", None)
+        if exchange is not None:
+            reply: Message = await exchange(message)
+            return reply
+        return decode(await self.channel.arequest(message.to_dict()))
+
+    def _request(self, message: Message) -> tuple[Message | None, BaseException | None]:
         try:
-            return decode(self.channel.request(wire)), None
+            return self._exchange(message), None
         except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, not raised
             return None, e
 
-    async def _arequest(self, wire: dict[str, Any]) -> tuple[Message | None, BaseException | None]:
+    async def _arequest(self, message: Message) -> tuple[Message | None, BaseException | None]:
         try:
-            return decode(await self.channel.arequest(wire)), None
+            return await self._aexchange(message), None
         except Exception as e:  # noqa: BLE001
             return None, e
-
-    def _request_or_none(self, wire: dict[str, Any]) -> Message | None:
-        return self._request(wire)[0]
-
-    async def _arequest_or_none(self, wire: dict[str, Any]) -> Message | None:
-        return (await self._arequest(wire))[0]
 
     def _two_step(self, reply: Message | None) -> Ack | None:
         acked = isinstance(reply, Ack)
@@ -293,7 +299,7 @@ class Handoff:
             self._move(schema.STATE_VOID, reason, span=span or self.span, at_ns=at_ns)
 
     def _notify_void(self, reason: str, *, background: bool = False) -> None:
-        notice = VoidNotice(self.spec.handoff_id, self.attempt, reason).to_dict()
+        notice = VoidNotice(self.spec.handoff_id, self.attempt, reason)
         if background:
             worker_pool().submit(self._request, notice)
         else:
@@ -344,13 +350,13 @@ class Handoff:
         it). A refusal for a different payload raises ``IdempotencyConflict``.
         """
         request = self._commit_request(unchecked)
-        reply = decode(self.channel.request(request.to_dict()))
+        reply = self._exchange(request)
         return self._committed(reply, unchecked)
 
     async def acommit(self, *, unchecked: bool = False) -> CommitResult:
         """``commit()`` for asyncio."""
         request = self._commit_request(unchecked)
-        reply = decode(await self.channel.arequest(request.to_dict()))
+        reply = await self._aexchange(request)
         return self._committed(reply, unchecked)
 
     def _committed(self, reply: Message, unchecked: bool) -> CommitResult:

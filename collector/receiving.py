@@ -118,25 +118,30 @@ class Receiver:
     # ------------------------------------------------------------------ dispatch
     def handle(self, message: dict[str, Any] | Message) -> dict[str, Any]:
         """Answer one message (dict in, dict out): the whole receiver, transport-neutral."""
-        msg = decode(message) if isinstance(message, dict) else message
-        if isinstance(msg, Proposal):
-            return self.on_proposal(msg).to_dict()
-        if isinstance(msg, CommitRequest):
-            return self.on_commit(msg).to_dict()
-        if isinstance(msg, VoidNotice):
-            return self.on_void(msg).to_dict()
-        raise MessageError(f"a receiver cannot handle a {msg.kind!r} message")
+        return self.respond(decode(message) if isinstance(message, dict) else message).to_dict()
 
     async def ahandle(self, message: dict[str, Any] | Message) -> dict[str, Any]:
         """``handle()`` for asyncio; ``async def`` validators and executors are awaited."""
         msg = decode(message) if isinstance(message, dict) else message
+        return (await self.arespond(msg)).to_dict()
+
+    def respond(self, msg: Message) -> Message:
+        """``handle()`` for message objects (what an in-process channel passes)."""
         if isinstance(msg, Proposal):
-            return (await self.aon_proposal(msg)).to_dict()
+            return self.on_proposal(msg)
         if isinstance(msg, CommitRequest):
-            return (await self.aon_commit(msg)).to_dict()
+            return self.on_commit(msg)
         if isinstance(msg, VoidNotice):
-            return self.on_void(msg).to_dict()
+            return self.on_void(msg)
         raise MessageError(f"a receiver cannot handle a {msg.kind!r} message")
+
+    async def arespond(self, msg: Message) -> Message:
+        """``respond()`` for asyncio."""
+        if isinstance(msg, Proposal):
+            return await self.aon_proposal(msg)
+        if isinstance(msg, CommitRequest):
+            return await self.aon_commit(msg)
+        return self.respond(msg)
 
     # ------------------------------------------------------------------ propose / validate
     def on_proposal(self, p: Proposal) -> Answer | Ack:
