@@ -280,29 +280,39 @@ def edge_spend(frame: pd.DataFrame, *, title: str = "Most expensive edges") -> g
 # Reliability
 # ---------------------------------------------------------------------------------------
 def reliability_by_agent(frame: pd.DataFrame, *, key: str = "agent") -> go.Figure:
-    """Success rate per agent (or per edge, with ``key="edge"``), worst first.
+    """Handoff success per agent (or per edge, ``key="edge"``): on the first attempt, and in
+    the end, after per-handoff retries. Worst first.
 
-    ``frame`` columns: ``key``, ``handoffs``, ``success_rate`` (0..1).
+    ``frame`` columns: ``key``, ``handoffs``, ``handoff_success_rate`` and
+    ``first_attempt_success_rate`` (0..1), as ``auditor.figures.agent_reliability`` gives them.
     """
     what = "edge" if key == "edge" else "agent"
     fig = _figure(
-        f"Handoff success rate per {what}",
+        f"Handoff success per {what}",
+        barmode="group",
         xaxis={"title": "success rate", "tickformat": ".0%", "range": [0, 1.05]},
     )
     if frame.empty:
         return _empty(fig)
-    data = frame.sort_values("success_rate", ascending=False)
-    fig.add_bar(
-        y=text(data[key]),
-        x=data["success_rate"],
-        orientation="h",
-        name="success rate",
-        marker_color=_OBSERVED,
-        text=[f"{v:.1%}" for v in data["success_rate"]],
-        textposition="auto",
-        customdata=data[["handoffs"]].to_numpy(),
-        hovertemplate="%{y}<br>%{x:.2%} of %{customdata[0]:,} handoffs<extra></extra>",
-    )
+    data = frame.sort_values("handoff_success_rate", ascending=True)
+    labels = text(data[key])
+    for column, name, color in (
+        ("first_attempt_success_rate", "first attempt", _OTHER),
+        ("handoff_success_rate", "after retries", _OBSERVED),
+    ):
+        fig.add_bar(
+            y=labels,
+            x=data[column],
+            orientation="h",
+            name=name,
+            marker_color=color,
+            text=[f"{v:.1%}" for v in data[column]],
+            textposition="auto",
+            customdata=data[["handoffs"]].to_numpy(),
+            hovertemplate="%{y}<br>%{x:.2%} of %{customdata[0]:,} handoffs<extra>"
+            + name
+            + "</extra>",
+        )
     return fig
 
 
@@ -415,7 +425,8 @@ def latency_by_receiver(
 ) -> go.Figure:
     """p50/p95/p99 validation latency per receiver, with the budget and timeout lines.
 
-    ``frame`` columns: ``receiver``, ``validations``, ``p50_ms``, ``p95_ms``, ``p99_ms``.
+    ``frame`` columns: ``receiver``, ``p50_ms``, ``p95_ms``, ``p99_ms`` (as
+    ``auditor.figures.validation_latency`` gives them).
     """
     fig = _figure(
         "Validation latency per receiver", barmode="group", yaxis={"title": "latency (ms)"}

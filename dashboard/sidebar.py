@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from collector import schema as s
+from auditor.settings import find_pyproject, resolve
 from collector.errors import ConfigurationError
 from dashboard import cache, data, filters
 from dashboard.source import UPLOAD_SUFFIXES, Upload, fingerprint, paths_from_env
@@ -104,23 +104,40 @@ def _problems(loaded: cache.Loaded) -> None:
 
 
 def _thresholds() -> Thresholds:
+    defaults = _configured()
     with st.sidebar.expander("Thresholds", icon=":material/tune:"):
         timeout_s = st.number_input(
             "Validation timeout (s)",
             min_value=0.01,
             max_value=600.0,
-            value=s.DEFAULT_VALIDATION_TIMEOUT_S,
+            value=defaults.validation_timeout_s,
             step=0.1,
             key="threshold_timeout",
-            help="A validation answer slower than this voids the proposal.",
+            help="A validation answer slower than this voids the proposal. The default comes "
+            "from [tool.handoffscope] in pyproject.toml or HANDOFFSCOPE_VALIDATION_TIMEOUT.",
         )
         budget_ms = st.number_input(
             "p95 budget (ms)",
             min_value=1.0,
             max_value=600_000.0,
-            value=s.DEFAULT_P95_BUDGET_S * 1000,
+            value=defaults.p95_budget_s * 1000,
             step=50.0,
             key="threshold_budget",
             help="Each receiver's p95 validation latency should stay under this.",
         )
     return Thresholds(validation_timeout_s=float(timeout_s), p95_budget_s=float(budget_ms) / 1000)
+
+
+def _configured() -> Thresholds:
+    """The thresholds ``handoffscope audit`` would use here (environment, pyproject.toml)."""
+    try:
+        settings = resolve(pyproject=find_pyproject())
+    except ConfigurationError as e:
+        st.sidebar.warning(
+            "Settings could not be read; using the defaults.", icon=":material/warning:"
+        )
+        st.sidebar.code(str(e), language=None, wrap_lines=True)
+        return Thresholds()
+    return Thresholds(
+        validation_timeout_s=settings.validation_timeout_s, p95_budget_s=settings.p95_budget_s
+    )

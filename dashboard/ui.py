@@ -49,6 +49,13 @@ class Thresholds:
         """The p95 budget in milliseconds."""
         return self.p95_budget_s * 1000
 
+    def options(self) -> dict[str, float]:
+        """The thresholds as :func:`dashboard.data.findings` takes them."""
+        return {
+            "validation_timeout_s": self.validation_timeout_s,
+            "p95_budget_s": self.p95_budget_s,
+        }
+
 
 @dataclass(frozen=True)
 class View:
@@ -140,8 +147,13 @@ def guarded(what: str) -> Iterator[None]:
         st.code(f"{type(e).__name__}: {e}", language=None, wrap_lines=True)
 
 
-def findings_summary(current: View) -> None:
-    """Open findings by severity (filled in once the auditor's findings are wired)."""
+def guarded_query(
+    current: View, what: str, function: Callable[..., T], /, **options: Any
+) -> T | None:
+    """``current.query(function, **options)``, or None after saying what could not be done."""
+    with guarded(what):
+        return current.query(function, **options)
+    return None
 
 
 def trace_links(frame: pd.DataFrame, column: str = "trace_id") -> pd.DataFrame:

@@ -1,58 +1,73 @@
-"""Findings: the auditor's findings by rule, severity, agent and time, linked to traces."""
+"""Findings: the auditor's findings by rule, severity, agent and time, each linked to its trace."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import data, format, ui
+from dashboard import format, ui
+from dashboard.data import findings as audit_findings
 
 view = ui.view()
 st.title("Findings")
 ui.filtered_caption(view)
 
-t = view.thresholds
-with ui.guarded("The auditor's findings"):
-    findings = view.query(
-        data.findings, validation_timeout_s=t.validation_timeout_s, p95_budget_s=t.p95_budget_s
+found = ui.guarded_query(
+    view, "The auditor's findings", audit_findings, **view.thresholds.options()
+)
+if found is None:
+    st.stop()
+if found.empty:
+    st.success(
+        "No finding: every handoff in the selection followed the protocol.",
+        icon=":material/check_circle:",
     )
-    if findings.empty:
-        st.success(
-            "No finding: every handoff in the selection followed the protocol.",
-            icon=":material/check_circle:",
-        )
-        st.stop()
-    left, middle, right = st.columns(3)
-    rules = left.multiselect(
-        "Rule", sorted(findings["rule"].unique()), key="findings_rule", placeholder="All rules"
-    )
-    severities = middle.multiselect(
-        "Severity",
-        sorted(findings["severity"].unique()),
-        key="findings_severity",
-        placeholder="All severities",
-    )
-    agents = right.multiselect(
-        "Agent",
-        sorted(set(findings["sender"].dropna()) | set(findings["receiver"].dropna())),
-        key="findings_agent",
-        placeholder="All agents",
-    )
-    shown = findings
-    if rules:
-        shown = shown[shown["rule"].isin(rules)]
-    if severities:
-        shown = shown[shown["severity"].isin(severities)]
-    if agents:
-        shown = shown[shown["sender"].isin(agents) | shown["receiver"].isin(agents)]
+    st.stop()
 
-    counts = shown.groupby("severity").size()
-    row = st.columns(max(len(counts), 1) + 1)
-    row[0].metric("Findings", format.count(len(shown)), border=True)
-    for col, (severity, n) in zip(row[1:], counts.items(), strict=False):
-        col.metric(str(severity), format.count(n), border=True)
+left, middle, right = st.columns(3)
+rules = left.multiselect(
+    "Rule", sorted(found["rule"].unique()), key="findings_rule", placeholder="All rules"
+)
+severities = middle.multiselect(
+    "Severity",
+    sorted(found["severity"].unique()),
+    key="findings_severity",
+    placeholder="All severities",
+)
+agents = right.multiselect(
+    "Agent",
+    sorted(set(found["sender"].dropna()) | set(found["receiver"].dropna())),
+    key="findings_agent",
+    placeholder="All agents",
+)
+shown = found
+if rules:
+    shown = shown[shown["rule"].isin(rules)]
+if severities:
+    shown = shown[shown["severity"].isin(severities)]
+if agents:
+    shown = shown[shown["sender"].isin(agents) | shown["receiver"].isin(agents)]
+st.caption("The time range, agent and workflow filters in the sidebar apply too.")
 
-    by_rule = shown.groupby(["rule", "severity"]).size().reset_index(name="findings")
-    st.subheader("By rule")
-    ui.table(by_rule.sort_values("findings", ascending=False))
-    st.subheader("All findings")
-    ui.table(ui.trace_links(shown), column_config={"trace_id": ui.trace_link_column()})
+counts = shown.groupby("severity").size()
+row = st.columns(4)
+row[0].metric("Findings", format.count(len(shown)), border=True)
+row[1].metric("Errors", format.count(counts.get("error", 0)), border=True)
+row[2].metric("Warnings", format.count(counts.get("warning", 0)), border=True)
+row[3].metric("Traces affected", format.count(shown["trace_id"].nunique()), border=True)
+
+st.subheader("By rule")
+ui.table(
+    shown.groupby(["rule", "severity"])
+    .size()
+    .reset_index(name="findings")
+    .sort_values("findings", ascending=False)
+)
+st.subheader("All findings")
+ui.table(
+    ui.trace_links(shown.drop(columns=["span_id"])),
+    column_config={
+        "trace_id": ui.trace_link_column(),
+        "message": st.column_config.TextColumn("message", width="large"),
+        "time": st.column_config.DatetimeColumn("time (UTC)", format="YYYY-MM-DD HH:mm:ss"),
+    },
+)

@@ -1,4 +1,5 @@
-"""Overview: workflows, end-to-end success, spend, validation latency and what changed."""
+"""Overview: workflows, end-to-end success, spend, validation latency, open findings, and
+what changed between the first and the second half of the selected time range."""
 
 from __future__ import annotations
 
@@ -10,19 +11,19 @@ view = ui.view()
 st.title("Overview")
 ui.filtered_caption(view)
 
-timeout_ms = view.thresholds.timeout_ms
-now = view.query(data.kpis, timeout_ms=timeout_ms)
-if now.workflows == 0 and now.handoffs == 0:
-    st.warning("No handoffs or workflows match the filters.", icon=":material/filter_alt:")
+now = view.query(data.overview)
+head, e2e = now.summary, now.end_to_end
+if not head["spans"]:
+    st.warning("No spans match the filters.", icon=":material/filter_alt:")
     st.stop()
-
 first, second = view.filters.halves(view.bounds.start, view.bounds.end)
-early = view.query_all(data.kpis, filters=first, timeout_ms=timeout_ms)
-late = view.query_all(data.kpis, filters=second, timeout_ms=timeout_ms)
-compare = "second half of the range vs the first"
+early = view.query_all(data.overview, filters=first)
+late = view.query_all(data.overview, filters=second)
+COMPARE = "2nd half vs 1st"
 
 
-def _change(a: float | None, b: float | None, *, points: bool = False) -> str | None:
+def change(key: str, part: str = "summary", *, points: bool = False) -> str | None:
+    a, b = getattr(early, part).get(key), getattr(late, part).get(key)
     if a is None or b is None:
         return None
     return f"{(b - a) * 100:+.1f} pts" if points else format.delta_pct(b, a)
@@ -31,69 +32,93 @@ def _change(a: float | None, b: float | None, *, points: bool = False) -> str | 
 row = st.columns(4)
 row[0].metric(
     "Workflows",
-    format.count(now.workflows),
+    format.count(e2e["workflows"]),
     border=True,
-    delta=_change(early.workflows, late.workflows),
+    delta=change("workflows", "end_to_end"),
     delta_color="off",
-    delta_description=compare,
+    delta_description=COMPARE,
 )
 row[1].metric(
     "End-to-end success",
-    format.pct(now.observed_success),
+    format.pct(e2e["observed"]),
     border=True,
-    delta=_change(early.observed_success, late.observed_success, points=True),
-    delta_description=compare,
-    help="Share of workflow runs that succeeded (observed).",
+    delta=change("observed", "end_to_end", points=True),
+    delta_description=COMPARE,
+    help="Share of workflows whose last run succeeded (observed).",
 )
 row[2].metric(
     "Projected from per-agent rates",
-    format.pct(now.projected_success),
+    format.pct(e2e["projected"]),
     border=True,
-    help="The product of each receiving agent's handoff success rate: what the "
-    "chain would achieve if each agent failed independently.",
+    help="The product of each receiving agent's handoff success rate. "
+    f"Without retries: {format.pct(e2e['projected_first_attempt'])}.",
 )
 row[3].metric(
-    "Handoffs committed",
-    format.pct(now.committed / now.handoffs if now.handoffs else None),
+    "Handoffs",
+    format.count(head["handoffs"]),
     border=True,
-    help=f"{now.committed:,} of {now.handoffs:,} handoffs; {now.void:,} ended void.",
+    help=f"{format.count(head['attempts'])} attempts; "
+    f"{format.count(e2e['handoff_retries'])} retries, "
+    f"{format.count(e2e['full_chain_restarts'])} full-chain restarts.",
 )
 row = st.columns(4)
 row[0].metric(
     "Total spend",
-    format.usd(now.cost_usd),
+    format.usd(head["cost_usd"]),
     border=True,
-    delta=_change(early.cost_usd, late.cost_usd),
+    delta=change("cost_usd"),
     delta_color="inverse",
-    delta_description=compare,
+    delta_description=COMPARE,
 )
 row[1].metric(
     "Tokens",
-    format.count(now.input_tokens + now.output_tokens),
+    format.count((head["input_tokens"] or 0) + (head["output_tokens"] or 0)),
     border=True,
-    help=f"{now.input_tokens:,} input, {now.output_tokens:,} output",
+    help=f"{format.count(head['input_tokens'])} input, "
+    f"{format.count(head['output_tokens'])} output",
 )
+budget = view.thresholds.budget_ms
 row[2].metric(
     "p95 validation latency",
     format.ms(now.p95_ms),
     border=True,
-    delta=_change(early.p95_ms, late.p95_ms),
-    delta_color="inverse",
-    delta_description=compare,
-    help=f"Budget {view.thresholds.budget_ms:,.0f} ms.",
+    delta=None
+    if now.p95_ms is None
+    else ("over" if now.p95_ms > budget else "within") + f" {budget:,.0f} ms budget",
+    delta_color="inverse" if (now.p95_ms or 0) > budget else "normal",
+    delta_arrow="off",
 )
-row[3].metric(
-    "Slow validations",
-    format.count(now.slow_validations),
-    border=True,
-    help=f"Answers slower than the {view.thresholds.validation_timeout_s:g} s "
-    "validation timeout, late or not.",
-)
-
-ui.findings_summary(view)
+found = ui.guarded_query(view, "The auditor's findings", data.findings, **view.thresholds.options())
+if found is not None:
+    by = found.groupby("severity").size()
+    row[3].metric(
+        "Open findings",
+        format.count(len(found)),
+        border=True,
+        delta=" · ".join(f"{by.get(sev, 0):,} {sev}" for sev in ("error", "warning")),
+        delta_color="off",
+        delta_arrow="off",
+        help="Protocol violations the auditor's rules flag; see the Findings page.",
+    )
 
 width = filters.time_bucket(view.bounds, view.filters)
-ui.chart(
-    charts.activity_over_time(view.query(data.activity_over_time, width=width)),
-    key="overview_activity",
-)
+left, right = st.columns([3, 2])
+with left:
+    ui.chart(
+        charts.activity_over_time(view.query(data.activity_over_time, width=width)),
+        key="overview_activity",
+    )
+with right:
+    st.subheader("Findings by rule")
+    if found is None:
+        st.caption("Unavailable (see above).")
+    elif found.empty:
+        st.success("No finding: every handoff followed the protocol.", icon=":material/check:")
+    else:
+        ui.table(
+            found.groupby(["rule", "severity"])
+            .size()
+            .reset_index(name="findings")
+            .sort_values("findings", ascending=False),
+            height=360,
+        )

@@ -1,4 +1,4 @@
-"""Reliability: success per agent and edge, compounding, retries vs restarts."""
+"""Reliability: success per agent and edge, the compounding chart, retries vs restarts."""
 
 from __future__ import annotations
 
@@ -10,36 +10,34 @@ view = ui.view()
 st.title("Reliability")
 ui.filtered_caption(view)
 
-kpis = view.query(data.kpis, timeout_ms=view.thresholds.timeout_ms)
-if kpis.handoffs == 0:
-    st.info("No handoffs match the filters.", icon=":material/info:")
+e2e = view.query(data.overview).end_to_end
+if not e2e["workflows"]:
+    st.info("No workflows or handoffs match the filters.", icon=":material/info:")
     st.stop()
-retry = view.query(data.retries)
 
 row = st.columns(4)
 row[0].metric(
     "Observed end-to-end",
-    format.pct(kpis.observed_success),
+    format.pct(e2e["observed"]),
     border=True,
-    help=f"{kpis.succeeded:,} of {kpis.workflows:,} workflow runs succeeded.",
+    help=f"{format.count(e2e['succeeded_workflows'])} of "
+    f"{format.count(e2e['workflows'])} workflows succeeded.",
 )
 row[1].metric(
     "Projected (product of agents)",
-    format.pct(kpis.projected_success),
+    format.pct(e2e["projected"]),
     border=True,
-    help="Multiply each receiving agent's success rate: five agents at 95% give 77%.",
-)
-per_1000 = (
-    dict(zip(retry["kind"], retry["per_1000_workflows"], strict=True)) if not retry.empty else {}
+    help="Multiply each receiving agent's success rate: five agents at 95% give 77%. "
+    f"On first attempts only: {format.pct(e2e['projected_first_attempt'])}.",
 )
 row[2].metric(
     "Handoff retries / 1,000 workflows",
-    f"{per_1000.get('per-handoff retries', 0):,.1f}",
+    f"{e2e['retries_per_1000_workflows'] or 0:,.1f}",
     border=True,
 )
 row[3].metric(
     "Full-chain restarts / 1,000 workflows",
-    f"{per_1000.get('full-chain restarts', 0):,.1f}",
+    f"{e2e['restarts_per_1000_workflows'] or 0:,.1f}",
     border=True,
     help="Restarting the whole chain repeats work that already succeeded; retries "
     "belong to the handoff that failed.",
@@ -53,10 +51,15 @@ with left:
     ui.chart(charts.reliability_by_agent(agents), key="reliability_agents")
 with right:
     ui.chart(charts.reliability_by_agent(edges, key="edge"), key="reliability_edges")
-ui.chart(charts.retries(retry), key="reliability_retries")
+ui.chart(charts.retries(data.retries(e2e)), key="reliability_retries")
 
-rate = st.column_config.ProgressColumn("success rate", format="percent", min_value=0, max_value=1)
+rate = {
+    name: st.column_config.ProgressColumn(
+        name.replace("_", " "), format="percent", min_value=0, max_value=1
+    )
+    for name in ("handoff_success_rate", "first_attempt_success_rate")
+}
 st.subheader("Per agent")
-ui.table(agents, column_config={"success_rate": rate})
+ui.table(agents, column_config=rate)
 st.subheader("Per edge")
-ui.table(edges.drop(columns=["edge"]), column_config={"success_rate": rate})
+ui.table(edges.drop(columns=["edge"]), column_config=rate)

@@ -1,4 +1,5 @@
-"""Spend: cost and tokens per agent, phase and model; per workflow; edges; voided spend."""
+"""Spend: cost and tokens per agent, phase and model; per workflow; the most expensive
+edges; and the spend on voided attempts, which bought nothing."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ by_agent = view.query(data.agent_spend)
 if by_agent.empty:
     st.info("No span in the selection reports tokens or cost.", icon=":material/info:")
     st.stop()
-workflows = view.query(data.workflow_costs)
-voided = view.query(data.edge_spend, voided=True)
-total = float(by_agent["cost_usd"].sum())
+workflows = view.query(data.workflow_spend)
+voided = view.query(data.voided_spend)
+total = float(view.query(data.overview).summary["cost_usd"] or 0)
 wasted = float(voided["cost_usd"].sum())
 
 row = st.columns(4)
@@ -25,14 +26,19 @@ row[1].metric(
     "Per workflow (mean)",
     format.usd(workflows["cost_usd"].mean() if not workflows.empty else None),
     border=True,
+    help="p95: "
+    + format.usd(workflows["cost_usd"].quantile(0.95) if not workflows.empty else None),
 )
 row[2].metric(
-    "Spent on voided handoffs",
+    "Spent on voided attempts",
     format.usd(wasted),
     border=True,
-    help="Cost of every phase of handoffs that ended void: spend that bought nothing.",
+    help="Every phase of attempts that ended void (rejected, timed out, failed "
+    "commit): spend that bought nothing.",
 )
-row[3].metric("Voided share", format.pct(wasted / total if total else None), border=True)
+row[3].metric(
+    "Share that bought nothing", format.pct(wasted / total if total else None), border=True
+)
 
 measure = (
     st.segmented_control(
@@ -56,24 +62,22 @@ with right:
     ui.chart(charts.spend_by_model(view.query(data.model_spend)), key="spend_models")
 left, right = st.columns(2)
 with left:
-    ui.chart(charts.edge_spend(view.query(data.edge_spend).head(15)), key="spend_edges")
+    ui.chart(charts.edge_spend(view.query(data.edge_spend).head(12)), key="spend_edges")
 with right:
     ui.chart(
-        charts.edge_spend(voided.head(15), title="Spend on voided handoffs, per edge"),
+        charts.edge_spend(voided.head(12), title="Spend on voided attempts, per edge"),
         key="spend_voided",
     )
 ui.chart(charts.cost_per_workflow(workflows), key="spend_workflows")
 
+usd = st.column_config.NumberColumn("cost (USD)", format="$%.4f")
 st.subheader("Per agent and phase")
 ui.table(
     by_agent[["agent", "phase", "cost_usd", "input_tokens", "output_tokens", "spans"]],
-    column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")},
+    column_config={"cost_usd": usd},
 )
-st.subheader("Most expensive workflow runs")
+st.subheader("Most expensive workflows")
 ui.table(
     ui.trace_links(workflows.head(20)),
-    column_config={
-        "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f"),
-        "trace_id": ui.trace_link_column(),
-    },
+    column_config={"cost_usd": usd, "trace_id": ui.trace_link_column("latest run")},
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import charts, data, format, ui
+from dashboard import charts, format, trace_data, ui
 
 view = ui.view()
 st.title("Trace")
@@ -29,7 +29,7 @@ with st.expander("Pick a trace", expanded=not st.session_state.get(TRACE_KEY)):
         )
         or "failed"
     )
-    listing = view.query(data.trace_list, only=which, limit=200)
+    listing = view.query(trace_data.trace_list, only=which, limit=200)
     st.session_state[PICK_KEY + "_ids"] = listing["trace_id"].tolist()
     ui.table(
         listing,
@@ -54,7 +54,7 @@ if not trace_id:
     st.info("No trace matches the filters.", icon=":material/info:")
     st.stop()
 
-spans = view.query_all(data.trace_spans, trace_id=trace_id)
+spans = view.query_all(trace_data.trace_spans, trace_id=trace_id)
 if spans.empty:
     st.warning("No trace with this id in the loaded traces:", icon=":material/search_off:")
     st.code(trace_id, language=None)
@@ -118,11 +118,11 @@ span_id = spans["span_id"].iloc[index or 0]
 left, right = st.columns([3, 2])
 with left:
     ui.table(
-        view.query_all(data.span_attributes, trace_id=trace_id, span_id=span_id),
+        view.query_all(trace_data.span_attributes, trace_id=trace_id, span_id=span_id),
         column_config={"value": st.column_config.TextColumn("value", width="large")},
     )
 with right:
-    events = view.query_all(data.span_events, trace_id=trace_id, span_id=span_id)
+    events = view.query_all(trace_data.span_events, trace_id=trace_id, span_id=span_id)
     st.caption("Events (state transitions)")
     if events.empty:
         st.caption("This span has no events.")

@@ -1,0 +1,210 @@
+"""One trace at a time, for the Trace page: the list to pick from, its spans in waterfall
+order, and everything recorded on one span. No Streamlit here; ids are bound parameters."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from collector import schema as s
+from dashboard.data import cursor
+from dashboard.selection import EVERYTHING, Filters
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["span_attributes", "span_events", "trace_list", "trace_spans"]
+
+
+def _frame(
+    cur: duckdb.DuckDBPyConnection, sql: str, params: dict[str, Any] | None = None
+) -> pd.DataFrame:
+    return cur.execute(sql, params or {}).df()
+
+
+def trace_list(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters = EVERYTHING,
+    only: str = "all",
+    limit: int = 500,
+) -> pd.DataFrame:
+    """Traces to pick from, newest first: ``trace_id``, ``workflow``, ``started``, ``spans``,
+    ``handoffs``, ``void``, ``cost_usd``, ``duration_ms``, ``outcome``.
+
+    ``only``: ``"all"``, ``"failed"`` (a void handoff or a workflow that did not succeed) or
+    ``"expensive"`` (most expensive first).
+    """
+    order = "cost_usd DESC NULLS LAST" if only == "expensive" else "started DESC"
+    having = (
+        f"HAVING count(*) FILTER (WHERE \"{s.STATE}\" = '{s.STATE_VOID}' AND name = "
+        f"'{s.SPAN_HANDOFF}') > 0 OR bool_or(\"{s.WORKFLOW_OUTCOME}\" <> '{s.WORKFLOW_SUCCESS}')"
+        if only == "failed"
+        else ""
+    )
+    with cursor(con, filters) as cur:
+        return _frame(
+            cur,
+            f"""
+            SELECT trace_id,
+                   coalesce(max("{s.GEN_AI_WORKFLOW_NAME}"), '') AS workflow,
+                   min(start_time) AS started,
+                   count(*) AS spans,
+                   count(*) FILTER (WHERE name = '{s.SPAN_HANDOFF}') AS handoffs,
+                   count(*) FILTER (WHERE name = '{s.SPAN_HANDOFF}'
+                                    AND "{s.STATE}" = '{s.STATE_VOID}') AS void,
+                   sum(cost_usd) AS cost_usd,
+                   (max(end_unix_nano) - min(start_unix_nano)) / 1e6 AS duration_ms,
+                   max("{s.WORKFLOW_OUTCOME}") AS outcome
+            FROM spans WHERE trace_id IS NOT NULL
+            GROUP BY trace_id {having}
+            ORDER BY {order}, trace_id
+            LIMIT $limit
+            """,
+            {"limit": limit},
+        )
+
+
+_TRACE_COLUMNS = f"""
+    span_id, parent_span_id, name, service_name, agent, start_time,
+    (start_unix_nano - min(start_unix_nano) OVER ()) / 1e6 AS offset_ms, duration_ms,
+    "{s.PHASE}" AS phase, "{s.STATE}" AS state, "{s.SENDER}" AS sender,
+    "{s.RECEIVER}" AS receiver, "{s.TASK_ID}" AS task_id, "{s.ATTEMPT}" AS attempt,
+    "{s.DECISION}" AS decision, "{s.REJECT_REASON}" AS reject_reason,
+    "{s.COMMIT_OUTCOME}" AS commit_outcome, "{s.ENVELOPE_STATUS}" AS envelope_status,
+    "{s.RESULT_STATUS}" AS result_status, input_tokens, output_tokens, cost_usd,
+    status_code, status_message
+"""
+
+
+def trace_spans(con: duckdb.DuckDBPyConnection, trace_id: str) -> pd.DataFrame:
+    """Every span of one trace in waterfall order (parents before children, then by start).
+
+    Adds ``depth`` (0 for roots) and ``label`` (indented name with agent and attempt).
+    """
+    cur = con.cursor()
+    try:
+        spans = _frame(
+            cur,
+            f"SELECT {_TRACE_COLUMNS} FROM spans WHERE trace_id = $trace ORDER BY start_unix_nano",
+            {"trace": trace_id},
+        )
+    finally:
+        cur.close()
+    return _tree_order(spans)
+
+
+def span_attributes(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> pd.DataFrame:
+    """Everything recorded on one span, as text: ``section``, ``key``, ``value``.
+
+    Sections: ``span`` (ids, name, times, status), ``attribute`` (every span attribute, typed
+    or not), ``resource`` (the process that wrote it) and ``source`` (file and line).
+    """
+    cur = con.cursor()
+    try:
+        rel = cur.execute(
+            "SELECT * EXCLUDE (events, links) FROM spans"
+            " WHERE trace_id = $trace AND span_id = $span LIMIT 1",
+            {"trace": trace_id, "span": span_id},
+        )
+        columns = [d[0] for d in rel.description]
+        row = rel.fetchone()
+    finally:
+        cur.close()
+    items: list[tuple[str, str, str]] = []
+    if row is not None:
+        for key, value in zip(columns, row, strict=True):
+            if value is None or key in _DERIVED:
+                continue
+            if key == "attributes":
+                items.extend(("attribute", str(k), str(v)) for k, v in sorted(value.items()))
+            elif key == "resource_attributes":
+                items.extend(("resource", str(k), str(v)) for k, v in sorted(value.items()))
+            elif key in ("source_file", "source_line"):
+                items.append(("source", key, str(value)))
+            elif "." in key:
+                items.append(("attribute", key, _text(value)))
+            else:
+                items.append(("span", key, str(value)))
+    out = pd.DataFrame(items, columns=["section", "key", "value"])
+    order = {"span": 0, "attribute": 1, "resource": 2, "source": 3}
+    # Span fields keep the table's order; attributes come sorted by key from above.
+    return out.sort_values("section", key=lambda c: c.map(order), kind="stable").reset_index(
+        drop=True
+    )
+
+
+def span_events(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> pd.DataFrame:
+    """One span's events (state transitions among them): ``offset_ms`` from the span's start,
+    ``name``, ``attributes`` (as ``key=value`` text)."""
+    cur = con.cursor()
+    try:
+        return _frame(
+            cur,
+            """
+            SELECT (ev.time_unix_nano - sp.start_unix_nano) / 1e6 AS offset_ms, ev.name AS name,
+                   array_to_string(list_transform(map_entries(ev.attributes),
+                                   lambda e: e.key || '=' || e.value), ', ') AS attributes
+            FROM spans AS sp, unnest(sp.events) AS t(ev)
+            WHERE sp.trace_id = $trace AND sp.span_id = $span
+            ORDER BY offset_ms
+            """,
+            {"trace": trace_id, "span": span_id},
+        )
+    finally:
+        cur.close()
+
+
+# Columns the loader derives from attributes; the attributes themselves are shown instead.
+_DERIVED = frozenset(
+    {"agent", "input_tokens", "output_tokens", "cost_usd", "start_unix_nano", "end_unix_nano"}
+)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _tree_order(spans: pd.DataFrame) -> pd.DataFrame:
+    if spans.empty:
+        return spans.assign(depth=pd.Series(dtype=int), label=pd.Series(dtype=str))
+    ids = set(spans["span_id"].dropna())
+    children: dict[Any, list[int]] = {}
+    roots: list[int] = []
+    for i, parent in enumerate(spans["parent_span_id"]):
+        if isinstance(parent, str) and parent in ids:
+            children.setdefault(parent, []).append(i)
+        else:
+            roots.append(i)
+    order: list[int] = []
+    depth: dict[int, int] = {}
+    stack = [(i, 0) for i in reversed(roots)]
+    seen: set[int] = set()
+    while stack:
+        i, d = stack.pop()
+        if i in seen:  # a cycle in parent ids must not loop forever
+            continue
+        seen.add(i)
+        order.append(i)
+        depth[i] = d
+        span_id = spans.at[i, "span_id"]
+        stack.extend((c, d + 1) for c in reversed(children.get(span_id, [])))
+    order.extend(i for i in range(len(spans)) if i not in seen)
+    out = spans.iloc[order].reset_index(drop=True)
+    out["depth"] = [depth.get(i, 0) for i in order]
+    out["label"] = [_label(row, d) for row, d in zip(out.itertuples(), out["depth"], strict=True)]
+    return out
+
+
+def _label(row: Any, depth: int) -> str:
+    text = str(row.name)
+    if isinstance(row.phase, str) and isinstance(row.agent, str):
+        text += f" · {row.agent}"
+    elif isinstance(row.sender, str) and isinstance(row.receiver, str):
+        text += f" · {row.sender} → {row.receiver}"
+    if pd.notna(row.attempt) and isinstance(row.phase, str):
+        text += f" #{int(row.attempt)}"
+    return "\u2003" * depth + text
