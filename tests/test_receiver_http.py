@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from receiver_support import StalledDisk, read_spans, run_handoffs, span_keys
 
+from auditor import load_traces
 from collector.receiver import Limits, Receiver, ReceiverConfig
 from collector.receiver.http_server import OtlpHttpServer
 from collector.receiver.ingest import Ingest
@@ -88,7 +89,6 @@ def test_every_span_from_the_official_exporter_is_written(receiver, compression)
 
 
 def test_the_auditor_counts_exactly_the_spans_sent(receiver):
-    load_traces = pytest.importorskip("auditor").load_traces
     sent = run_handoffs(OTLPSpanExporter(endpoint=receiver.http_url), 10)
     receiver.stop()
     traces = load_traces(receiver.config.out_dir)

@@ -221,4 +221,13 @@ def test_every_option_has_help():
     for param in collect.params:
         if isinstance(param, click.Option):
             assert param.help and len(param.help) > 20, param.name
-    assert collect.help and "handoffscope audit" in collect.help
+    assert collect.help and "handoffscope audit traces/" in collect.help
+
+
+def test_the_docs_show_the_current_help(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["collect", "--help"]) == 0
+    shown = capsys.readouterr().out
+    doc = (Path(__file__).parent.parent / "docs" / "collect.md").read_text()
+    reference = doc.split("```text\n")[-1].split("```")[0]
+    assert reference == shown, "docs/collect.md's command reference is out of date"

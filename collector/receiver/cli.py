@@ -121,7 +121,10 @@ def collect(out_dir: Path, host: str, http_port: int, grpc_port: int, no_http: b
     in --out, in the OTLP JSON file format; a segment appears as *.jsonl only once it is
     complete. Stop with Ctrl-C or SIGTERM: the open segment is sealed first.
 
-    Example:  handoffscope collect --out traces/  then  handoffscope audit traces/
+    \b
+    Example:
+      handoffscope collect --out traces/
+      handoffscope audit traces/
     """
     configure_logging(level=getattr(logging, log_level.upper()))
     try:

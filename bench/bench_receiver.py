@@ -1,0 +1,318 @@
+"""Spans per second the receiver takes over OTLP/HTTP protobuf and writes durably, on one core.
+
+    .venv/bin/python bench/bench_receiver.py [--seconds S] [--clients C] [--repeats R]
+                                             [--fsync always|interval|never]
+                                             [--server stdlib|uvicorn] [--json]
+
+* **Payloads**: 160 distinct ``ExportTraceServiceRequest`` messages of 512 spans each (the
+  SDK's default batch), made by the handshake library (propose, validate, commit and handoff
+  spans with their real attributes and transition events; about 750 bytes a span).
+* **Server**: ``handoffscope collect --fsync always`` (by default) in its own process, pinned
+  to CPU 0 with ``os.sched_setaffinity``. Every span counted was answered 200, which the
+  receiver does only after the spans are written and fsynced.
+* **Clients**: ``C`` processes pinned to CPU 1, each posting on its own keep-alive connection
+  for ``S`` seconds. Several clients let one request's fsync overlap another's decoding, as
+  many agents exporting at once do.
+* **Check**: after SIGTERM the sealed segments must hold exactly the spans answered 200.
+* **Ceiling**: the same payloads merely decoded (``ExportTraceServiceRequest.FromString``)
+  by one process on CPU 0; and, for where the time goes, decoded and encoded to OTLP JSON
+  (``SpanEncoder``) with no HTTP and no disk.
+
+Figures are the median of ``R`` repeats; the ratios are taken within the run, so the
+machine's speed cancels out of them. Goal: 50,000 spans/s received.
+``--server uvicorn`` serves the same pipeline from uvicorn + starlette instead of the
+standard library's server, to compare the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+SERVER_CPU = 0
+CLIENT_CPU = 1
+SPANS_PER_REQUEST = 512
+REQUESTS = 160
+ROOT = Path(__file__).resolve().parent.parent
+HANDOFFSCOPE = Path(sys.executable).with_name("handoffscope")
+
+
+# --------------------------------------------------------------------------------------
+# Payloads
+# --------------------------------------------------------------------------------------
+def make_payloads(path: Path) -> list[bytes]:
+    """Write REQUESTS serialized requests of handshake spans to ``path``; return them."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from collector import InProcessChannel, Receiver, Sender, accept, reject
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "bench-agents"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    writer = Receiver(
+        "writer",
+        validator=lambda work: reject("schema_mismatch") if work.task_id.endswith("7")
+        else accept(eta_ms=1200),
+        executor=lambda work: {"draft": work.payload["topic"]},
+        tracer_provider=provider,
+    )
+    sender = Sender("researcher", tracer_provider=provider)
+    needed = REQUESTS * SPANS_PER_REQUEST
+    n = 0
+    while len(memory.get_finished_spans()) < needed:
+        sender.handoff(InProcessChannel(writer), task_id=f"task-{n}", payload={"topic": n},
+                       output_schema="draft@1", idempotency_key=f"task-{n}:draft")
+        n += 1
+    spans = memory.get_finished_spans()
+    payloads = [
+        encode_spans(spans[i * SPANS_PER_REQUEST:(i + 1) * SPANS_PER_REQUEST]).SerializeToString()
+        for i in range(REQUESTS)
+    ]
+    with open(path, "wb") as f:
+        for payload in payloads:
+            f.write(len(payload).to_bytes(4, "big") + payload)
+    return payloads
+
+
+def load_payloads(path: Path) -> list[bytes]:
+    data = path.read_bytes()
+    payloads, pos = [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        payloads.append(data[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return payloads
+
+
+# --------------------------------------------------------------------------------------
+# Roles run in child processes
+# --------------------------------------------------------------------------------------
+def run_client(url: str, payload_file: Path, seconds: float) -> None:
+    """Post payloads on one keep-alive connection; print spans answered 200 as JSON."""
+    os.sched_setaffinity(0, {CLIENT_CPU})
+    payloads = load_payloads(payload_file)
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    accepted = refused = 0
+    deadline = time.monotonic() + seconds
+    i = os.getpid()
+    while time.monotonic() < deadline:
+        connection.request("POST", parts.path, body=payloads[i % len(payloads)],
+                           headers={"Content-Type": "application/x-protobuf"})
+        response = connection.getresponse()
+        response.read()
+        if response.status == 200:
+            accepted += SPANS_PER_REQUEST
+        else:
+            refused += 1
+        i += 1
+    print(json.dumps({"spans": accepted, "refused": refused}))
+
+
+def run_ceiling(payload_file: Path, seconds: float, what: str) -> None:
+    """Decode (and with ``encode``, also encode) the payloads on CPU 0; print spans/s."""
+    os.sched_setaffinity(0, {SERVER_CPU})
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from collector.receiver import SpanEncoder
+
+    payloads = load_payloads(payload_file)
+    encoder = SpanEncoder()
+    parse = ExportTraceServiceRequest.FromString
+    spans = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for payload in payloads:
+            parse(payload)
+            if what == "encode":
+                encoder.encode(payload)
+        spans += SPANS_PER_REQUEST * len(payloads)
+    print(json.dumps({"spans_per_s": spans / (time.perf_counter() - start)}))
+
+
+UVICORN_APP = """
+import os, sys
+from pathlib import Path
+os.sched_setaffinity(0, {%(cpu)d})
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+from starlette.routing import Route
+from collector.receiver import Limits, SegmentPolicy, FsyncPolicy
+from collector.receiver.ingest import Ingest
+from collector.receiver.limits import inflate
+from collector.receiver.segments import SegmentWriter
+from collector.receiver.sink import SpanSink
+
+limits = Limits()
+sink = SpanSink(SegmentWriter(Path(%(out)r), policy=SegmentPolicy(fsync=FsyncPolicy(%(fsync)r))),
+                max_queue_bytes=limits.max_queue_bytes)
+sink.start()
+ingest = Ingest(sink=sink, limits=limits)
+
+async def traces(request):
+    body = inflate(await request.body(), request.headers.get("content-encoding", ""),
+                   limit=limits.max_body_bytes)
+    await run_in_threadpool(ingest.export, body, "application/x-protobuf")
+    return Response(b"", media_type="application/x-protobuf")
+
+app = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
+config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+server = uvicorn.Server(config)
+import threading
+def announce():
+    while not server.started:
+        import time; time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    print(f"event=listening protocol=http url=http://127.0.0.1:{port}/v1/traces", file=sys.stderr, flush=True)
+threading.Thread(target=announce, daemon=True).start()
+try:
+    server.run()
+finally:
+    sink.close()
+"""
+
+
+# --------------------------------------------------------------------------------------
+# One measurement
+# --------------------------------------------------------------------------------------
+def _start_server(out: Path, fsync: str, server: str) -> tuple[subprocess.Popen[bytes], str]:
+    if server == "uvicorn":
+        script = UVICORN_APP % {"cpu": SERVER_CPU, "out": str(out), "fsync": fsync}
+        command = [sys.executable, "-c", script]
+    else:
+        command = [str(HANDOFFSCOPE), "collect", "--out", str(out), "--http-port", "0",
+                   "--no-grpc", "--fsync", fsync, "--rotate-size", "64MiB"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+    assert process.stderr is not None
+    while True:
+        line = process.stderr.readline().decode()
+        if not line:
+            raise RuntimeError("the receiver did not start")
+        if "event=listening protocol=http" in line:
+            return process, line.split("url=")[1].split()[0]
+
+
+def measure_receiver(payload_file: Path, *, seconds: float, clients: int, fsync: str,
+                     server: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-receiver-") as tmp:
+        out = Path(tmp)
+        process, url = _start_server(out, fsync, server)
+        try:
+            start = time.perf_counter()
+            workers = [
+                subprocess.Popen([sys.executable, __file__, "--role", "client", "--url", url,
+                                  "--payloads", str(payload_file), "--seconds", str(seconds)],
+                                 stdout=subprocess.PIPE)
+                for _ in range(clients)
+            ]
+            results = [json.loads(w.communicate()[0]) for w in workers]
+            elapsed = time.perf_counter() - start
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.communicate(timeout=120)
+        accepted = sum(r["spans"] for r in results)
+        written = _count_spans(out)
+        if written != accepted:
+            raise AssertionError(f"answered 200 for {accepted} spans but wrote {written}")
+        return {"spans_per_s": accepted / elapsed, "refused": sum(r["refused"] for r in results),
+                "written": written}
+
+
+def _count_spans(directory: Path) -> int:
+    total = 0
+    for path in directory.glob("*.jsonl"):
+        for line in path.read_bytes().splitlines():
+            document = json.loads(line)
+            total += sum(len(scope["spans"]) for resource in document["resourceSpans"]
+                         for scope in resource["scopeSpans"])
+    return total
+
+
+def measure_ceiling(payload_file: Path, seconds: float, what: str) -> float:
+    output = subprocess.run([sys.executable, __file__, "--role", what, "--payloads",
+                             str(payload_file), "--seconds", str(seconds)],
+                            capture_output=True, check=True).stdout
+    return float(json.loads(output)["spans_per_s"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fsync", choices=["always", "interval", "never"], default="always")
+    parser.add_argument("--server", choices=["stdlib", "uvicorn"], default="stdlib")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--role", choices=["bench", "client", "decode", "encode"],
+                        default="bench", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.role == "client":
+        run_client(args.url, args.payloads, args.seconds)
+        return 0
+    if args.role in ("decode", "encode"):
+        run_ceiling(args.payloads, args.seconds, args.role)
+        return 0
+    if len(os.sched_getaffinity(0)) < 2:
+        print("bench_receiver: needs two CPUs (server and clients apart)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="bench-payloads-") as tmp:
+        payload_file = Path(tmp) / "payloads.bin"
+        payloads = make_payloads(payload_file)
+        received, decoded, encoded = [], [], []
+        for _ in range(args.repeats):
+            decoded.append(measure_ceiling(payload_file, args.seconds / 2, "decode"))
+            encoded.append(measure_ceiling(payload_file, args.seconds / 2, "encode"))
+            received.append(measure_receiver(payload_file, seconds=args.seconds,
+                                             clients=args.clients, fsync=args.fsync,
+                                             server=args.server)["spans_per_s"])
+    result = {
+        "server": args.server,
+        "fsync": args.fsync,
+        "clients": args.clients,
+        "bytes_per_span": round(sum(map(len, payloads)) / (len(payloads) * SPANS_PER_REQUEST)),
+        "received_spans_per_s": round(statistics.median(received)),
+        "decode_only_spans_per_s": round(statistics.median(decoded)),
+        "decode_and_encode_spans_per_s": round(statistics.median(encoded)),
+        "runs": {"received": [round(x) for x in received], "decoded": [round(x) for x in decoded],
+                 "encoded": [round(x) for x in encoded]},
+    }
+    result["received_over_decode"] = round(result["received_spans_per_s"]
+                                           / result["decode_only_spans_per_s"], 3)
+    result["received_over_encode"] = round(result["received_spans_per_s"]
+                                           / result["decode_and_encode_spans_per_s"], 3)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"received and fsynced ({args.server}, --fsync {args.fsync}, {args.clients} "
+              f"clients): {result['received_spans_per_s']:,} spans/s (goal 50,000)")
+        print(f"decode only (ceiling):       {result['decode_only_spans_per_s']:,} spans/s")
+        print(f"decode + encode to JSON:     {result['decode_and_encode_spans_per_s']:,} spans/s")
+        print(f"ratio received / decode:     {result['received_over_decode']}")
+        print(f"ratio received / encode:     {result['received_over_encode']}")
+        print(f"runs: {json.dumps(result['runs'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
