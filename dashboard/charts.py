@@ -294,7 +294,7 @@ def reliability_by_agent(frame: pd.DataFrame, *, key: str = "agent") -> go.Figur
     )
     if frame.empty:
         return _empty(fig)
-    data = frame.sort_values("handoff_success_rate", ascending=True)
+    data = frame.sort_values("handoff_success_rate", ascending=False)
     labels = text(data[key])
     for column, name, color in (
         ("first_attempt_success_rate", "first attempt", _OTHER),
