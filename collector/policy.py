@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 
 from collector import schema
 from collector.clock import Clock, SystemClock
@@ -60,13 +60,16 @@ class OrchestratorPolicy:
         max_attempts: int = schema.DEFAULT_MAX_ATTEMPTS,
         clock: Clock | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.name = name
         self.min_findings = min_findings
         self.max_attempts = max_attempts
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.tel = telemetry or Telemetry(tracer_provider=tracer_provider)
+        self.tel = telemetry or Telemetry(
+            tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
 
     def decide(
         self,

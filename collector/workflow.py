@@ -13,7 +13,7 @@ import uuid
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import metrics, trace
 
 from collector import schema
 from collector.clock import Clock, SystemClock
@@ -40,13 +40,16 @@ class Workflow:
         attempt: int = 1,
         clock: Clock | None = None,
         tracer_provider: trace.TracerProvider | None = None,
+        meter_provider: metrics.MeterProvider | None = None,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.name = name
         self.workflow_id = workflow_id or uuid.uuid4().hex
         self.attempt = attempt
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.tel = telemetry or Telemetry(tracer_provider=tracer_provider)
+        self.tel = telemetry or Telemetry(
+            tracer_provider=tracer_provider, meter_provider=meter_provider
+        )
         self.outcome: str | None = None
         self.reason: str | None = None
         self.span: trace.Span = trace.INVALID_SPAN
