@@ -329,3 +329,38 @@ def test_malformed_json_is_refused_with_the_field_named(body, message):
     with pytest.raises(Undecodable) as caught:
         json_to_protobuf(body)
     assert message in str(caught.value)
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+        st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "name",
+                         "attributes", "key", "value", "stringValue", "intValue", "kind",
+                         "arrayValue", "values", "kvlistValue", "status", "code", "x"]),
+        inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_json_values)
+def test_hostile_json_is_refused_cleanly_or_encoded(document):
+    try:
+        wire = json_to_protobuf(json.dumps(document).encode())
+    except Undecodable:
+        return
+    encoded = SpanEncoder().encode(wire)
+    if encoded.line:
+        json.loads(encoded.line)
+
+
+def test_deeply_nested_json_is_refused():
+    value = '{"stringValue": "x"}'
+    for _ in range(200):
+        value = '{"arrayValue": {"values": [' + value + "]}}"
+    body = ('{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": '
+            + value + "}]}}]}").encode()
+    with pytest.raises(Undecodable, match="not a protobuf|nested too deeply"):
+        json_to_protobuf(body)
+    with pytest.raises(Undecodable, match="nested too deeply"):
+        json_to_protobuf(b"[" * 100_000 + b"]" * 100_000)

@@ -9,6 +9,7 @@ import resource
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -231,3 +232,19 @@ def test_the_docs_show_the_current_help(capsys, monkeypatch):
     doc = (Path(__file__).parent.parent / "docs" / "collect.md").read_text()
     reference = doc.split("```text\n")[-1].split("```")[0]
     assert reference == shown, "docs/collect.md's command reference is out of date"
+
+
+def test_public_surface_and_import_weight():
+    import collector.receiver as receiver
+
+    assert receiver.__all__ == sorted(receiver.__all__) == [
+        "EncodedRequest", "FsyncPolicy", "Limits", "OPEN_SUFFIX", "OutDirLocked",
+        "QUARANTINE_DIR", "Receiver", "ReceiverConfig", "SEGMENT_SUFFIX", "SegmentPolicy",
+        "SpanEncoder", "repair_directory"]
+    for name in receiver.__all__:
+        assert getattr(receiver, name) is not None
+    # `collect --help` and the package itself do not pay for grpc; only serving gRPC does.
+    code = ("import sys, collector.receiver, collector.receiver.cli; "
+            "print(any(m == 'grpc' or m.startswith('grpc.') for m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

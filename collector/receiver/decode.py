@@ -70,6 +70,8 @@ def json_to_protobuf(body: bytes) -> bytes:
         return b""
     try:
         document = json.loads(body)
+    except RecursionError as e:
+        raise Undecodable("body is nested too deeply to be an OTLP request") from e
     except UnicodeDecodeError as e:
         raise Undecodable(f"body is not UTF-8 JSON: {e}") from e
     except json.JSONDecodeError as e:
@@ -81,8 +83,12 @@ def json_to_protobuf(body: bytes) -> bytes:
             f"body must be a JSON object with resourceSpans, not {type(document).__name__}"
         )
     request = ExportTraceServiceRequest()
-    _fill(request, document, "")
-    return request.SerializeToString()
+    try:
+        _fill(request, document, "")
+    except RecursionError as e:
+        raise Undecodable("body is nested too deeply to be an OTLP request") from e
+    # The same checks as a protobuf body (nesting depth above all), so both read alike.
+    return parse_protobuf(request.SerializeToString())
 
 
 _FIELDS: dict[str, dict[str, FieldDescriptor]] = {}

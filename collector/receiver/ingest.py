@@ -6,6 +6,7 @@ The HTTP and gRPC servers only translate their protocol to these calls and the o
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,7 +72,7 @@ class Ingest:
         wire = json_to_protobuf(body) if media_type == JSON else parse_protobuf(body)
         try:
             encoded = self.encoder.encode(wire)
-        except (IndexError, ValueError, DecodeError) as e:  # protobuf accepted what we cannot
+        except (IndexError, ValueError, DecodeError, struct.error) as e:  # a walker bug
             raise Undecodable(f"body could not be read as OTLP: {e}") from e
         if encoded.spans:
             self.sink.submit(encoded.line, encoded.spans).wait(self.limits.write_timeout_s)
