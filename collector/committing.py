@@ -100,23 +100,27 @@ class CommitRun:
     def _begin(self) -> CommitResult | None:
         c = self.c
         self.fp = fingerprint(c.payload)
-        attrs: dict[str, Any] = {
-            schema.HANDOFF_ID: c.handoff_id,
-            schema.TASK_ID: c.task_id,
-            schema.SENDER: c.sender,
-            schema.RECEIVER: c.receiver,
-            schema.ATTEMPT: c.attempt,
-            schema.MAX_ATTEMPTS: c.max_attempts,
-            schema.PHASE: schema.PHASE_COMMIT,
-            schema.HANDOFF_MODE: c.mode,
-            schema.PAYLOAD_FINGERPRINT: self.fp,
-        }
-        if c.idempotency_key:
-            attrs[schema.IDEMPOTENCY_KEY] = c.idempotency_key
+
+        def attributes() -> dict[str, Any]:
+            attrs: dict[str, Any] = {
+                schema.HANDOFF_ID: c.handoff_id,
+                schema.TASK_ID: c.task_id,
+                schema.SENDER: c.sender,
+                schema.RECEIVER: c.receiver,
+                schema.ATTEMPT: c.attempt,
+                schema.MAX_ATTEMPTS: c.max_attempts,
+                schema.PHASE: schema.PHASE_COMMIT,
+                schema.HANDOFF_MODE: c.mode,
+                schema.PAYLOAD_FINGERPRINT: self.fp,
+            }
+            if c.idempotency_key:
+                attrs[schema.IDEMPOTENCY_KEY] = c.idempotency_key
+            return attrs
+
         self.span = self.tel.start(
             schema.SPAN_COMMIT,
             start_ns=self.start_ns,
-            attributes=attrs,
+            attributes=attributes,
             parent=self.tel.extract(c.trace),
         )
         return self._check()
@@ -289,19 +293,24 @@ class CommitRun:
         c, r = self.c, self.r
         ok = outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
         usage = work.usage if work is not None else None
-        attrs, cost = r.phase_attributes(usage)
-        attrs[schema.COMMIT_OUTCOME] = outcome
-        attrs[schema.STATE] = schema.STATE_COMMITTED if ok else schema.STATE_VOID
-        if status is not None:
-            attrs[schema.RESULT_STATUS] = status
+
+        def attributes() -> dict[str, Any]:
+            attrs = r.phase_attributes(usage)[0]
+            attrs[schema.COMMIT_OUTCOME] = outcome
+            attrs[schema.STATE] = schema.STATE_COMMITTED if ok else schema.STATE_VOID
+            if status is not None:
+                attrs[schema.RESULT_STATUS] = status
+            if error is not None:
+                attrs[schema.COMMIT_ERROR] = error
+            attrs.update(extra)
+            return attrs
+
         if error is not None:
-            attrs[schema.COMMIT_ERROR] = error
             self.tel.error(self.span, detail or error)
-        attrs.update(extra)
-        self.tel.end(self.span, end_ns=self.clock.time_ns(), attributes=attrs)
+        self.tel.end(self.span, end_ns=self.clock.time_ns(), attributes=attributes)
         self.tel.count(schema.PHASE_COMMIT, outcome, error)
         if usage is not None:
-            self.tel.usage(r.name, schema.PHASE_COMMIT, usage, cost)
+            self.tel.usage(r.name, schema.PHASE_COMMIT, usage, r.phase_attributes(usage)[1])
         return CommitResult(
             handoff_id=c.handoff_id,
             attempt=c.attempt,

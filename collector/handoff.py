@@ -90,16 +90,11 @@ class Handoff:
         self.closed = False
         self.fingerprint = fingerprint(spec.payload)
         self._common = self._common_attributes()
-        attrs = {
-            **self._common,
-            schema.SCHEMA_VERSION_KEY: schema.SCHEMA_VERSION,
-            schema.GEN_AI_OPERATION_NAME: schema.OPERATION_HANDOFF,
-            schema.GEN_AI_HANDOFF_SOURCE: sender.name,
-            schema.GEN_AI_HANDOFF_TARGET: spec.receiver,
-        }
-        attrs.pop(schema.ATTEMPT)
         self.span = self.tel.start(
-            schema.SPAN_HANDOFF, start_ns=self.clock.time_ns(), attributes=attrs, parent=parent
+            schema.SPAN_HANDOFF,
+            start_ns=self.clock.time_ns(),
+            attributes=self._handoff_attributes,
+            parent=parent,
         )
 
     # ------------------------------------------------------------------ state
@@ -116,6 +111,17 @@ class Handoff:
 
     def __repr__(self) -> str:
         return f"Handoff({self.spec.task_id!r}, attempt={self.attempt}, state={self.state!r})"
+
+    def _handoff_attributes(self) -> dict[str, Any]:
+        attrs = {
+            **self._common,
+            schema.SCHEMA_VERSION_KEY: schema.SCHEMA_VERSION,
+            schema.GEN_AI_OPERATION_NAME: schema.OPERATION_HANDOFF,
+            schema.GEN_AI_HANDOFF_SOURCE: self.sender.name,
+            schema.GEN_AI_HANDOFF_TARGET: self.spec.receiver,
+        }
+        del attrs[schema.ATTEMPT]
+        return attrs
 
     def _common_attributes(self) -> dict[str, Any]:
         s = self.spec
@@ -164,26 +170,31 @@ class Handoff:
         """Record the propose span; returns the proposal, the open validate span, send time."""
         s = self.spec
         start_ns = self.clock.time_ns()
-        attrs = {
-            **self._common,
-            schema.ATTEMPT: self.attempt,
-            schema.PHASE: schema.PHASE_PROPOSE,
-            schema.OUTPUT_SCHEMA: str(s.output_schema),
-            schema.PAYLOAD_VERSION: s.payload_version,
-            schema.DEADLINE_UNIX_MS: s.deadline_unix_ms,
-            schema.PAYLOAD_FINGERPRINT: self.fingerprint,
-        }
-        if s.consumed is not None:
-            attrs[schema.CONSUMED_TASK_ID], attrs[schema.CONSUMED_STATUS] = s.consumed
-        cost_attrs, cost = usage_attributes(self.sender.name, usage, self.sender.prices)
-        attrs.update(cost_attrs)
-        attrs.update(self.sender.role.attributes())
+        sender = self.sender
+
+        def propose_attributes() -> dict[str, Any]:
+            attrs = {
+                **self._common,
+                schema.ATTEMPT: self.attempt,
+                schema.PHASE: schema.PHASE_PROPOSE,
+                schema.OUTPUT_SCHEMA: str(s.output_schema),
+                schema.PAYLOAD_VERSION: s.payload_version,
+                schema.DEADLINE_UNIX_MS: s.deadline_unix_ms,
+                schema.PAYLOAD_FINGERPRINT: self.fingerprint,
+            }
+            if s.consumed is not None:
+                attrs[schema.CONSUMED_TASK_ID], attrs[schema.CONSUMED_STATUS] = s.consumed
+            attrs.update(usage_attributes(sender.name, usage, sender.prices)[0])
+            attrs.update(sender.role.attributes())
+            return attrs
+
         propose = self.tel.start(
-            schema.SPAN_PROPOSE, start_ns=start_ns, attributes=attrs, parent=self.span
+            schema.SPAN_PROPOSE, start_ns=start_ns, attributes=propose_attributes, parent=self.span
         )
         self._move(schema.STATE_PROPOSED, "proposed", span=propose, at_ns=start_ns)
         if usage is not None:
-            self.tel.usage(self.sender.name, schema.PHASE_PROPOSE, usage, cost)
+            cost = usage_attributes(sender.name, usage, sender.prices)[1]
+            self.tel.usage(sender.name, schema.PHASE_PROPOSE, usage, cost)
         sent_ns = self.clock.time_ns()
         validate = trace.INVALID_SPAN
         carrier_span = propose
@@ -191,7 +202,7 @@ class Handoff:
             validate = self.tel.start(
                 schema.SPAN_VALIDATE,
                 start_ns=sent_ns,
-                attributes={
+                attributes=lambda: {
                     **self._common,
                     schema.ATTEMPT: self.attempt,
                     schema.PHASE: schema.PHASE_VALIDATE,

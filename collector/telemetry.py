@@ -11,7 +11,7 @@ never reaches agent code.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -26,6 +26,9 @@ __all__ = ["Telemetry", "usage_attributes"]
 log = logging.getLogger("collector.telemetry")
 
 _INVALID = trace.INVALID_SPAN
+
+Attributes = Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None
+"""Span attributes, or a function that builds them only when spans are recorded."""
 
 
 def _version() -> str:
@@ -92,16 +95,33 @@ class Telemetry:
         elif self.failures % 100 == 0:
             log.warning("handoffscope telemetry: %d failures so far (%s)", self.failures, exc)
 
+    @property
+    def enabled(self) -> bool:
+        """False while spans go nowhere (a no-op tracer, or the API's default before any SDK)."""
+        tracer = self.tracer
+        if isinstance(tracer, trace.ProxyTracer):
+            # The proxy resolves to the SDK's tracer once an application installs one.
+            tracer = getattr(tracer, "_tracer", tracer)
+        return not isinstance(tracer, trace.NoOpTracer)
+
     def start(
         self,
         name: str,
         *,
         start_ns: int,
-        attributes: Mapping[str, Any] | None = None,
+        attributes: Attributes = None,
         parent: trace.Span | otel_context.Context | None = None,
     ) -> trace.Span:
-        """Start a span at ``start_ns`` under ``parent`` (a span, a context, or the current)."""
+        """Start a span at ``start_ns`` under ``parent`` (a span, a context, or the current).
+
+        ``attributes`` may be a function returning them, called only when spans are recorded,
+        so an agent with telemetry off does not build them.
+        """
+        if not self.enabled:
+            return _INVALID
         try:
+            if callable(attributes):
+                attributes = attributes()
             ctx = parent
             if isinstance(parent, trace.Span):
                 # An invalid parent (telemetry off) adds nothing; skip building a context.
@@ -114,13 +134,13 @@ class Telemetry:
             self._failed(f"starting span {name!r}", e)
             return _INVALID
 
-    def end(
-        self, span: trace.Span, *, end_ns: int, attributes: Mapping[str, Any] | None = None
-    ) -> None:
-        """Set the final attributes and end the span at ``end_ns``."""
+    def end(self, span: trace.Span, *, end_ns: int, attributes: Attributes = None) -> None:
+        """Set the final attributes (a mapping, or a function returning one) and end the span."""
+        if span is _INVALID:
+            return
         try:
             if attributes and span.is_recording():
-                span.set_attributes(attributes)
+                span.set_attributes(attributes() if callable(attributes) else attributes)
             span.end(end_time=end_ns)
         except Exception as e:  # noqa: BLE001
             self._failed("ending a span", e)
