@@ -319,17 +319,12 @@ class Handoff:
     # ------------------------------------------------------------------ commit
     def _commit_request(self, unchecked: bool) -> CommitRequest:
         mode = self.spec.mode
-        if mode == MODE_FIRE_AND_FORGET and (
-            self.machine is None or self.state == schema.STATE_VOID
-        ):
-            nxt = self.attempt + 1
-            if nxt > self.spec.max_attempts and self.sender.enforce_retry_cap:
-                raise RetryCapExceeded(
-                    self.spec.task_id, attempt=nxt, max_attempts=self.spec.max_attempts
-                )
-            self.attempt = nxt
-            self.machine = StateMachine(mode=mode)
-            self.result = None
+        if mode == MODE_FIRE_AND_FORGET:
+            # A new attempt after a void one; a resend after a lost reply keeps its attempt.
+            if self.machine is not None and self.state != schema.STATE_VOID:
+                pass
+            else:
+                self._next_fire_and_forget()
         elif not unchecked:
             needed = schema.STATE_VALIDATED if mode == MODE_HANDSHAKE else schema.STATE_PROPOSED
             # A committed attempt may be committed again: the receiver replays its result.
@@ -338,6 +333,20 @@ class Handoff:
                     f"task {self.spec.task_id!r} attempt {self.attempt} is "
                     f"{self.state or 'not proposed'}; commit only after the receiver accepted"
                 )
+        return self._commit_message()
+
+    def _next_fire_and_forget(self) -> None:
+        nxt = self.attempt + 1
+        if nxt > self.spec.max_attempts and self.sender.enforce_retry_cap:
+            raise RetryCapExceeded(
+                self.spec.task_id, attempt=nxt, max_attempts=self.spec.max_attempts
+            )
+        self.attempt = nxt
+        self.machine = StateMachine(mode=self.spec.mode)
+        self.result = None
+
+    def _commit_message(self) -> CommitRequest:
+        mode = self.spec.mode
         return CommitRequest(
             handoff_id=self.spec.handoff_id,
             task_id=self.spec.task_id,

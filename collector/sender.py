@@ -16,6 +16,7 @@ only an on-time accept validates an attempt.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from collector import schema
 from collector.agents import AgentRole
 from collector.channel import Channel
 from collector.clock import Clock, SystemClock
-from collector.errors import ConfigurationError
+from collector.errors import ConfigurationError, HandoffscopeError
 from collector.handoff import Handoff, HandoffSpec
 from collector.messages import (
     HANDOFF_MODES,
@@ -44,6 +45,8 @@ __all__ = ["DEFAULT_DEADLINE_S", "HandoffOutcome", "RETRYABLE_REJECTS", "Sender"
 
 DEFAULT_DEADLINE_S = 300.0
 """Task deadline when a handoff names none: five minutes after it is opened."""
+log = logging.getLogger("collector.sender")
+
 RETRYABLE_REJECTS = frozenset({schema.REJECT_RESOURCE_UNAVAILABLE})
 """Reject reasons ``Sender.handoff()`` retries; others would fail the same way again."""
 
@@ -171,13 +174,14 @@ class Sender:
 
         Takes ``open()``'s options. A voided attempt (timeout, late answer, retryable reject,
         failed commit) is re-proposed as attempt + 1 until ``max_attempts``; a non-retryable
-        reject ends the handoff at once.
+        reject ends the handoff at once. A commit whose reply is lost (the transport raised)
+        is sent again as is, up to ``max_attempts`` times: the receiver replays it.
         """
         with self.open(channel, **options) as h:
             while True:
                 answer = h.propose(usage=usage) if h.spec.mode != _FF else None
                 if h.state in _COMMITTABLE[h.spec.mode]:
-                    result = h.commit()
+                    result = _commit_despite_lost_replies(h)
                     if result.ok:
                         break
                 if not _should_retry(h, answer):
@@ -192,7 +196,7 @@ class Sender:
             while True:
                 answer = await h.apropose(usage=usage) if h.spec.mode != _FF else None
                 if h.state in _COMMITTABLE[h.spec.mode]:
-                    result = await h.acommit()
+                    result = await _acommit_despite_lost_replies(h)
                     if result.ok:
                         break
                 if not _should_retry(h, answer):
@@ -206,6 +210,37 @@ _COMMITTABLE: dict[str, tuple[str | None, ...]] = {
     schema.MODE_TWO_STEP: (schema.STATE_PROPOSED,),
     schema.MODE_FIRE_AND_FORGET: (None, schema.STATE_VOID),
 }
+
+
+def _commit_despite_lost_replies(h: Handoff) -> CommitResult:
+    """Commit; when the transport fails, send the same commit again (the receiver replays)."""
+    for resend in range(h.spec.max_attempts):
+        try:
+            return h.commit()
+        except HandoffscopeError:
+            raise
+        except Exception:
+            if resend == h.spec.max_attempts - 1:
+                raise
+            log.warning(
+                "commit of %s to %s got no reply; sending it again", h.spec.task_id, h.spec.receiver
+            )
+    raise AssertionError("unreachable")
+
+
+async def _acommit_despite_lost_replies(h: Handoff) -> CommitResult:
+    for resend in range(h.spec.max_attempts):
+        try:
+            return await h.acommit()
+        except HandoffscopeError:
+            raise
+        except Exception:
+            if resend == h.spec.max_attempts - 1:
+                raise
+            log.warning(
+                "commit of %s to %s got no reply; sending it again", h.spec.task_id, h.spec.receiver
+            )
+    raise AssertionError("unreachable")
 
 
 def _random_id() -> str:

@@ -221,3 +221,53 @@ def test_answer_decodes_what_a_peer_sent_even_if_it_is_wrong():
     from collector import decode
 
     assert decode(a.to_json()) == a
+
+
+class LosesFirstCommitReply:
+    """Delivers every message, but the reply to the first commit is lost on the way back."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.peer = inner.peer
+        self.lost = 0
+
+    def request(self, message):
+        reply = self.inner.request(message)
+        if message["kind"] == "commit" and not self.lost:
+            self.lost += 1
+            raise ConnectionResetError("reply lost")
+        return reply
+
+
+@pytest.mark.parametrize("mode", ["handshake", "fire-and-forget"])
+def test_a_lost_commit_reply_is_resent_and_replayed_not_rerun(cap, mode):
+    recv, calls = writer(cap, allow_legacy_modes=True)
+    channel = LosesFirstCommitReply(InProcessChannel(recv))
+    outcome = cap.sender("planner", mode=mode).handoff(
+        channel, task_id="t1", payload={"x": 1}, output_schema="doc@1", idempotency_key="k1"
+    )
+    assert outcome.committed and channel.lost == 1 and len(calls) == 1
+    assert outcome.result.outcome == "replayed" and outcome.result.result == {"n": 1}
+    outcomes = [c[S.COMMIT_OUTCOME] for c in cap.attributes(S.SPAN_COMMIT)]
+    assert outcomes == ["executed", "replayed"]
+    assert {c[S.ATTEMPT] for c in cap.attributes(S.SPAN_COMMIT)} == {1}
+
+
+def test_a_transport_that_never_delivers_commits_raises_after_the_resends(cap):
+    recv, calls = writer(cap)
+
+    class CommitsVanish(Rewriting):
+        def request(self, message):
+            if message["kind"] == "commit":
+                raise TimeoutError("no route")
+            return self.inner.request(message)
+
+    with pytest.raises(TimeoutError):
+        cap.sender("planner").handoff(
+            CommitsVanish(InProcessChannel(recv), None),
+            task_id="t1",
+            payload={},
+            output_schema="doc@1",
+            idempotency_key="k1",
+        )
+    assert calls == [] and cap.one(S.SPAN_HANDOFF)[S.STATE] == "validated"
