@@ -20,24 +20,29 @@ real world, outside the library:
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from collector import (
+    Answer,
     CommitmentEnvelope,
+    CommitRequest,
     Finding,
     HandoffMessage,
-    InProcessChannel,
     MemoryStore,
+    Proposal,
     Receiver,
     StoredResult,
     Verdict,
+    VoidNotice,
     Work,
     accept,
+    decode,
     reject,
     schema,
 )
 from collector.clock import VirtualClock
+from collector.messages import Message
 from collector.simulator.world import AgentProfile
 
 __all__ = ["ForgetfulStore", "Script", "SimulatedAgent", "TransientTaskError", "Wire"]
@@ -213,8 +218,12 @@ class WireFaults:
     """Attempts whose answers the rewrites above apply to (empty: every attempt)."""
 
 
-class Wire(InProcessChannel):
-    """The in-process transport with network latency and, on demand, network faults."""
+class Wire:
+    """The in-process transport with network latency and, on demand, network faults.
+
+    It passes message objects (``exchange``), as the library's in-process channel does,
+    and also speaks the dict form (``request``) that any ``Channel`` must.
+    """
 
     def __init__(
         self,
@@ -224,36 +233,44 @@ class Wire(InProcessChannel):
         rng: random.Random,
         latency_s: float,
     ) -> None:
-        super().__init__(agent.receiver)
+        self.receiver = agent.receiver
+        self.peer = agent.receiver.name
         self.clock = clock
         self.rng = rng
         self.latency_s = latency_s
         self.faults = WireFaults()
         self.validation_latencies: list[float] = []
 
-    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+    def exchange(self, message: Message) -> Message:
         """Carry one message, applying this handoff's faults and a little network time."""
-        kind = message.get("kind")
         f = self.faults
-        if kind == "void" and f.drop_void:
+        if isinstance(message, VoidNotice) and f.drop_void:
             return message
         t0 = self.clock.monotonic()
         self._hop()
-        reply = self.receiver.handle(message)
-        if kind == "commit" and f.duplicate_commit:
+        reply = self.receiver.respond(message)
+        if isinstance(message, CommitRequest) and f.duplicate_commit:
             self._hop()
-            reply = self.receiver.handle(message)
+            reply = self.receiver.respond(message)
         self._hop()
-        if kind == "propose" and reply.get("kind") == "answer":
+        if isinstance(message, Proposal) and isinstance(reply, Answer):
             if f.reply_delay_s:
                 self.clock.sleep(f.reply_delay_s)
-            if not f.rewrite_attempts or reply.get("attempt") in f.rewrite_attempts:
-                if f.strip_reason and reply.get("decision") == schema.DECISION_REJECT:
-                    reply = {**reply, "reason": None, "detail": None}
-                if f.strip_eta and reply.get("decision") == schema.DECISION_ACCEPT:
-                    reply = {**reply, "eta_ms": None}
+            if not f.rewrite_attempts or reply.attempt in f.rewrite_attempts:
+                if f.strip_reason and reply.decision == schema.DECISION_REJECT:
+                    reply = replace(reply, reason=None, detail=None)
+                if f.strip_eta and reply.decision == schema.DECISION_ACCEPT:
+                    reply = replace(reply, eta_ms=None)
             self.validation_latencies.append(self.clock.monotonic() - t0)
         return reply
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``exchange()`` for the dict (wire) form of the messages."""
+        return self.exchange(decode(message)).to_dict()
+
+    async def arequest(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The simulator is synchronous; the asyncio form just calls ``request()``."""
+        return self.request(message)
 
     def _hop(self) -> None:
         if self.latency_s > 0:

@@ -17,6 +17,7 @@ from collector.simulator.config import (
     parse_fault,
     parse_pipeline,
     parse_rate,
+    parse_start,
 )
 
 __all__ = ["config_from_args", "simulate"]
@@ -39,9 +40,13 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 @click.option(
     "--out",
     "out",
-    required=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder for the trace files and manifest.json (created if missing).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Run every handoff but record and write nothing: the figures only, much faster.",
 )
 @click.option("--workflows", "-n", default=100, show_default=True, help="Workflows to run.")
 @click.option(
@@ -136,6 +141,17 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     show_default=True,
     help="gen_ai.workflow.name of every workflow.",
 )
+@click.option(
+    "--run-id",
+    default=None,
+    help="Workflow ids become wf-RUN-000001...; default: mode and seed (e.g. hs0).",
+)
+@click.option(
+    "--start",
+    default=None,
+    metavar="ISO-TIME",
+    help="Virtual time of the first workflow (default 2026-01-01T00:00:00Z).",
+)
 @click.option("--gzip", "gzip_files", is_flag=True, help="Write .jsonl.gz files.")
 @click.option(
     "--jobs",
@@ -158,7 +174,9 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     help="List every fault, the rule that flags it and its default rate, then exit.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
-def simulate(*, out: Path, jobs: int, force: bool, quiet: bool, **options: Any) -> None:
+def simulate(
+    *, out: Path | None, dry_run: bool, jobs: int, force: bool, quiet: bool, **options: Any
+) -> None:
     """Simulate multi-agent workflows through the handshake library into trace files.
 
     Every handoff runs the library's own propose/validate/commit code on a virtual clock, so
@@ -175,9 +193,11 @@ def simulate(*, out: Path, jobs: int, force: bool, quiet: bool, **options: Any) 
         raise click.UsageError(str(e)) from None
     if jobs < 1:
         raise click.UsageError("--jobs must be at least 1")
+    if out is None and not dry_run:
+        raise click.UsageError("--out DIR is required (or --dry-run to write nothing)")
     started = time.perf_counter()
     try:
-        result = run_simulation(config, out, jobs=jobs, force=force)
+        result = run_simulation(config, None if dry_run else out, jobs=jobs, force=force)
     except ConfigurationError as e:
         raise click.UsageError(str(e)) from None
     print_summary(result, elapsed_s=time.perf_counter() - started, quiet=quiet)
@@ -187,7 +207,7 @@ def config_from_args(args: list[str]) -> SimulationConfig:
     """The ``SimulationConfig`` that ``handoffscope simulate --out X ARGS`` would run."""
     ctx = simulate.make_context("simulate", ["--out", "unused", *args])
     params = dict(ctx.params)
-    for name in ("out", "jobs", "force", "quiet"):
+    for name in ("out", "dry_run", "jobs", "force", "quiet"):
         params.pop(name, None)
     return _build_config(**params)
 
@@ -211,6 +231,8 @@ def _build_config(
     models: str | None,
     token_scale: float,
     workflow_name: str,
+    run_id: str | None,
+    start: str | None,
     gzip_files: bool,
 ) -> SimulationConfig:
     if agents is not None and pipeline is not None:
@@ -241,4 +263,6 @@ def _build_config(
         token_scale=token_scale,
         gzip=gzip_files,
         workflow_name=workflow_name,
+        run_id=run_id,
+        start_ns=None if start is None else parse_start(start),
     )

@@ -19,9 +19,12 @@ from collector.simulator.faults import fault_by_name, faults_for_mode
 __all__ = [
     "DEFAULT_PIPELINE",
     "SimulationConfig",
+    "default_pipeline",
     "parse_duration",
     "parse_fault",
     "parse_pipeline",
+    "parse_rate",
+    "parse_start",
 ]
 
 DEFAULT_PIPELINE: Final = ("research", "write", "review", "edit", "publish")
@@ -46,6 +49,8 @@ _UNIT_S: Final = {
     "min": 60.0,
     "h": 3600.0,
 }
+_MODE_TAGS: Final = {"handshake": "hs", "two-step": "ts", "fire-and-forget": "ff"}
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 _AGENT_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -108,6 +113,22 @@ def parse_fault(spec: str, *, mode: str = MODE_HANDSHAKE) -> dict[str, float]:
     fault = fault_by_name(name)
     rate = parse_rate(rate_text, option=f"--fault {spec}") if sep else fault.default_rate
     return {fault.name: rate}
+
+
+def parse_start(text: str) -> int:
+    """Unix nanoseconds from an ISO 8601 instant (``2026-01-01T09:00:00Z``; UTC if no zone)."""
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigurationError(
+            f"--start: {text!r} is not a date and time; write e.g. 2026-01-01T09:00:00Z"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    seconds = int(moment.timestamp())
+    return (seconds * 1_000_000 + moment.microsecond) * 1000
 
 
 def parse_pipeline(text: str) -> tuple[str, ...]:
@@ -179,6 +200,15 @@ class SimulationConfig:
     """Virtual wall-clock start; ``None`` uses the library's fixed virtual epoch."""
     workflow_name: str = "content-pipeline"
     """``gen_ai.workflow.name`` of every workflow."""
+    run_id: str | None = None
+    """Prefix of workflow ids (``wf-RUN-000042``); None derives it from mode and seed, so
+    runs audited together keep distinct workflows."""
+
+    @property
+    def workflow_prefix(self) -> str:
+        """``wf-<run id>-``: what every workflow id of this run starts with."""
+        run = self.run_id or f"{_MODE_TAGS[self.mode]}{self.seed}"
+        return f"wf-{run}-"
 
     def __post_init__(self) -> None:
         if self.workflows < 1:
@@ -211,6 +241,12 @@ class SimulationConfig:
             )
         if self.token_scale <= 0 or not math.isfinite(self.token_scale):
             raise ConfigurationError(f"--token-scale must be positive, got {self.token_scale}")
+        if self.run_id is not None and not _RUN_ID.match(self.run_id):
+            raise ConfigurationError(
+                f"--run-id {self.run_id!r}: use up to 32 letters, digits, '.', '_' or '-'"
+            )
+        if self.start_ns is not None and self.start_ns <= 0:
+            raise ConfigurationError("--start must be after 1970-01-01T00:00:00Z")
         if not self.workflow_name.strip():
             raise ConfigurationError("--workflow-name must not be empty")
         if self.validation_timeout_s <= 0:
@@ -256,4 +292,5 @@ class SimulationConfig:
             "gzip": self.gzip,
             "start_ns": self.start_ns,
             "workflow_name": self.workflow_name,
+            "run_id": self.run_id,
         }

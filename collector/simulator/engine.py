@@ -112,7 +112,7 @@ class _StepOutcome:
 
 
 class _Replica:
-    def __init__(self, config: SimulationConfig, replica: int, out_dir: Path) -> None:
+    def __init__(self, config: SimulationConfig, replica: int, out_dir: Path | None) -> None:
         self.cfg = config
         self.replica = replica
         self.rng = random.Random(f"simulation:{config.seed}:{replica}")
@@ -223,7 +223,7 @@ class _Replica:
             wait = arrival - self.clock.monotonic()
             if wait > 0:
                 self.clock.advance(wait)
-            self._workflow(f"wf-{index:06d}")
+            self._workflow(f"{self.cfg.workflow_prefix}{index:06d}")
         res.last_ns = self.clock.time_ns()
         for name, wire in self.wires.items():
             res.latencies[name] = wire.validation_latencies
@@ -268,7 +268,9 @@ class _Replica:
             if cfg.mode != MODE_TWO_STEP:
                 return
 
-    def _run_chain(self, workflow_id: str, run: int, *, inject_restart: bool) -> tuple[bool, str]:
+    def _run_chain(
+        self, workflow_id: str, run: int, *, inject_restart: bool
+    ) -> tuple[bool, str | None]:
         cfg = self.cfg
         pipeline = cfg.pipeline
         orch_tel = self.senders[ORCHESTRATOR].telemetry
@@ -280,7 +282,8 @@ class _Replica:
             clock=self.clock,
             telemetry=orch_tel,
         ) as wf:
-            trace_id = f"{wf.span.get_span_context().trace_id:032x}"
+            context = wf.span.get_span_context()
+            trace_id = f"{context.trace_id:032x}" if context.is_valid else None
             consumes: tuple[str, str] | None = None
             ok = True
             reason = "every agent completed its task"
@@ -329,7 +332,7 @@ class _Replica:
         return ok, trace_id
 
     # ------------------------------------------------------------------ one handoff
-    def _step(self, step: _Step, trace_id: str) -> _StepOutcome:
+    def _step(self, step: _Step, trace_id: str | None) -> _StepOutcome:
         self.result.handoffs += 1
         agent = self.agents[step.receiver]
         wire = self.wires[step.receiver]
@@ -475,7 +478,7 @@ class _Replica:
         step: _Step,
         agent: SimulatedAgent,
         wire: Wire,
-        trace_id: str,
+        trace_id: str | None,
         key: str | None,
     ) -> _StepOutcome:
         cfg = self.cfg
@@ -557,7 +560,7 @@ class _Replica:
             return _StepOutcome(False, status, decision.reason)
 
     def _used_anyway(
-        self, step: _Step, h: Handoff, result: CommitResult, trace_id: str, key: str | None
+        self, step: _Step, h: Handoff, result: CommitResult, trace_id: str | None, key: str | None
     ) -> _StepOutcome:
         """A buggy sender carries on with a result the protocol says it must not use."""
         self._deadline(step, self.agents[step.receiver], h, trace_id, key)
@@ -578,7 +581,7 @@ class _Replica:
         step: _Step,
         agent: SimulatedAgent,
         mode: str,
-        trace_id: str,
+        trace_id: str | None,
         key: str | None,
     ) -> _StepOutcome:
         """Two-step and fire-and-forget handoffs: no validation, no per-handoff retry."""
@@ -618,7 +621,7 @@ class _Replica:
 
     # ------------------------------------------------------------------ ground truth
     def _deadline(
-        self, step: _Step, agent: SimulatedAgent, h: Handoff, trace_id: str, key: str | None
+        self, step: _Step, agent: SimulatedAgent, h: Handoff, trace_id: str | None, key: str | None
     ) -> None:
         ended_ns = agent.script.ended_ns
         if step.late_deadline or not ended_ns or ended_ns // 1_000_000 <= h.spec.deadline_unix_ms:
@@ -638,7 +641,7 @@ class _Replica:
             workflow_id=step.workflow_id,
         )
 
-    def _consumption(self, step: _Step, trace_id: str, key: str | None) -> None:
+    def _consumption(self, step: _Step, trace_id: str | None, key: str | None) -> None:
         """A propose that consumes an unchecked non-complete result is a silent propagation."""
         consumed = step.consumes
         if consumed is None or consumed[1] == schema.MESSAGE_COMPLETE:
@@ -657,7 +660,7 @@ class _Replica:
             workflow_id=step.workflow_id,
         )
 
-    def _mode_entries(self, step: _Step, trace_id: str, key: str | None, mode: str) -> None:
+    def _mode_entries(self, step: _Step, trace_id: str | None, key: str | None, mode: str) -> None:
         if mode != MODE_HANDSHAKE and step.fault != "fire-and-forget":
             self._entry(
                 "fire-and-forget",
@@ -750,8 +753,13 @@ def _as_message_status(status: str | None) -> str:
     return schema.MESSAGE_FAILED
 
 
-def run_replica(config: SimulationConfig, replica: int, out_dir: str | Path) -> ReplicaResult:
-    """Run replica ``replica``'s share of the workflows and write its trace files."""
-    sim = _Replica(config, replica, Path(out_dir))
+def run_replica(
+    config: SimulationConfig, replica: int, out_dir: str | Path | None
+) -> ReplicaResult:
+    """Run replica ``replica``'s share of the workflows and write its trace files.
+
+    With ``out_dir=None`` nothing is recorded or written; the figures are still measured.
+    """
+    sim = _Replica(config, replica, None if out_dir is None else Path(out_dir))
     indices = range(replica, config.workflows, config.files_per_agent)
     return sim.run(indices)

@@ -23,7 +23,11 @@ def summary_line(result: SimulationResult) -> str:
         f"{f['workflows']} workflows ({result.config.mode}, {len(result.config.pipeline)} agents "
         f"at {result.config.reliability:.0%}): end-to-end success {_pct(f['success_rate'])} "
         f"observed [{_pct(lo)}-{_pct(hi)}] vs {_pct(f['analytic_success_rate'])} analytic; "
-        f"{f['spans']} spans in {f['files']} files; {len(result.faults)} expected findings"
+        + (
+            "dry run, nothing written"
+            if result.out_dir is None
+            else f"{f['spans']} spans in {f['files']} files; {len(result.faults)} expected findings"
+        )
     )
 
 
@@ -78,7 +82,7 @@ def print_summary(result: SimulationResult, *, elapsed_s: float, quiet: bool = F
         f"({f['input_tokens']:,} in / {f['output_tokens']:,} out tokens)",
         markup=False,
     )
-    if result.faults:
+    if result.faults and result.out_dir is not None:
         found = Table(
             title="Expected findings (manifest.json)", title_justify="left", show_edge=False
         )
@@ -87,13 +91,16 @@ def print_summary(result: SimulationResult, *, elapsed_s: float, quiet: bool = F
         for rule, count in result.expected_findings.items():
             found.add_row(rule, str(count))
         console.print(found)
-    else:
+    elif not result.faults:
         console.print("No faults injected: an audit of these traces should find nothing.")
-    console.print(
-        f"Wrote {f['spans']:,} spans ({f['duplicate_spans']:,} re-sent duplicates) to "
-        f"{f['files']} files from {f['services']} services in {result.out_dir}",
-        markup=False,
-    )
+    if result.out_dir is None:
+        console.print("Dry run: no span was recorded and nothing was written.")
+    else:
+        console.print(
+            f"Wrote {f['spans']:,} spans ({f['duplicate_spans']:,} re-sent duplicates) to "
+            f"{f['files']} files from {f['services']} services in {result.out_dir}",
+            markup=False,
+        )
     console.print(summary_line(result), markup=False)
 
 

@@ -37,8 +37,9 @@ class SimulationResult:
     """What a run wrote and measured."""
 
     config: SimulationConfig
-    out_dir: Path
-    manifest_path: Path
+    out_dir: Path | None
+    """Where the files went; None for a figures-only run."""
+    manifest_path: Path | None
     files: list[dict[str, Any]]
     figures: dict[str, Any]
     faults: list[FaultEntry] = field(default_factory=list)
@@ -96,14 +97,21 @@ def _prepare(out_dir: Path, config: SimulationConfig, *, force: bool) -> None:
 
 
 def run_simulation(
-    config: SimulationConfig, out_dir: str | os.PathLike[str], *, jobs: int = 1, force: bool = False
+    config: SimulationConfig,
+    out_dir: str | os.PathLike[str] | None,
+    *,
+    jobs: int = 1,
+    force: bool = False,
 ) -> SimulationResult:
     """Run ``config`` into ``out_dir`` with up to ``jobs`` processes; returns the result.
 
-    Raises ``ConfigurationError`` if the folder holds an earlier run and ``force`` is false.
+    ``out_dir=None`` records no spans and writes nothing (the library still runs every
+    handoff): the figures only, several times faster. Raises ``ConfigurationError`` if the
+    folder holds an earlier run and ``force`` is false.
     """
-    out = Path(out_dir)
-    _prepare(out, config, force=force)
+    out = None if out_dir is None else Path(out_dir)
+    if out is not None:
+        _prepare(out, config, force=force)
     replicas = range(config.files_per_agent)
     if jobs > 1 and config.files_per_agent > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, config.files_per_agent)) as pool:
@@ -115,7 +123,9 @@ def run_simulation(
     return _merge(config, out, results)
 
 
-def _merge(config: SimulationConfig, out: Path, results: list[ReplicaResult]) -> SimulationResult:
+def _merge(
+    config: SimulationConfig, out: Path | None, results: list[ReplicaResult]
+) -> SimulationResult:
     entries: list[FaultEntry] = [e for r in results for e in r.faults]
     latencies: dict[str, list[float]] = {}
     for r in results:
@@ -159,8 +169,9 @@ def _merge(config: SimulationConfig, out: Path, results: list[ReplicaResult]) ->
     document = manifest_dict(
         parameters=config.to_dict(), figures=figures, files=files, faults=entries
     )
-    manifest_path = out / MANIFEST_NAME
-    write_manifest(manifest_path, document)
+    manifest_path = None if out is None else out / MANIFEST_NAME
+    if manifest_path is not None:
+        write_manifest(manifest_path, document)
     ordered = [FaultEntry(**e) for e in document["faults"]]
     return SimulationResult(
         config=config,

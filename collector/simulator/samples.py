@@ -58,7 +58,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "finds nothing, yet the traces hold retries, rejects with reason codes, replayed "
         "duplicate commits, approved external effects and partial results the orchestrator "
         "decided to pass on.",
-        "--workflows 1000 --seed 1 --duplicate-rate 0.05 --gzip",
+        "--workflows 1000 --seed 1 --duplicate-rate 0.05 --start 2026-01-05T09:00:00Z --gzip",
     ),
     Scenario(
         "fire-and-forget",
@@ -67,7 +67,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         "no validation and no retry, and nobody checks results on the way. End-to-end success "
         "collapses to about 0.95^5 = 77.4%. The audit flags every handoff as fire-and-forget "
         "and every failed or partial result that was passed on as silent-propagation.",
-        "--workflows 1000 --seed 1 --mode fire-and-forget --duplicate-rate 0.05 --gzip",
+        "--workflows 1000 --seed 1 --mode fire-and-forget --duplicate-rate 0.05 "
+        "--start 2026-01-06T09:00:00Z --gzip",
     ),
     Scenario(
         "fault-mix",
@@ -79,7 +80,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "else does.",
         "--workflows 150 --pipeline research,write,review --seed 3 --fault all=0.04 "
         "--fault slow-receiver=0.3 --fault slow-validation=0.015 --fault late-answer-used=0.015 "
-        "--duplicate-rate 0.1 --workflow-name research-brief --gzip",
+        "--duplicate-rate 0.1 --workflow-name research-brief --start 2026-01-07T09:00:00Z --gzip",
     ),
     Scenario(
         "cost-heavy",
@@ -90,7 +91,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "phase, model and edge; a few commits report no usage at all (missing-cost).",
         "--workflows 200 --seed 4 --models claude-opus-4,gpt-4.1,gemini-2.5-pro,o3,"
         "claude-sonnet-4 --token-scale 4 --fault missing-cost=0.01 --duplicate-rate 0.05 "
-        "--workflow-name market-report --gzip",
+        "--workflow-name market-report --start 2026-01-08T09:00:00Z --gzip",
     ),
     Scenario(
         "clean",
@@ -100,7 +101,8 @@ SCENARIOS: tuple[Scenario, ...] = (
         "networks deliver them. An audit must report no finding here: it is the fixture for "
         "false positives.",
         "--workflows 200 --pipeline research,write,review,publish --reliability 0.99 --seed 5 "
-        "--duplicate-rate 0.2 --redelivery-rate 0.05 --workflow-name weekly-digest --gzip",
+        "--duplicate-rate 0.2 --redelivery-rate 0.05 --workflow-name weekly-digest "
+        "--start 2026-01-09T09:00:00Z --gzip",
     ),
 )
 """Every sample scenario, in the order the README lists them."""
@@ -151,8 +153,8 @@ def _index(results: Sequence[tuple[Scenario, SimulationResult]]) -> str:
         "## Regenerating\n\n"
         f"`{COMMAND}` rewrites every folder byte for byte (same seeds, same bytes); "
         f"`{COMMAND} --check` compares a fresh regeneration with the committed files and "
-        "fails on any difference. Trace timestamps come from a virtual clock starting at "
-        "2026-01-01T00:00:00Z.\n"
+        "fails on any difference. Trace timestamps come from a virtual clock: each scenario "
+        "starts at 09:00 UTC on its own day of January 2026.\n"
     )
 
 

@@ -27,6 +27,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON
 from opentelemetry.sdk.version import __version__ as sdk_version
+from opentelemetry.trace import NoOpTracerProvider
 
 from collector.errors import ConfigurationError
 from collector.simulator.ids import SeededIdGenerator
@@ -124,7 +125,7 @@ class TraceWriter:
 
     def __init__(
         self,
-        out_dir: str | os.PathLike[str],
+        out_dir: str | os.PathLike[str] | None,
         *,
         replica: int,
         seed: int | str,
@@ -137,7 +138,9 @@ class TraceWriter:
                 "OTEL_SDK_DISABLED=true turns the OpenTelemetry SDK off, so nothing would be "
                 "written; unset it to simulate"
             )
-        self._dir = Path(out_dir)
+        # No folder: spans are not recorded at all (the API's no-op provider), for runs
+        # that only want the figures.
+        self._dir = None if out_dir is None else Path(out_dir)
         self._replica = replica
         self._gzip = gzip_files
         self._batch = batch
@@ -158,6 +161,8 @@ class TraceWriter:
         found = self._providers.get(service)
         if found is not None:
             return found
+        if self._dir is None:
+            return NoOpTracerProvider()  # type: ignore[return-value]
         name = trace_file_name(service, self._replica, gzip_files=self._gzip)
         stream = self._open(self._dir / name)
         stats = FileStats(path=name, service=service)
