@@ -72,7 +72,13 @@ class HandoffSpec:
 
 
 class Handoff:
-    """One handoff's attempts and spans. Use as a context manager, or call ``close()``."""
+    """One handoff's attempts and spans. Use as a context manager, or call ``close()``.
+
+    Read-only attributes: ``spec`` (the ``HandoffSpec``), ``attempt`` (1-based, 0 before the
+    first), ``state`` (of the current attempt), ``answer`` (the last ``Answer``), ``late``
+    (the last answer came after the timeout), ``result`` (the last ``CommitResult``),
+    ``span`` (the ``handoff`` span, to parent related spans), ``closed``.
+    """
 
     def __init__(
         self, sender: Sender, channel: Channel, spec: HandoffSpec, *, parent: trace.Span | None
