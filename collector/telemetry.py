@@ -59,6 +59,9 @@ class Telemetry:
         except Exception as e:  # noqa: BLE001 - a broken provider must not stop the agent
             self._failed("getting a tracer", e)
             self.tracer = trace.NoOpTracer()
+        # Whether spans are recorded is known once, except behind the API's proxy tracer.
+        self._proxy = self.tracer if isinstance(self.tracer, trace.ProxyTracer) else None
+        self._enabled = not isinstance(self.tracer, trace.NoOpTracer)
         try:
             meter = mp.get_meter(schema.INSTRUMENTATION_NAME, version)
             self._instruments(meter)
@@ -98,11 +101,10 @@ class Telemetry:
     @property
     def enabled(self) -> bool:
         """False while spans go nowhere (a no-op tracer, or the API's default before any SDK)."""
-        tracer = self.tracer
-        if isinstance(tracer, trace.ProxyTracer):
-            # The proxy resolves to the SDK's tracer once an application installs one.
-            tracer = getattr(tracer, "_tracer", tracer)
-        return not isinstance(tracer, trace.NoOpTracer)
+        if self._proxy is None:
+            return self._enabled
+        # The API's proxy resolves to the SDK's tracer once an application installs one.
+        return not isinstance(getattr(self._proxy, "_tracer", self._proxy), trace.NoOpTracer)
 
     def start(
         self,

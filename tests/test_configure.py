@@ -196,3 +196,22 @@ def test_global_setup_is_used_by_agents_that_pass_no_provider(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     assert len(span_names_in(path.read_text().splitlines())) == 4
+
+
+def test_agents_created_before_the_sdk_is_installed_start_recording_once_it_is(tmp_path):
+    path = tmp_path / "late.jsonl"
+    code = (
+        "from collector import *\n"
+        "r = Receiver('w', validator=lambda w: accept(eta_ms=5), executor=lambda w: 1)\n"
+        "s = Sender('p')\n"
+        "s.handoff(InProcessChannel(r), task_id='before', payload={}, output_schema='d',"
+        " idempotency_key='k0')\n"
+        f"setup = configure_telemetry(trace_file={str(path)!r})\n"
+        "s.handoff(InProcessChannel(r), task_id='after', payload={}, output_schema='d',"
+        " idempotency_key='k1')\n"
+        "setup.shutdown()\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    text = path.read_text()
+    assert len(span_names_in(text.splitlines())) == 4
+    assert '"after"' in text and '"before"' not in text
