@@ -55,9 +55,17 @@ def test_quick_plan_runs_end_to_end_through_trace_files_and_the_auditor(quick):
         assert figures["workflows"] == run.workflows, run.name
         assert figures["spans"] > run.workflows and figures["files"] >= 2, run.name
         assert figures["problems"] == 0, run.name
-        # The chain-prefix rule reproduces the observed end-to-end count exactly.
+        # The chain-prefix rule reproduces the auditor's observed end-to-end count exactly,
+        # and the per-workflow rows add up to the auditor's counts.
         n, workflows, successes, _ = figures["prefix"][-1]
         assert (n, workflows, successes) == (run.agents, run.workflows, figures["successes"])
+        e2e = figures["end_to_end"]
+        assert figures["per_workflow_rows"] == {
+            "workflows": e2e["workflows"],
+            "successes": e2e["succeeded_workflows"],
+            "restarts": e2e["full_chain_restarts"],
+            "retries": e2e["handoff_retries"],
+        }, run.name
         assert {a["agent"] for a in figures["agents"]} <= set(_pipeline(run.agents)), run.name
 
 
@@ -74,7 +82,7 @@ def test_markdown_has_every_section_in_order_and_the_figures(quick):
     assert positions == sorted(positions)
     assert "0.95^5 = 77.38%" in text
     assert "--quick" in text  # how to rerun this very page
-    assert re.search(r"\*\*\d+ s\*\* on 2 processes", text)
+    assert re.search(r"\*\*(\d+ min )?\d+ s\*\* on 2 processes", text)
     # Every run of the plan is listed with its seed.
     for run in build_plan(quick=True).runs:
         assert f"| {run.name} |" in text and f"| {run.seed} |" in text
@@ -132,7 +140,7 @@ def test_outage_that_never_ends_fails_every_handshake_at_validation(tmp_path):
     assert m.count == 12 and m.successes == 0
     assert sum(w.executions for w in m.workflows) == 0
     first = next(a for a in m.agents if a.agent == "research")
-    assert (first.handoffs, first.attempts, first.attempt_successes) == (12, 36, 0)
+    assert (first.handoffs, first.attempts, first.succeeded) == (12, 36, 0)
     reasons = traces.con.execute(
         f'SELECT DISTINCT "{schema.REJECT_REASON}" FROM spans WHERE name = ?',
         [schema.SPAN_VALIDATE],

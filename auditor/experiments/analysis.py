@@ -116,17 +116,33 @@ def length_grid(results: ExperimentResults) -> list[LengthCell]:
     return cells
 
 
-def prefix_consistency(results: ExperimentResults) -> list[tuple[str, int, int]]:
-    """Runs whose full-chain prefix disagrees with the auditor's workflow outcome.
+def consistency(results: ExperimentResults) -> list[str]:
+    """Where this package's own SQL disagrees with the auditor's figures; empty when none.
 
-    ``(run, prefix successes, observed successes)``; empty means the prefix rule reproduces
-    the observed end-to-end success of every run exactly.
+    Checks, for every run, that the per-workflow rows add up to the auditor's workflow,
+    success, restart and retry counts, and that the full-chain prefix reproduces the
+    auditor's observed end-to-end count.
     """
     wrong = []
     for name, res in results.results.items():
         m = res.measurement
+        mine = {
+            "workflows": len(m.workflows),
+            "successes": sum(1 for w in m.workflows if w.ok),
+            "restarts": sum(w.runs - 1 for w in m.workflows),
+            "retries": sum(w.retries for w in m.workflows),
+        }
+        theirs = {
+            "workflows": m.count,
+            "successes": m.successes,
+            "restarts": m.restarts,
+            "retries": m.retries,
+        }
+        for key, value in mine.items():
+            if value != theirs[key]:
+                wrong.append(f"{name}: {key} {value} vs the auditor's {theirs[key]}")
         if m.prefix and m.prefix[-1][2] != m.successes:
-            wrong.append((name, m.prefix[-1][2], m.successes))
+            wrong.append(f"{name}: full-chain prefix {m.prefix[-1][2]} vs {m.successes}")
     return wrong
 
 

@@ -1,14 +1,17 @@
-"""What one run's trace files say, read by the auditor: SQL over its ``spans`` table.
+"""What one run's trace files say, as the auditor reads them.
 
-``measure(trace_set, ...)`` turns a loaded run into a ``Measurement``: per-workflow rows
-(success, runs, end-to-end time, validation time, time and compute lost to failures, spend),
-success of every chain prefix, and per-agent success rates. The queries live next to this
-module in ``sql/*.sql``; every value they compare against is a bound parameter taken from
-``collector.schema``.
+``measure(trace_set, ...)`` turns a loaded run into a ``Measurement``. The headline figures
+come from the auditor's own figure functions (``auditor.figures``): observed and projected
+end-to-end success, retries and full-chain restarts per 1,000 workflows (``end_to_end``),
+per-agent handoff and attempt counts (``agent_reliability``) and spend per agent
+(``agent_spend``). What the auditor has no figure for is SQL over the same ``spans`` table,
+built on the auditor's helper macros (``hs_phases``, ``hs_attempts``, ``hs_workflow_runs``)
+so that "attempt", "usable result" and "run" mean what they mean in the audit:
 
-The observed end-to-end success and the per-agent rates here follow the auditor's
-definitions: a workflow succeeds when one of its runs ends ``success``; the projected
-end-to-end rate is the product of the per-agent rates, never their average.
+* ``sql/workflows.sql``: one row per workflow (end-to-end time, validation time, time and
+  executions lost to failures, spend and spend on voided attempts), for intervals;
+* ``sql/prefix.sql``: success of the first n agents of every workflow;
+* ``sql/spend.sql``: spend per agent on voided attempts.
 """
 
 from __future__ import annotations
@@ -24,14 +27,8 @@ from collector import schema
 if TYPE_CHECKING:
     from auditor import TraceSet
 
-__all__ = ["AgentRate", "AgentSpend", "Measurement", "USABLE_STATUSES", "WorkflowRow", "measure"]
+__all__ = ["AgentRate", "AgentSpend", "Measurement", "RAN_OUTCOMES", "WorkflowRow", "measure"]
 
-USABLE_STATUSES: Final = (
-    schema.MESSAGE_COMPLETE,
-    schema.MESSAGE_PARTIAL,
-    schema.ENVELOPE_COMPLETED,
-)
-"""Result statuses a successor can build on (a partial result proceeds with its gaps named)."""
 RAN_OUTCOMES: Final = (schema.OUTCOME_EXECUTED, schema.OUTCOME_FAILED)
 """Commit outcomes in which the task actually ran (a replay or a refusal runs nothing)."""
 
@@ -58,33 +55,35 @@ class WorkflowRow:
 
 @dataclass(frozen=True, slots=True)
 class AgentRate:
-    """One receiving agent's attempts and handoffs, and how many of each succeeded."""
+    """One receiving agent's handoffs and attempts (the auditor's ``agent_reliability``)."""
 
     agent: str
     handoffs: int
-    handoff_successes: int
+    succeeded: int
     attempts: int
-    attempt_successes: int
 
     @property
     def handoff_rate(self) -> float:
         """Share of handoffs to this agent that ended with a usable result."""
-        return self.handoff_successes / self.handoffs if self.handoffs else math.nan
+        return self.succeeded / self.handoffs if self.handoffs else math.nan
 
     @property
     def attempt_rate(self) -> float:
-        """Share of single attempts that delivered a usable result (per-agent reliability)."""
-        return self.attempt_successes / self.attempts if self.attempts else math.nan
+        """Share of single attempts that delivered a usable result (per-agent reliability).
+
+        A handoff stops at its first usable result, so successful attempts = succeeded.
+        """
+        return self.succeeded / self.attempts if self.attempts else math.nan
 
 
 @dataclass(frozen=True, slots=True)
 class AgentSpend:
-    """What one agent spent (its own phase spans), and the part spent on voided attempts."""
+    """What one agent spent (the auditor's ``agent_spend``) and the part on voided attempts."""
 
     agent: str
     cost_usd: float
-    voided_cost_usd: float
     tokens: int
+    voided_cost_usd: float
     voided_tokens: int
 
 
@@ -95,6 +94,10 @@ class Measurement:
     spans: int
     files: int
     problems: int
+    end_to_end: dict[str, Any]
+    """The auditor's ``end_to_end`` row: workflows, succeeded_workflows, observed, projected,
+    projected_first_attempt, handoff_retries, full_chain_restarts, retries_per_1000_workflows,
+    restarts_per_1000_workflows."""
     workflows: list[WorkflowRow]
     prefix: list[tuple[int, int, int, int]]
     """``(n, workflows, successes, restarts)`` for the first n agents, n = 1 .. chain length."""
@@ -103,36 +106,34 @@ class Measurement:
 
     @property
     def count(self) -> int:
-        """Number of workflows."""
-        return len(self.workflows)
+        """Number of workflows (auditor)."""
+        return int(self.end_to_end["workflows"] or 0)
 
     @property
     def successes(self) -> int:
-        """Workflows that succeeded end to end (observed)."""
-        return sum(1 for w in self.workflows if w.ok)
+        """Workflows that succeeded end to end (auditor)."""
+        return int(self.end_to_end["succeeded_workflows"] or 0)
 
     @property
     def observed(self) -> float:
-        """Observed end-to-end success rate."""
+        """Observed end-to-end success rate (auditor)."""
         return self.successes / self.count if self.count else math.nan
 
     @property
     def projected(self) -> float:
-        """Product of the per-agent handoff success rates (what independence predicts)."""
-        value = 1.0
-        for rate in self.agents:
-            value *= rate.handoff_rate
-        return value
+        """The auditor's projection: product of the per-agent handoff success rates."""
+        value = self.end_to_end["projected"]
+        return math.nan if value is None else float(value)
 
     @property
     def restarts(self) -> int:
-        """Full-chain restarts (runs beyond each workflow's first)."""
-        return sum(w.runs - 1 for w in self.workflows)
+        """Full-chain restarts (auditor)."""
+        return int(self.end_to_end["full_chain_restarts"] or 0)
 
     @property
     def retries(self) -> int:
-        """Per-handoff retries (proposals beyond each handoff's first)."""
-        return sum(w.retries for w in self.workflows)
+        """Per-handoff retries (auditor)."""
+        return int(self.end_to_end["handoff_retries"] or 0)
 
     def column(self, name: str, *, only_ok: bool = False) -> list[float]:
         """One per-workflow value for every workflow (or every successful one)."""
@@ -146,30 +147,40 @@ class Measurement:
             "problems": self.problems,
             "workflows": self.count,
             "successes": self.successes,
-            "restarts": self.restarts,
-            "retries": self.retries,
+            "end_to_end": {k: _plain(v) for k, v in self.end_to_end.items()},
             "prefix": [list(p) for p in self.prefix],
+            "per_workflow_rows": {
+                "workflows": len(self.workflows),
+                "successes": sum(1 for w in self.workflows if w.ok),
+                "restarts": sum(w.runs - 1 for w in self.workflows),
+                "retries": sum(w.retries for w in self.workflows),
+            },
             "agents": [
                 {
                     "agent": a.agent,
                     "handoffs": a.handoffs,
-                    "handoff_successes": a.handoff_successes,
+                    "succeeded": a.succeeded,
                     "attempts": a.attempts,
-                    "attempt_successes": a.attempt_successes,
                 }
                 for a in self.agents
             ],
             "spend": [
                 {
-                    "agent": a.agent,
-                    "cost_usd": round(a.cost_usd, 6),
-                    "voided_cost_usd": round(a.voided_cost_usd, 6),
-                    "tokens": a.tokens,
-                    "voided_tokens": a.voided_tokens,
+                    "agent": s.agent,
+                    "cost_usd": round(s.cost_usd, 6),
+                    "tokens": s.tokens,
+                    "voided_cost_usd": round(s.voided_cost_usd, 6),
+                    "voided_tokens": s.voided_tokens,
                 }
-                for a in self.spend
+                for s in self.spend
             ],
         }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 6)
+    return value if value is None or isinstance(value, (int, str)) else float(value)
 
 
 @cache
@@ -177,49 +188,28 @@ def _sql(name: str) -> str:
     return resources.files("auditor.experiments").joinpath("sql", f"{name}.sql").read_text()
 
 
-def _params(*names: str, **extra: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {
-        "invoke_workflow": schema.OPERATION_INVOKE_WORKFLOW,
-        "success": schema.WORKFLOW_SUCCESS,
-        "handoff": schema.SPAN_HANDOFF,
-        "propose": schema.SPAN_PROPOSE,
-        "validate": schema.SPAN_VALIDATE,
-        "commit": schema.SPAN_COMMIT,
-        "void": schema.STATE_VOID,
-        "committed": schema.STATE_COMMITTED,
-        "ran": list(RAN_OUTCOMES),
-        "usable": list(USABLE_STATUSES),
-    }
-    values.update(extra)
-    return {name: values[name] for name in names}
-
-
-_WORKFLOW_PARAMS: Final = (
-    "invoke_workflow",
-    "success",
-    "propose",
-    "validate",
-    "commit",
-    "void",
-    "ran",
-    "usable",
-)
-_PREFIX_PARAMS: Final = (
-    "invoke_workflow",
-    "handoff",
-    "commit",
-    "committed",
-    "usable",
-    "max_agents",
-)
-_AGENT_PARAMS: Final = ("handoff", "validate", "commit", "void", "committed", "usable")
-_SPEND_PARAMS: Final = ("propose", "validate", "commit", "void")
+def _dicts(relation: Any) -> list[dict[str, Any]]:
+    names = relation.columns
+    return [dict(zip(names, row, strict=True)) for row in relation.fetchall()]
 
 
 def measure(trace_set: TraceSet, *, agents: int) -> Measurement:
     """Read one run's figures from ``trace_set`` (a chain of ``agents`` agents)."""
+    from auditor import prepare
+    from auditor.figures import agent_reliability, agent_spend, end_to_end
+
     con = trace_set.con
-    rows = con.execute(_sql("workflows"), _params(*_WORKFLOW_PARAMS)).fetchall()
+    prepare(con)
+    rows = con.execute(
+        _sql("workflows"),
+        {
+            "success": schema.WORKFLOW_SUCCESS,
+            "validate": schema.SPAN_VALIDATE,
+            "commit": schema.SPAN_COMMIT,
+            "void": schema.STATE_VOID,
+            "ran": list(RAN_OUTCOMES),
+        },
+    ).fetchall()
     workflows = [
         WorkflowRow(
             ok=bool(r[1]),
@@ -241,22 +231,33 @@ def measure(trace_set: TraceSet, *, agents: int) -> Measurement:
     ]
     prefix = [
         (int(n), int(w), int(s), int(x or 0))
-        for n, w, s, x in con.execute(
-            _sql("prefix"), _params(*_PREFIX_PARAMS, max_agents=agents)
-        ).fetchall()
+        for n, w, s, x in con.execute(_sql("prefix"), {"max_agents": agents}).fetchall()
     ]
     rates = [
-        AgentRate(str(a), int(h), int(hs), int(t), int(ts))
-        for a, h, hs, t, ts in con.execute(_sql("agents"), _params(*_AGENT_PARAMS)).fetchall()
+        AgentRate(str(a["agent"]), int(a["handoffs"]), int(a["succeeded"]), int(a["attempts"]))
+        for a in _dicts(agent_reliability(con))
     ]
+    voided = {
+        str(agent): (float(cost or 0), int(tokens or 0))
+        for agent, cost, tokens in con.execute(
+            _sql("spend"), {"void": schema.STATE_VOID}
+        ).fetchall()
+    }
     spend = [
-        AgentSpend(str(a), float(c or 0), float(vc or 0), int(t or 0), int(vt or 0))
-        for a, c, vc, t, vt in con.execute(_sql("spend"), _params(*_SPEND_PARAMS)).fetchall()
+        AgentSpend(
+            agent=str(a["agent"]),
+            cost_usd=float(a["cost_usd"] or 0),
+            tokens=int(a["input_tokens"] or 0) + int(a["output_tokens"] or 0),
+            voided_cost_usd=voided.get(str(a["agent"]), (0.0, 0))[0],
+            voided_tokens=voided.get(str(a["agent"]), (0.0, 0))[1],
+        )
+        for a in _dicts(agent_spend(con))
     ]
     return Measurement(
         spans=trace_set.span_count,
         files=len(trace_set.files),
         problems=len(trace_set.problems),
+        end_to_end=_dicts(end_to_end(con))[0],
         workflows=workflows,
         prefix=prefix,
         agents=rates,

@@ -239,11 +239,12 @@ def _length(results: ExperimentResults, grid: list[analysis.LengthCell]) -> list
         "and for every run the full-chain prefix reproduces the auditor's observed "
         "end-to-end count",
     ]
-    wrong = analysis.prefix_consistency(results)
+    wrong = analysis.consistency(results)
     out[-1] += (
-        " exactly."
+        " exactly (checked for every run, with its per-workflow rows, against the auditor's "
+        "workflow, success, restart and retry counts)."
         if not wrong
-        else " except in " + ", ".join(f"{n} ({a} vs {b})" for n, a, b in wrong) + "."
+        else ". **Checks that failed:** " + "; ".join(wrong) + "."
     )
     out.append("")
     workflows = {c.success.n for c in grid}

@@ -1,36 +1,26 @@
 -- End-to-end success of the first n agents of every workflow, for n = 1 .. $max_agents.
--- A handoff succeeded when it was committed with a result its successor can use; a run's
--- first n agents succeeded when none of its first n handoffs failed and all n took place.
--- A workflow's n-agent chain succeeded when any of its runs got past agent n; the runs it
--- needed are the runs up to that one (or all of them).
--- Parameters: $invoke_workflow, $handoff, $commit (span names), $committed (state),
--- $usable (result statuses), $max_agents.
+-- Built on the auditor's helper macros (auditor.prepare): a handoff succeeded when one of
+-- its attempts produced a usable result (hs_attempts.ok); a run's first n agents succeeded
+-- when its first n handoffs all took place and succeeded. A workflow's n-agent chain
+-- succeeded when any of its runs got past agent n; the runs it needed are the runs up to that
+-- one (or all of them).
+-- Parameters: $max_agents.
 WITH runs AS (
-    SELECT trace_id,
-           "handoff.workflow.id" AS workflow_id,
-           coalesce("handoff.workflow.attempt", 1) AS run
-    FROM spans
-    WHERE "gen_ai.operation.name" = $invoke_workflow
+    SELECT trace_id, workflow_id, run FROM hs_workflow_runs(NULL, NULL, [])
 ),
 handoffs AS (
-    SELECT trace_id,
-           span_id,
-           "handoff.state" AS state,
-           row_number() OVER (PARTITION BY trace_id ORDER BY start_unix_nano, span_id) AS position
-    FROM spans
-    WHERE name = $handoff
+    SELECT trace_id, handoff_key,
+           row_number() OVER (PARTITION BY trace_id ORDER BY start_unix_nano, handoff_key)
+               AS position
+    FROM hs_handoffs(NULL, NULL, [])
 ),
-last_commit AS (
-    SELECT parent_span_id AS span_id, arg_max("handoff.result.status", start_unix_nano) AS status
-    FROM spans
-    WHERE name = $commit
-    GROUP BY parent_span_id
+succeeded AS (
+    SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts(NULL, NULL, []) GROUP BY handoff_key
 ),
 judged AS (
-    SELECT h.trace_id, h.position,
-           h.state = $committed AND coalesce(list_contains($usable, c.status), false) AS ok
+    SELECT h.trace_id, h.position, coalesce(s.ok, false) AS ok
     FROM handoffs h
-    LEFT JOIN last_commit c USING (span_id)
+    LEFT JOIN succeeded s USING (handoff_key)
 ),
 per_run AS (
     SELECT r.workflow_id, r.run,

@@ -1,48 +1,35 @@
--- One row per workflow: did it succeed, how long it took, and where its time and money went.
--- Parameters: $invoke_workflow (gen_ai.operation.name of workflow roots), $success (the
--- success outcome), $handoff, $propose, $validate, $commit (span names), $void (state),
--- $ran (commit outcomes that executed the task), $usable (result statuses a successor can use).
+-- One row per workflow: did it succeed, how long it took, where its time and money went.
+-- Built on the auditor's helper macros (auditor.prepare): runs are hs_workflow_runs, phase
+-- spans hs_phases, and an attempt's usable result is hs_attempts.ok. An attempt is void when
+-- any of its phase spans ended in the void state.
+-- Parameters: $success (workflow outcome), $validate, $commit (span names), $void (state),
+-- $ran (commit outcomes in which the task actually ran).
 WITH runs AS (
-    SELECT trace_id,
-           "handoff.workflow.id" AS workflow_id,
-           coalesce("handoff.workflow.attempt", 1) AS run,
-           "handoff.workflow.outcome" = $success AS ok,
-           start_unix_nano,
-           end_unix_nano
-    FROM spans
-    WHERE "gen_ai.operation.name" = $invoke_workflow
+    SELECT r.trace_id, r.workflow_id, r.run, r.outcome = $success AS ok,
+           s.start_unix_nano, s.end_unix_nano
+    FROM hs_workflow_runs(NULL, NULL, []) r
+    JOIN spans s ON s.trace_id = r.trace_id AND s.span_id = r.span_id
 ),
 phases AS (
-    SELECT trace_id,
-           parent_span_id AS handoff_span,
-           name,
-           "handoff.attempt" AS attempt,
-           "handoff.state" AS state,
-           "handoff.commit.outcome" AS outcome,
-           "handoff.result.status" AS status,
-           coalesce(duration_ms, 0) AS duration_ms,
+    SELECT trace_id, handoff_key, attempt_no, name, "handoff.state" AS state,
+           "handoff.commit.outcome" AS outcome, coalesce(duration_ms, 0) AS duration_ms,
            coalesce(cost_usd, 0) AS cost_usd,
            coalesce(input_tokens, 0) + coalesce(output_tokens, 0) AS tokens
-    FROM spans
-    WHERE name IN ($propose, $validate, $commit)
+    FROM hs_phases(NULL, NULL, [])
 ),
 attempts AS (
-    -- An attempt is void when any of its phase spans ended in the void state.
-    SELECT handoff_span, attempt, bool_or(state = $void) AS voided
-    FROM phases
-    GROUP BY handoff_span, attempt
+    SELECT p.handoff_key, p.attempt_no, bool_or(p.state = $void) AS voided, any_value(a.ok) AS ok
+    FROM phases p
+    JOIN hs_attempts(NULL, NULL, []) a USING (handoff_key, attempt_no)
+    GROUP BY p.handoff_key, p.attempt_no
 ),
 judged AS (
-    SELECT p.*,
-           r.workflow_id,
-           r.ok AS run_ok,
-           a.voided,
+    SELECT p.*, r.workflow_id, r.ok AS run_ok, a.voided,
            p.name = $commit AND list_contains($ran, p.outcome) AS executed,
-           p.name = $commit AND list_contains($ran, p.outcome) AND r.ok AND NOT a.voided
-               AND list_contains($usable, p.status) AS useful
+           p.name = $commit AND list_contains($ran, p.outcome) AND r.ok AND a.ok AS useful
     FROM phases p
     JOIN runs r USING (trace_id)
-    JOIN attempts a ON a.handoff_span = p.handoff_span AND a.attempt IS NOT DISTINCT FROM p.attempt
+    JOIN attempts a USING (handoff_key, attempt_no)
 ),
 per_workflow_phases AS (
     SELECT workflow_id,
@@ -54,7 +41,7 @@ per_workflow_phases AS (
            sum(cost_usd) FILTER (WHERE voided) AS voided_cost_usd,
            sum(cost_usd) FILTER (WHERE NOT run_ok OR voided) AS wasted_cost_usd,
            sum(tokens) AS tokens,
-           count(*) FILTER (WHERE name = $propose AND attempt > 1) AS retries,
+           count(DISTINCT (handoff_key, attempt_no)) - count(DISTINCT handoff_key) AS retries,
            count(*) FILTER (WHERE executed) AS executions,
            count(*) FILTER (WHERE executed AND NOT useful) AS wasted_executions
     FROM judged
@@ -63,7 +50,7 @@ per_workflow_phases AS (
 per_workflow_runs AS (
     SELECT workflow_id,
            count(*) AS runs,
-           bool_or(ok) AS ok,
+           arg_max(ok, run) AS ok,
            (max(end_unix_nano) - min(start_unix_nano)) / 1e6 AS e2e_ms,
            coalesce(sum(end_unix_nano - start_unix_nano) FILTER (WHERE NOT ok), 0) / 1e6
                AS failed_runs_ms
