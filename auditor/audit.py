@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from importlib import resources
@@ -82,10 +83,17 @@ class AuditResult:
         return 1 if self.failing(fail_on) else 0
 
 
-def prepare(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the helper macros and views (``hs_*``) rules and figures read. Idempotent."""
+_PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False) -> None:
+    """Create the helper macros and views (``hs_*``) rules and figures read, once per
+    connection (``force`` re-creates them)."""
+    if con in _PREPARED and not force:
+        return
     text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
     con.execute(text).fetchall()
+    _PREPARED.add(con)
 
 
 def run_rule(

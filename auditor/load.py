@@ -90,10 +90,10 @@ def load_traces(
     for source in sources:
         ts.files.append(source.path)
         reader.read(source)
-    reader.flush()
+    reader.finish()
     ts.problems.extend(reader.problems)
     ts.skipped.extend(reader.skipped)
-    ts.duplicate_count += _drop_duplicates(ts.con)
+    ts.duplicate_count += _drop_duplicates(ts.con, ts.files)
     if ts.span_count == before:
         raise AuditError(_nothing_usable(path_list, sources, ts), title="no trace data")
     return ts
@@ -125,8 +125,12 @@ def append_lines(
     return reader.added
 
 
-def _drop_duplicates(con: duckdb.DuckDBPyConnection) -> int:
-    """Delete every copy but the first of each (trace id, span id); return how many."""
+def _drop_duplicates(con: duckdb.DuckDBPyConnection, files: list[str]) -> int:
+    """Delete every copy but the first read of each (trace id, span id); return how many.
+
+    "First" is by the order of ``files``, then line: files are read in parallel, so the
+    order rows were stored in says nothing.
+    """
     row = run(
         con,
         """
@@ -144,8 +148,12 @@ def _drop_duplicates(con: duckdb.DuckDBPyConnection) -> int:
             DELETE FROM spans WHERE rowid IN (
                 SELECT rowid FROM spans
                 WHERE trace_id IS NOT NULL AND span_id IS NOT NULL
-                QUALIFY row_number() OVER (PARTITION BY trace_id, span_id ORDER BY rowid) > 1)
+                QUALIFY row_number() OVER (
+                    PARTITION BY trace_id, span_id
+                    ORDER BY coalesce(list_position($files, source_file), 0), source_line, rowid
+                ) > 1)
             """,
+            {"files": files},
         )
     return extra
 

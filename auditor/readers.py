@@ -18,42 +18,77 @@ malformed one, or an OTLP logs file from a file that is not OTLP at all.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from auditor.problems import NOT_OTLP, LoadProblem, classify
 from auditor.sources import SourceFile, iter_lines, open_text
 from auditor.table import SPAN_COLUMNS, flatten_sql
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import duckdb
 
-SMALL_FILE_BYTES: Final = 16 * 1024 * 1024
-"""Files up to this size (decompressed) are read in Python and batched."""
+BATCH_FILE_BYTES: Final = 64 * 1024 * 1024
+"""Files read by one statement: up to about this much on disk ..."""
+BATCH_FILES: Final = 256
+"""... and at most this many files."""
 BATCH_BYTES: Final = 64 * 1024 * 1024
-"""Text sent to DuckDB in one query when batching."""
+"""In-memory text sent to DuckDB in one statement."""
 BATCH_LINES: Final = 50_000
 MAX_LINE_BYTES: Final = 256 * 1024 * 1024
 """Longest JSON line DuckDB reads (one OTLP export request per line can be large)."""
 
 COLUMNS_SQL: Final = ", ".join(f'"{c}"' for c in SPAN_COLUMNS)
+_CSV_OPTIONS: Final = (
+    "columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='', header=false,"
+    " auto_detect=false, compression=$2, max_line_size=$3, filename=true"
+)
 _FILE_LINES: Final = (
-    "SELECT $1::VARCHAR AS source_file, ordinality::BIGINT AS source_line, line AS text"
-    " FROM read_csv($2, columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='',"
-    " header=false, auto_detect=false, compression=$3, max_line_size=$4)"
-    " WITH ORDINALITY"
+    "SELECT filename AS source_file, ordinality::BIGINT AS source_line, line AS text"
+    f" FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY"
 )
-_LINES_WITHOUT_SPANS: Final = (
-    "SELECT ordinality::BIGINT AS n, line FROM read_csv($2, columns={'line': 'VARCHAR'},"
-    " delim='\x01', quote='', escape='', header=false, auto_detect=false, compression=$3,"
-    " max_line_size=$4) WITH ORDINALITY"
-    " WHERE line IS NOT NULL AND trim(line) <> ''"
-    " AND ordinality NOT IN (SELECT source_line FROM spans WHERE source_file = $1)"
+"""One file's lines, streamed (line numbers straight from the scan)."""
+_BATCH_LINES: Final = (
+    "SELECT filename AS source_file,"
+    " (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT AS source_line,"
+    f" line AS text FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY"
 )
-MAX_EXAMINED_LINES: Final = 1000
-"""Lines without spans examined per large file (the rest are counted)."""
+"""Several files' lines; the scan numbers lines across files, so each file restarts at 1."""
+_LINE_COUNTS: Final = (
+    "SELECT filename, count(*) FILTER (WHERE trim(line) <> '')"
+    f" FROM read_csv($1, {_CSV_OPTIONS}) GROUP BY ALL"
+)
+"""Non-blank lines per file (no line numbers needed, so no ordering)."""
+_FILE_STATS: Final = """
+    WITH lines AS ({lines}),
+    present AS (
+        SELECT source_file, source_line, count(*) AS spans FROM spans
+        WHERE list_contains($1, source_file) GROUP BY ALL
+    )
+    SELECT l.source_file,
+           max(l.source_line) FILTER (WHERE trim(l.text) <> '') AS last_line,
+           count(*) FILTER (WHERE trim(l.text) <> '' AND p.spans IS NULL) AS missing,
+           coalesce(sum(p.spans), 0) AS spans
+    FROM lines AS l LEFT JOIN present AS p USING (source_file, source_line)
+    GROUP BY l.source_file
+"""
+"""Per file: last non-blank line, lines that yielded no span, spans loaded."""
+_MISSING_LINES: Final = """
+    WITH lines AS ({lines})
+    SELECT source_file, source_line, text FROM lines AS l
+    WHERE trim(text) <> ''
+      AND NOT EXISTS (SELECT 1 FROM spans AS s WHERE s.source_file = l.source_file
+                      AND s.source_line = l.source_line)
+    QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= """ + str(
+    1000
+) + """
+         OR source_line = max(source_line) OVER (PARTITION BY source_file)
+    ORDER BY source_file, source_line
+"""
+"""The first lines of each file that yielded no span (and its last one, to spot a tear)."""
 _MEMORY_LINES: Final = (
     "SELECT unnest($1::VARCHAR[]) AS source_file, unnest($2::BIGINT[]) AS source_line,"
     " unnest($3::VARCHAR[]) AS text"
@@ -61,8 +96,10 @@ _MEMORY_LINES: Final = (
 
 
 def run(
-    con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[object] | None = None
-) -> list[tuple[object, ...]]:
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[object] | Mapping[str, object] | None = None,
+) -> list[tuple[Any, ...]]:
     """Execute and fetch everything, so no half-read result blocks the connection."""
     cursor = con.execute(sql, params) if params is not None else con.execute(sql)
     return cursor.fetchall()
@@ -95,19 +132,34 @@ class Reader:
     _texts: list[str] = field(default_factory=list)
     _bytes: int = 0
     _info: dict[str, _FileInfo] = field(default_factory=dict)
+    _pending: list[SourceFile] = field(default_factory=list)
+    _pending_bytes: int = 0
 
     # ---------------------------------------------------------------- entry points
     def read(self, source: SourceFile) -> None:
-        """Read one file (parquet, large JSON-lines, or small file via the batch)."""
+        """Queue one file; files are read in batches (see :meth:`finish`)."""
         if source.parquet:
             self._read_parquet(source)
             return
-        text = _read_small(source)
-        if text is None:
-            self.flush()
-            self._read_large(source)
+        if _looks_pretty(source) and self._read_documents(source):
             return
-        self._read_text(source, text)
+        size = _size(source)
+        if self._pending and (
+            self._pending[0].compression != source.compression
+            or self._pending_bytes + size > BATCH_FILE_BYTES
+            or len(self._pending) >= BATCH_FILES
+        ):
+            self._read_files(self._pending)
+            self._pending, self._pending_bytes = [], 0
+        self._pending.append(source)
+        self._pending_bytes += size
+
+    def finish(self) -> None:
+        """Read every queued file and flush queued lines."""
+        if self._pending:
+            self._read_files(self._pending)
+            self._pending, self._pending_bytes = [], 0
+        self.flush()
 
     def add_lines(
         self,
@@ -173,25 +225,6 @@ class Reader:
         if len(self._lines) >= BATCH_LINES or self._bytes >= BATCH_BYTES:
             self.flush()
 
-    def _read_text(self, source: SourceFile, data: bytes) -> None:
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            self._read_lines_in_python(source)
-            return
-        lines = text.split("\n")
-        first = next((ln for ln in lines if ln.strip()), "")
-        if first and not _is_json(first):
-            docs = _documents(text, source.path, self.problems)
-            if docs:
-                self.add_lines(source.path, docs, torn_possible=False, explicit=source.explicit)
-                return
-        self.add_lines(
-            source.path,
-            [(i, ln.rstrip("\r")) for i, ln in enumerate(lines, start=1)],
-            explicit=source.explicit,
-        )
-
     def _read_lines_in_python(self, source: SourceFile) -> None:
         batch: list[tuple[int, str]] = []
         last = 0
@@ -221,69 +254,94 @@ class Reader:
             )
         self.add_lines(source.path, batch, explicit=source.explicit)
 
-    def _read_large(self, source: SourceFile) -> None:
+    def _read_files(self, sources: list[SourceFile]) -> None:
+        """Read JSON-lines files of one compression with DuckDB, in one statement."""
         import duckdb
 
+        paths = [s.path for s in sources]
+        lines = _FILE_LINES if len(sources) == 1 else _BATCH_LINES
+        params = [paths, sources[0].compression, MAX_LINE_BYTES]
         run(self.con, "BEGIN TRANSACTION")
         try:
             try:
                 run(
                     self.con,
-                    f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM ({flatten_sql(_FILE_LINES)})",
-                    [source.path, source.path, source.compression, MAX_LINE_BYTES],
+                    f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM ({flatten_sql(lines)})",
+                    params,
                 )
             except duckdb.Error:
-                # DuckDB refuses the whole file; Python drops only the lines at fault.
+                # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): read the
+                # files one by one, and a refused one in Python, so only bad lines are lost.
                 run(self.con, "ROLLBACK")
-                self._read_lines_in_python(source)
-                self.flush()
+                if len(sources) > 1:
+                    for source in sources:
+                        self._read_files([source])
+                else:
+                    self._read_lines_in_python(sources[0])
+                    self.flush()
                 return
             run(self.con, "COMMIT")
         except Exception:
             run(self.con, "ROLLBACK")
             raise
-        params = [source.path, source.path, source.compression, MAX_LINE_BYTES]
-        found = run(
-            self.con,
-            f"SELECT count(*), max(n) FROM ({_LINES_WITHOUT_SPANS})",
-            params,
-        )
-        missing, last_missing = int(found[0][0]), found[0][1]  # type: ignore[call-overload]
-        if not missing:
-            return
-        bad = run(
-            self.con,
-            f"SELECT n, line FROM ({_LINES_WITHOUT_SPANS}) ORDER BY n LIMIT {MAX_EXAMINED_LINES}",
-            params,
-        )
-        count = int(
-            run(self.con, "SELECT count(*) FROM spans WHERE source_file = ?", [source.path])[0][0]  # type: ignore[call-overload]
-        )
-        if count == 0:
-            try:
-                with open_text(source) as fh:
-                    text = fh.read().decode("utf-8")
-            except (OSError, EOFError, ValueError):
-                text = ""
-            docs = _documents(text, source.path, self.problems) if text else []
-            if docs:
-                self.add_lines(source.path, docs, torn_possible=False, explicit=source.explicit)
-                self.flush()
-                return
-        last_line = int(
+        # Cheap check first: did every non-blank line of every file yield a span?
+        nonblank = dict(run(self.con, _LINE_COUNTS, params))
+        loaded = dict(
             run(
                 self.con,
-                "SELECT max(ordinality) FROM read_csv($1, columns={'line': 'VARCHAR'},"
-                " delim='\x01', quote='', escape='', header=false, auto_detect=false,"
-                " compression=$2, max_line_size=$3) WITH ORDINALITY WHERE trim(line) <> ''",
-                [source.path, source.compression, MAX_LINE_BYTES],
-            )[0][0]  # type: ignore[call-overload]
+                "SELECT source_file, count(DISTINCT source_line) FROM spans"
+                " WHERE list_contains($1, source_file) GROUP BY ALL",
+                [paths],
+            )
         )
-        self._info[source.path] = _FileInfo(last_line, True, source.explicit, count)
-        rows = [(source.path, int(n), str(x)) for n, x in bad]  # type: ignore[call-overload]
-        if missing > len(rows) and last_missing == last_line:
-            rows.append((source.path, last_line, ""))  # examined below as a torn last line
-        self._report(rows, unlisted=missing - len(rows))
+        suspects = [s for s in sources if nonblank.get(s.path, 0) != loaded.get(s.path, 0)]
+        if not suspects:
+            return
+        lines = _FILE_LINES if len(suspects) == 1 else _BATCH_LINES
+        params = [[s.path for s in suspects], sources[0].compression, MAX_LINE_BYTES]
+        stats = run(self.con, _FILE_STATS.format(lines=lines), params)
+        by_path = {s.path: s for s in suspects}
+        troubled = []
+        for path, last, missing, spans in stats:
+            source = by_path[str(path)]
+            self._info[source.path] = _FileInfo(
+                None if last is None else int(last),  # type: ignore[call-overload]
+                True,
+                source.explicit,
+                int(spans),  # type: ignore[call-overload]
+            )
+            if missing:
+                troubled.append((source, int(missing)))  # type: ignore[call-overload]
+        if not troubled:
+            return
+        rows = run(
+            self.con,
+            _MISSING_LINES.format(lines=lines),
+            [[s.path for s, _ in troubled], sources[0].compression, MAX_LINE_BYTES],
+        )
+        bad: dict[str, list[tuple[str, int, str]]] = {}
+        for path, number, text in rows:
+            bad.setdefault(str(path), []).append((str(path), int(number), text or ""))  # type: ignore[call-overload]
+        for source, missing in troubled:
+            info = self._info[source.path]
+            if info.spans == 0 and self._read_documents(source):
+                continue
+            found = bad.get(source.path, [])
+            self._report(found, unlisted=missing - len(found))
+
+    def _read_documents(self, source: SourceFile) -> bool:
+        """Read ``source`` as whole JSON documents (pretty-printed); False if it is not."""
+        try:
+            with open_text(source) as fh:
+                text = fh.read().decode("utf-8")
+        except (OSError, EOFError, ValueError):
+            return False
+        docs = _documents(text, source.path, self.problems)
+        if not docs:
+            return False
+        self._info.pop(source.path, None)
+        self.add_lines(source.path, docs, torn_possible=False, explicit=source.explicit)
+        return True
 
     def _read_parquet(self, source: SourceFile) -> None:
         import duckdb
@@ -352,14 +410,23 @@ class Reader:
                 self.problems.extend(found)
 
 
-def _read_small(source: SourceFile) -> bytes | None:
-    """The decompressed bytes of ``source`` if it is small, else None."""
+def _size(source: SourceFile) -> int:
+    try:
+        size = os.path.getsize(source.path)
+    except OSError:
+        return 0
+    return size * 8 if source.compression != "none" else size
+
+
+def _looks_pretty(source: SourceFile) -> bool:
+    """True when the first line of ``source`` opens a JSON value it does not close."""
     try:
         with open_text(source) as fh:
-            data = fh.read(SMALL_FILE_BYTES + 1)
+            first = fh.readline(64 * 1024)
     except (OSError, EOFError, ValueError):
-        return None  # the large-file path reports what is wrong with it
-    return data if len(data) <= SMALL_FILE_BYTES else None
+        return False
+    text = first.strip()
+    return text.startswith((b"{", b"[")) and not _is_json(text.decode("utf-8", "replace"))
 
 
 def _is_empty_export(text: str) -> bool:
@@ -413,11 +480,3 @@ def _documents(text: str, path: str, problems: list[LoadProblem]) -> list[tuple[
             return docs
         docs.append((text.count("\n", 0, pos) + 1, json.dumps(value, separators=(",", ":"))))
         pos = end
-
-
-def _last_line(source: SourceFile) -> int | None:
-    last = None
-    for number, raw in iter_lines(source):
-        if raw.strip():
-            last = number
-    return last
