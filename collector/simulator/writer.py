@@ -35,7 +35,9 @@ from collector.simulator.ids import SeededIdGenerator
 __all__ = ["FileStats", "TraceWriter", "trace_file_name"]
 
 BATCH_SPANS = 512
-"""Spans per exported line: one ``ExportTraceServiceRequest`` per batch."""
+"""Most spans per exported line (the SDK batch processor's default batch size)."""
+BATCH_DELAY_NS = 5_000_000_000
+"""A batch is also exported once it spans 5 s of (virtual) time: the SDK's default delay."""
 
 _LIMITS = SpanLimits(
     max_span_attributes=128,
@@ -64,7 +66,11 @@ class FileStats:
 
 
 class _CountedBatchProcessor(SpanProcessor):
-    """Exports every ``batch`` ended spans in the calling thread; re-sends some batches."""
+    """Exports a batch in the calling thread when it is full or 5 virtual seconds old.
+
+    That is what the SDK's ``BatchSpanProcessor`` does on a timer, made deterministic by
+    reading the spans' own (virtual) end times instead of a clock. Some batches are re-sent.
+    """
 
     def __init__(
         self,
@@ -81,11 +87,17 @@ class _CountedBatchProcessor(SpanProcessor):
         self._duplicate_rate = duplicate_rate
         self._rng = rng
         self._pending: list[ReadableSpan] = []
+        self._first_end = 0
 
     def on_start(self, span: Span, parent_context: object = None) -> None:
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
+        end = span.end_time or 0
+        if self._pending and end - self._first_end >= BATCH_DELAY_NS:
+            self._flush()
+        if not self._pending:
+            self._first_end = end
         self._pending.append(span)
         if len(self._pending) >= self._batch:
             self._flush()
