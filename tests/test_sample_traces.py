@@ -6,12 +6,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from test_simulator_support import finding_key, findings, manifest_keys, trace_files
 
 from collector import schema
 from collector.simulator import analytic_success, load_manifest, wilson_interval
 from collector.simulator.faults import faults_for_mode
 from collector.simulator.samples import COMMAND, SCENARIOS, differences, regenerate
-from test_simulator_support import finding_key, findings, manifest_keys, trace_files
 
 ROOT = Path(__file__).resolve().parent.parent / "sample_traces"
 NAMES = [s.name for s in SCENARIOS]
