@@ -1,7 +1,7 @@
 """The dashboard's entry point: the shared sidebar, then the page navigation.
 
 Run it with ``handoffscope dashboard PATH`` (or ``streamlit run dashboard/app.py`` with the
-paths in ``HANDOFFSCOPE_DASHBOARD_PATHS``). Each page is a short script in ``pages/``.
+paths in ``HANDOFFSCOPE_DASHBOARD_PATHS``). Each page is a short script in ``views/``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import streamlit as st
 
 from dashboard import sidebar
 
-PAGES = Path(__file__).with_name("pages")
+# Not "pages/": a folder of that name beside the entry point switches Streamlit to its legacy
+# multipage mode, which runs a page without this script (and so without the sidebar).
+PAGES = Path(__file__).with_name("views")
 
 st.set_page_config(page_title="handoffscope", page_icon=":material/handshake:", layout="wide")
 

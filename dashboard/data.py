@@ -44,6 +44,7 @@ __all__ = [
     "edge_reliability",
     "edge_spend",
     "findings",
+    "halves",
     "latency_by",
     "latency_histogram",
     "latency_over_time",
@@ -68,12 +69,8 @@ _VALIDATIONS = f"SELECT * FROM hs_phases_all WHERE name = '{s.SPAN_VALIDATE}'"
 @contextmanager
 def cursor(con: duckdb.DuckDBPyConnection, filters: Filters) -> Iterator[duckdb.DuckDBPyConnection]:
     """A cursor whose ``spans`` holds only the filtered traces, with the auditor's views."""
-    cur = scoped(con, filters)
-    try:
-        prepare(cur)
+    with scoped(con, filters, prepare=prepare) as cur:
         yield cur
-    finally:
-        cur.close()
 
 
 def _frame(
@@ -118,7 +115,8 @@ def bounds(con: duckdb.DuckDBPyConnection) -> Bounds:
             SELECT DISTINCT name FROM (
                 SELECT "{s.SENDER}" AS name FROM spans UNION ALL
                 SELECT "{s.RECEIVER}" FROM spans UNION ALL
-                SELECT agent FROM hs_usage(NULL, NULL, []))
+                SELECT agent FROM spans WHERE input_tokens IS NOT NULL
+                    OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL)
             WHERE name IS NOT NULL ORDER BY name
             """
         ).fetchall()
@@ -212,6 +210,28 @@ def activity_over_time(
             """,
             {"width": width},
         )
+
+
+def halves(activity: pd.DataFrame) -> dict[str, tuple[float | None, float | None]]:
+    """What changed between the first and the second half of ``activity``'s buckets
+    (:func:`activity_over_time`): ``workflows``, ``success`` (share that succeeded) and
+    ``cost_usd``, each as (first half, second half)."""
+    if len(activity) < 2:
+        return {}
+    middle = (
+        activity["bucket"].iloc[0] + (activity["bucket"].iloc[-1] - activity["bucket"].iloc[0]) / 2
+    )
+    parts = [activity[activity["bucket"] < middle], activity[activity["bucket"] >= middle]]
+
+    def success(part: pd.DataFrame) -> float | None:
+        runs = part["workflows"].sum()
+        return float(part["succeeded"].sum() / runs) if runs else None
+
+    return {
+        "workflows": tuple(float(part["workflows"].sum()) for part in parts),
+        "success": tuple(success(part) for part in parts),
+        "cost_usd": tuple(float(part["cost_usd"].sum()) for part in parts),
+    }
 
 
 def findings(

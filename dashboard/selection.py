@@ -1,14 +1,15 @@
-"""The global filters, and a DuckDB cursor that sees only the spans they select.
+"""The global filters, and DuckDB cursors that see only the spans they select.
 
 Filters select whole traces (one workflow run each): a trace is kept when it started inside
 the time range, carries one of the chosen workflow names, and at least one of its spans
 involves one of the chosen agents (as sender, receiver or the agent doing the work). Keeping
 whole traces keeps every figure honest: a handoff is never cut in half by a filter.
 
-:func:`scoped` returns a cursor on which the name ``spans`` means the selected spans, so the
-auditor's own queries run unchanged on the filtered set. The selected trace ids are computed
-once per distinct filter (with bound parameters) into a small table, and each cursor puts a
-temporary view named ``spans`` over the base table joined to it.
+:func:`scoped` lends a cursor on which the name ``spans`` means the selected spans, so the
+auditor's own queries run unchanged on the filtered set. For a filter, the selected spans
+are copied once (with bound parameters) into a temporary ``spans`` table of a cursor kept
+for that filter, so every later query on it reads only the selection; the few most recent
+filters keep their cursor. Without a filter, each lease is a fresh cursor on the whole table.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -27,10 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = ["EVERYTHING", "Filters", "forget", "scoped"]
 
-_MAX_SCOPES = 32
+_MAX_FILTERED = 4
+"""Filtered cursors kept per trace set; each holds a copy of its selection."""
 _lock = threading.Lock()
-# Per connection: the scope tables created so far, oldest first (dropped beyond _MAX_SCOPES).
-_scopes: dict[int, OrderedDict[str, None]] = {}
+# Per connection (kept alive here while it has leases): filter key -> lease, oldest first.
+_pools: dict[int, tuple[duckdb.DuckDBPyConnection, OrderedDict[str, _Lease]]] = {}
 
 
 @dataclass(frozen=True)
@@ -86,52 +90,92 @@ HAVING ($start IS NULL OR min(start_time) >= $start)
 """
 
 
-def scoped(con: duckdb.DuckDBPyConnection, filters: Filters) -> duckdb.DuckDBPyConnection:
-    """Return a new cursor of ``con`` on which ``spans`` holds only what ``filters`` select.
+@dataclass
+class _Lease:
+    cursor: duckdb.DuckDBPyConnection
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
-    The cursor is the caller's to use (one per query keeps threads apart) and to close.
-    Without active filters it is a plain cursor over the whole table.
+
+@contextmanager
+def scoped(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters,
+    *,
+    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Lend a cursor of ``con`` on which ``spans`` holds only what ``filters`` select.
+
+    ``prepare`` runs once on each new cursor (the auditor's views and macros). A filtered
+    cursor is kept for the next lease of the same filter and used by one thread at a time;
+    an unfiltered one is new each time and closed afterwards.
     """
-    cursor = con.cursor()
     if not filters.active:
-        return cursor
-    base = _base(cursor)
-    table = f"handoffscope_scope_{filters.key()}"
+        cursor = con.cursor()
+        try:
+            if prepare is not None:
+                prepare(cursor)
+            yield cursor
+        finally:
+            cursor.close()
+        return
+    lease = _lease(con, filters, prepare)
+    with lease.lock:
+        yield lease.cursor
+
+
+def _lease(
+    con: duckdb.DuckDBPyConnection,
+    filters: Filters,
+    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None,
+) -> _Lease:
+    key = filters.key()
     with _lock:
-        known = _scopes.setdefault(id(con), OrderedDict())
-        if table in known:
-            known.move_to_end(table)
-        else:
-            cursor.execute(
-                f"CREATE OR REPLACE TABLE {table} AS {_SELECT_TRACES.format(base=base)}",
-                {
-                    "start": filters.start,
-                    "end": filters.end,
-                    "agents": list(filters.agents),
-                    "workflows": list(filters.workflows),
-                },
-            )
-            known[table] = None
-            while len(known) > _MAX_SCOPES:
-                old, _ = known.popitem(last=False)
-                cursor.execute(f"DROP TABLE IF EXISTS {old}")
-    cursor.execute(
-        f"CREATE OR REPLACE TEMP VIEW spans AS SELECT sp.* FROM {base} AS sp "
-        f"SEMI JOIN {_qualified(cursor, table)} AS sel ON sp.trace_id = sel.trace_id"
-    )
-    return cursor
+        pool = _pools.setdefault(id(con), (con, OrderedDict()))[1]
+        lease = pool.get(key)
+        if lease is not None:
+            pool.move_to_end(key)
+            return lease
+        lease = pool[key] = _Lease(con.cursor())
+        evicted = []
+        while len(pool) > _MAX_FILTERED:
+            evicted.append(pool.popitem(last=False)[1])
+        # Fill the new cursor before anyone else may lease it.
+        lease.lock.acquire()
+    try:
+        base = _qualified(lease.cursor, "spans")
+        lease.cursor.execute(
+            f"CREATE TEMP TABLE spans AS SELECT * FROM {base} WHERE trace_id IN "
+            f"({_SELECT_TRACES.format(base=base)})",
+            {
+                "start": filters.start,
+                "end": filters.end,
+                "agents": list(filters.agents),
+                "workflows": list(filters.workflows),
+            },
+        )
+        if prepare is not None:
+            prepare(lease.cursor)
+    except BaseException:
+        with _lock:
+            pool.pop(key, None)
+        lease.cursor.close()
+        raise
+    finally:
+        if lease.lock.locked():
+            lease.lock.release()
+    for old in evicted:
+        with old.lock:  # wait for a query still running on it
+            old.cursor.close()
+    return lease
 
 
 def forget(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop the scope tables made on ``con`` (call before closing or replacing it)."""
+    """Close the cursors kept for ``con``'s filters (call when the trace set goes away)."""
     with _lock:
-        known = _scopes.pop(id(con), OrderedDict())
-        for table in known:
-            con.execute(f"DROP TABLE IF EXISTS {table}")
-
-
-def _base(cursor: duckdb.DuckDBPyConnection) -> str:
-    return _qualified(cursor, "spans")
+        pool = _pools.pop(id(con), (None, OrderedDict()))[1]
+    for lease in pool.values():
+        with lease.lock:
+            lease.cursor.close()
 
 
 def _qualified(cursor: duckdb.DuckDBPyConnection, table: str) -> str:

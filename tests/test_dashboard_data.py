@@ -308,12 +308,18 @@ def test_hostile_filter_values_select_nothing_and_change_nothing(con: Any, hosti
 
 def test_a_scoped_cursor_never_changes_what_the_connection_sees(con: Any) -> None:
     total = con.execute("SELECT count(*) FROM spans").fetchone()[0]
-    cursor = scoped(con, Filters(workflows=("report",)))
-    try:
+    with scoped(con, Filters(workflows=("report",))) as cursor:
         assert 0 < cursor.execute("SELECT count(*) FROM spans").fetchone()[0] < total
         assert con.execute("SELECT count(*) FROM spans").fetchone()[0] == total
-    finally:
-        cursor.close()
+    # The filtered cursor is kept for the next query with the same filter, and only a few.
+    with scoped(con, Filters(workflows=("report",))) as again:
+        assert again is cursor
+    for i in range(8):
+        with scoped(con, Filters(workflows=(f"w{i}",))) as other:
+            assert other.execute("SELECT count(*) FROM spans").fetchone()[0] == 0
+    with scoped(con, Filters(workflows=("report",))) as fresh:
+        assert fresh is not cursor
+        assert 0 < fresh.execute("SELECT count(*) FROM spans").fetchone()[0] < total
 
 
 def test_filtered_queries_from_many_threads_agree(con: Any) -> None:

@@ -16,14 +16,14 @@ head, e2e = now.summary, now.end_to_end
 if not head["spans"]:
     st.warning("No spans match the filters.", icon=":material/filter_alt:")
     st.stop()
-first, second = view.filters.halves(view.bounds.start, view.bounds.end)
-early = view.query_all(data.overview, filters=first)
-late = view.query_all(data.overview, filters=second)
+width = filters.time_bucket(view.bounds, view.filters)
+activity = view.query(data.activity_over_time, width=width)
+changed = data.halves(activity)
 COMPARE = "2nd half vs 1st"
 
 
-def change(key: str, part: str = "summary", *, points: bool = False) -> str | None:
-    a, b = getattr(early, part).get(key), getattr(late, part).get(key)
+def change(key: str, *, points: bool = False) -> str | None:
+    a, b = changed.get(key, (None, None))
     if a is None or b is None:
         return None
     return f"{(b - a) * 100:+.1f} pts" if points else format.delta_pct(b, a)
@@ -34,7 +34,7 @@ row[0].metric(
     "Workflows",
     format.count(e2e["workflows"]),
     border=True,
-    delta=change("workflows", "end_to_end"),
+    delta=change("workflows"),
     delta_color="off",
     delta_description=COMPARE,
 )
@@ -42,7 +42,7 @@ row[1].metric(
     "End-to-end success",
     format.pct(e2e["observed"]),
     border=True,
-    delta=change("observed", "end_to_end", points=True),
+    delta=change("success", points=True),
     delta_description=COMPARE,
     help="Share of workflows whose last run succeeded (observed).",
 )
@@ -78,36 +78,22 @@ row[1].metric(
     f"{format.count(head['output_tokens'])} output",
 )
 budget = view.thresholds.budget_ms
+over = (now.p95_ms or 0) > budget
 row[2].metric(
     "p95 validation latency",
     format.ms(now.p95_ms),
     border=True,
-    delta=None
-    if now.p95_ms is None
-    else ("over" if now.p95_ms > budget else "within") + f" {budget:,.0f} ms budget",
-    delta_color="inverse" if (now.p95_ms or 0) > budget else "normal",
+    delta=None if now.p95_ms is None else f"{'over' if over else 'within'} {budget:,.0f} ms budget",
+    delta_color="inverse" if over else "normal",
     delta_arrow="off",
 )
-found = ui.guarded_query(view, "The auditor's findings", data.findings, **view.thresholds.options())
-if found is not None:
-    by = found.groupby("severity").size()
-    row[3].metric(
-        "Open findings",
-        format.count(len(found)),
-        border=True,
-        delta=" · ".join(f"{by.get(sev, 0):,} {sev}" for sev in ("error", "warning")),
-        delta_color="off",
-        delta_arrow="off",
-        help="Protocol violations the auditor's rules flag; see the Findings page.",
-    )
+findings_slot = row[3].empty()
 
-width = filters.time_bucket(view.bounds, view.filters)
 left, right = st.columns([3, 2])
 with left:
-    ui.chart(
-        charts.activity_over_time(view.query(data.activity_over_time, width=width)),
-        key="overview_activity",
-    )
+    ui.chart(charts.activity_over_time(activity), key="overview_activity")
+# The findings run every rule: they come last, so the rest of the page is already shown.
+found = ui.guarded_query(view, "The auditor's findings", data.findings, **view.thresholds.options())
 with right:
     st.subheader("Findings by rule")
     if found is None:
@@ -122,3 +108,14 @@ with right:
             .sort_values("findings", ascending=False),
             height=360,
         )
+if found is not None:
+    by = found.groupby("severity").size()
+    findings_slot.metric(
+        "Open findings",
+        format.count(len(found)),
+        border=True,
+        delta=" · ".join(f"{by.get(sev, 0):,} {sev}" for sev in ("error", "warning")),
+        delta_color="off",
+        delta_arrow="off",
+        help="Protocol violations the auditor's rules flag; see the Findings page.",
+    )
