@@ -143,3 +143,63 @@ def otlp_line(spans: list[dict[str, Any]], *, service: str = "research") -> str:
         ]
     }
     return json.dumps(doc, separators=(",", ":")) + "\n"
+
+
+def write_handoffs(
+    path: Any,
+    latencies: Iterable[float],
+    *,
+    receiver: str = "writer",
+    sender: str = "research",
+    start_s: float = 1_767_225_600.0,
+    prefix: str = "t",
+    exporter: Any = None,
+) -> float:
+    """Run real handoffs with the library and append their spans to ``path``.
+
+    Spans go through the OpenTelemetry SDK and the official OTLP JSON file exporter (one line
+    per span, as a SimpleSpanProcessor exports them). The receiver answers the first attempt
+    of handoff ``i`` after ``latencies[i]`` seconds of virtual time; an answer over the 2 s
+    validation clock voids that attempt and the retry is answered in 50 ms, so every handoff
+    still commits. Returns the virtual time (seconds since the epoch) when the last one ended.
+    ``exporter``: another span exporter (e.g. OTLP/HTTP), used instead of the file.
+    """
+    from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from collector import InProcessChannel, Receiver, Sender, VirtualClock, accept
+
+    clock = VirtualClock(start_ns=int(start_s * 1e9))
+    provider = TracerProvider(resource=Resource.create({"service.name": sender}))
+    exporter = exporter if exporter is not None else FileSpanExporter(str(path))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    pending: list[float] = []
+
+    def validator(work: Any) -> Any:
+        clock.advance(pending.pop(0) if pending else 0.05)
+        return accept(eta_ms=1000)
+
+    agent = Receiver(
+        receiver,
+        validator=validator,
+        executor=lambda work: {"done": work.task_id},
+        clock=clock,
+        tracer_provider=provider,
+    )
+    channel = InProcessChannel(agent)
+    proposer = Sender(sender, clock=clock, tracer_provider=provider)
+    for i, latency in enumerate(latencies):
+        pending[:] = [latency]
+        outcome = proposer.handoff(
+            channel,
+            task_id=f"{prefix}-{i}",
+            payload={"n": i},
+            output_schema="draft@1",
+            idempotency_key=f"{prefix}-{i}:draft",
+        )
+        assert outcome.committed, outcome
+        clock.advance(0.1)
+    provider.shutdown()
+    return clock.time_ns() / 1e9

@@ -37,6 +37,10 @@ class Deduper:
     def __len__(self) -> int:
         return len(self._seen)
 
+    def seen(self, rule: str, key: str) -> bool:
+        """True when (rule, key) has alerted before."""
+        return _token(rule, key) in self._seen
+
     def first(self, rule: str, key: str, event_time_ns: int) -> bool:
         """True the first time (rule, key) is seen; records it."""
         token = _token(rule, key)

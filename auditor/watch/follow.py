@@ -22,8 +22,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-DEFAULT_PATTERNS: tuple[str, ...] = ("*.jsonl", "*.jsonl.gz", "*.jsonl.zst")
-"""File names followed by default: OTLP JSON-lines, plain or as compressed sealed segments."""
+DEFAULT_PATTERNS: tuple[str, ...] = (
+    "*.jsonl",
+    "*.jsonl.part",
+    "*.ndjson",
+    "*.jsonl.gz",
+    "*.jsonl.zst",
+)
+"""File names followed by default: OTLP JSON-lines, plain or as compressed sealed segments.
+
+``*.jsonl.part`` is the segment ``handoffscope collect`` is still writing. Batch readers skip
+it, but following it is safe here (complete lines only, and sealing renames it to ``*.jsonl``
+without changing its inode, so nothing is read twice) and brings spans in seconds instead of
+at the receiver's next rotation.
+"""
 
 HEAD_BYTES = 1024
 """How many leading bytes identify a file across restarts (with its inode)."""
@@ -158,8 +170,7 @@ class Follower:
                     self._skip_to_end(path, cursor)
                     continue
             elif cursor.path != shown:
-                batch.notes.append(f"{cursor.path} was renamed to {shown}; following it there")
-                cursor.path = shown
+                cursor.path = shown  # renamed (rotated, or a segment sealed): same file
             if cursor.sealed:
                 continue
             if path.name.endswith(COMPRESSED_SUFFIXES):

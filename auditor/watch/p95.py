@@ -1,8 +1,9 @@
 """Rolling p95 validation latency per receiver, and its breach and recovery edges.
 
 The samples live in a DuckDB table beside ``spans`` (``watch_samples``), fed from the
-``handoff.validate`` spans as they arrive. For every new sample, one windowed query gives the
-p95 and the sample count of that receiver over the window ending at the sample's end time
+``handoff.validate`` spans as they arrive, through the auditor's ``hs_phases_all`` view (call
+``auditor.audit.prepare`` on the connection first). For every new sample, one windowed query
+gives the p95 and the sample count of that receiver over the window ending at the sample's end time
 (event time). ``EdgeTracker`` walks those points in time order: a receiver starts breaching
 when the p95 of at least ``min_samples`` samples is over budget, and recovers when it is back
 within budget. Each edge is one alert; the cooldown holds back a new breach right after the
@@ -36,17 +37,17 @@ CREATE TABLE IF NOT EXISTS watch_samples (
 )
 """
 
-# The true latency the sender recorded, else the validate span's own duration.
-_LATENCY = f'coalesce("{s.VALIDATION_LATENCY_MS}", duration_ms) / 1000.0'
-
+# Latency as the auditor defines it (``hs_phases_all.latency_ms``: the true latency the
+# sender recorded, else the span's duration for an answer that came; an unanswered timeout
+# has none), so watch and ``handoffscope audit`` compute the same p95.
 _INGEST = f"""
 INSERT INTO watch_samples
-SELECT sp.trace_id, sp.span_id, sp."{s.RECEIVER}", sp.end_unix_nano, {_LATENCY}, false
-FROM spans AS sp
-WHERE sp.name = $name AND sp."{s.RECEIVER}" IS NOT NULL AND sp.end_unix_nano IS NOT NULL
-  AND {_LATENCY} IS NOT NULL
+SELECT ph.trace_id, ph.span_id, ph."{s.RECEIVER}", ph.end_unix_nano, ph.latency_ms / 1000.0, false
+FROM hs_phases_all AS ph
+WHERE ph.name = $name AND ph."{s.RECEIVER}" IS NOT NULL AND ph.end_unix_nano IS NOT NULL
+  AND ph.latency_ms IS NOT NULL
   AND NOT EXISTS (
-      SELECT 1 FROM watch_samples AS w WHERE w.trace_id = sp.trace_id AND w.span_id = sp.span_id
+      SELECT 1 FROM watch_samples AS w WHERE w.trace_id = ph.trace_id AND w.span_id = ph.span_id
   )
 """
 

@@ -32,6 +32,8 @@ class WatchSettings:
 
     validation_timeout_s: float = s.DEFAULT_VALIDATION_TIMEOUT_S
     p95_budget_s: float = s.DEFAULT_P95_BUDGET_S
+    max_attempts: int = s.DEFAULT_MAX_ATTEMPTS
+    """Retry cap assumed by ``--rule retry-cap-exceeded`` where spans do not record one."""
     window_s: float = DEFAULT_WINDOW_S
     min_samples: int = DEFAULT_MIN_SAMPLES
     cooldown_s: float = DEFAULT_COOLDOWN_S
@@ -40,10 +42,6 @@ class WatchSettings:
     settle_s: float = DEFAULT_SETTLE_S
     horizon_s: float = DEFAULT_HORIZON_S
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
-    p95: bool = True
-    """Alert on the rolling p95 per receiver."""
-    slow: bool = True
-    """Alert on every slow validation."""
 
     def __post_init__(self) -> None:
         positive = {

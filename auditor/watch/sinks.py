@@ -42,8 +42,14 @@ WEBHOOK_FORMATS = ("json", "slack")
 TRANSIENT_STATUS = frozenset({408, 425, 429})
 
 
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+_STDERR_LOCK = threading.Lock()
+
+
+def log_stderr(message: str) -> None:
+    """Write one diagnostic line to stderr; lines from several threads never interleave."""
+    with _STDERR_LOCK:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
 
 
 class Sink(Protocol):
@@ -189,7 +195,7 @@ class WebhookSink(_QueuedSink):
         outbox_size: int = DEFAULT_OUTBOX_SIZE,
         backoff_first_s: float = BACKOFF_FIRST_S,
         backoff_max_s: float = BACKOFF_MAX_S,
-        log: Log = _stderr,
+        log: Log = log_stderr,
     ) -> None:
         self._url = url
         self._fmt = fmt
@@ -268,7 +274,7 @@ class ExecSink(_QueuedSink):
         *,
         timeout_s: float = DEFAULT_EXEC_TIMEOUT_S,
         outbox_size: int = DEFAULT_OUTBOX_SIZE,
-        log: Log = _stderr,
+        log: Log = log_stderr,
     ) -> None:
         self._command = command
         self._timeout = timeout_s

@@ -1,0 +1,191 @@
+"""The watch loop: poll the directory, load new lines, evaluate, alert, save state.
+
+Each poll runs in this order, so a crash at any point repeats at most the alerts of one poll
+and loses none: read new lines; load them; evaluate; hand the alerts to every sink; save read
+positions, alert memory and undelivered alerts together in one atomic write.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from auditor.watch.alert import Alert
+from auditor.watch.dedupe import Cooldown, Deduper
+from auditor.watch.evaluate import Engine
+from auditor.watch.follow import DEFAULT_PATTERNS, Follower
+from auditor.watch.settings import WatchSettings
+from auditor.watch.sinks import Sink, log_stderr
+from auditor.watch.state import WatchState, load_state, save_state
+
+DEFAULT_FLUSH_TIMEOUT_S = 10.0
+"""At shutdown, how long queued alerts may take to deliver before they are saved for later."""
+
+MAX_PROBLEMS_SHOWN = 20
+"""Unusable lines reported one by one per poll; the rest are counted."""
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What one run of the loop did."""
+
+    alerts: int = 0
+    """Alerts raised (firing or resolved) during this run."""
+    firing: int = 0
+    """Of those, how many were firing."""
+    lines: int = 0
+    spans: int = 0
+    problems: int = 0
+    polls: int = 0
+
+
+class Watcher:
+    """Follows one trace directory and sends alerts to sinks until stopped."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        settings: WatchSettings,
+        sinks: Sequence[Sink],
+        state_path: Path | None,
+        patterns: Iterable[str] = DEFAULT_PATTERNS,
+        exclude: Iterable[Path] = (),
+        start_at_end: bool = False,
+        flush_timeout_s: float = DEFAULT_FLUSH_TIMEOUT_S,
+        log: Callable[[str], None] = log_stderr,
+    ) -> None:
+        self.root = root
+        self.settings = settings
+        self.sinks = list(sinks)
+        self.state_path = state_path
+        self._log = log
+        self._flush_timeout = flush_timeout_s
+        state = load_state(state_path) if state_path is not None else WatchState()
+        self._carried: dict[str, list[dict[str, Any]]] = {}
+        self.dedupe = Deduper()
+        self.dedupe.load(state.dedupe)
+        self.cooldown = Cooldown(cooldown_s=settings.cooldown_s)
+        self.cooldown.load(state.receivers.get("cooldown", {}))
+        self.engine = Engine(settings, dedupe=self.dedupe, cooldown=self.cooldown)
+        self.engine.edges.load(state.receivers.get("edges", {}))
+        self.engine.samples.restore(state.receivers.get("samples", {}))
+        self.engine.watermark_ns = int(state.receivers.get("watermark_ns", 0))
+        excluded = list(exclude) + ([state_path] if state_path is not None else [])
+        self.follower = Follower(
+            root,
+            patterns=patterns,
+            cursors=state.cursors,
+            exclude=excluded,
+            start_at_end=start_at_end and not state.cursors,
+        )
+        self._requeue(state.outbox)
+
+    def _requeue(self, outbox: dict[str, list[dict[str, Any]]]) -> None:
+        by_name = {sink.name: sink for sink in self.sinks}
+        for name, saved in outbox.items():
+            sink = by_name.get(name)
+            if sink is None:
+                # Keep them: the sink may be configured again on the next start.
+                self._carried[name] = saved
+                self._log(
+                    f"watch: {len(saved)} undelivered {name} alerts are kept in the state file;"
+                    f" they are sent once --{name} is given again"
+                )
+                continue
+            for data in saved:
+                sink.send(Alert.from_json(data))
+            if saved:
+                self._log(f"watch: resending {len(saved)} undelivered {name} alerts")
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self, *, once: bool = False, stop: threading.Event | None = None) -> RunSummary:
+        """Poll until ``stop`` is set (or, with ``once``, until the backlog is read)."""
+        stop = stop or threading.Event()
+        summary = RunSummary()
+        try:
+            while not stop.is_set():
+                more = self.poll(summary, final=once)
+                if more:
+                    continue
+                if once:
+                    # Nothing more to read: let pending findings settle now.
+                    self._emit(self.engine.evaluate(changed=False, final=True), summary)
+                    break
+                stop.wait(self.settings.poll_interval_s)
+        finally:
+            self.close()
+        return summary
+
+    def poll(self, summary: RunSummary, *, final: bool = False) -> bool:
+        """One poll; returns True when more data is waiting to be read right away."""
+        batch = self.follower.poll()
+        summary.polls += 1
+        for note in batch.notes:
+            self._log(f"watch: {note}")
+        spans = 0
+        if batch.lines:
+            ingested = self.engine.ingest(batch.lines)
+            spans = ingested.spans
+            summary.lines += len(batch.lines)
+            summary.spans += spans
+            summary.problems += len(ingested.problems)
+            for problem in ingested.problems[:MAX_PROBLEMS_SHOWN]:
+                self._log(f"watch: {problem}")
+            if len(ingested.problems) > MAX_PROBLEMS_SHOWN:
+                hidden = len(ingested.problems) - MAX_PROBLEMS_SHOWN
+                self._log(f"watch: ... and {hidden} more unusable lines in this poll")
+        alerts = self.engine.evaluate(changed=spans > 0, final=final and not batch.more)
+        self._emit(alerts, summary)
+        self.engine.prune()
+        if batch.lines or batch.notes or alerts:
+            self.save()
+        return batch.more
+
+    def _emit(self, alerts: list[Alert], summary: RunSummary) -> None:
+        for alert in alerts:
+            summary.alerts += 1
+            summary.firing += alert.status == "firing"
+            for sink in self.sinks:
+                try:
+                    sink.send(alert)
+                except OSError as e:
+                    self._log(f"watch: the {sink.name} sink failed on alert {alert.id}: {e}")
+
+    # -- state -------------------------------------------------------------------------
+    def state(self) -> WatchState:
+        """Everything to persist now."""
+        outbox = dict(self._carried)
+        for sink in self.sinks:
+            pending = sink.pending()
+            if pending:
+                outbox[sink.name] = [a.to_json() for a in pending]
+            else:
+                outbox.pop(sink.name, None)
+        return WatchState(
+            cursors=self.follower.cursors(),
+            dedupe=self.dedupe.to_json(),
+            receivers={
+                "edges": self.engine.edges.to_json(),
+                "cooldown": self.cooldown.to_json(),
+                "samples": self.engine.samples.export(),
+                "watermark_ns": self.engine.watermark_ns,
+            },
+            outbox=outbox,
+        )
+
+    def save(self) -> None:
+        """Write the state file (a no-op without one)."""
+        if self.state_path is not None:
+            save_state(self.state_path, self.state())
+
+    def close(self) -> None:
+        """Deliver what can be delivered in time, then save everything else."""
+        for sink in self.sinks:
+            sink.close(timeout_s=self._flush_timeout)
+        self.follower.close()
+        self.save()
+        self.engine.con.close()

@@ -1,0 +1,193 @@
+"""``handoffscope watch`` in process: --once and its exit codes, sinks, torn lines, rotation,
+usage errors, help. Spans come from the handshake library through the OTLP JSON file exporter.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from test_watch_support import otlp_line, validate_span, webhook, write_handoffs
+
+from auditor.cli import main
+from auditor.watch import JsonlSink, StreamSink, Watcher, WatchSettings
+from auditor.watch.watcher import RunSummary
+
+STATE = ".handoffscope-watch.json"
+
+
+def watcher(directory: Path, **kwargs) -> tuple[Watcher, io.StringIO]:
+    out = io.StringIO()
+    w = Watcher(
+        directory,
+        settings=WatchSettings(),
+        sinks=[StreamSink(out)],
+        state_path=directory / STATE,
+        **kwargs,
+    )
+    return w, out
+
+
+def alerts(out: io.StringIO) -> list[str]:
+    return out.getvalue().splitlines()
+
+
+# ----------------------------------------------------------------------------------------
+# Following files
+# ----------------------------------------------------------------------------------------
+def test_a_torn_line_alerts_once_it_is_complete_and_is_never_an_error(tmp_path: Path):
+    line = otlp_line([validate_span(trace=7, latency_s=2.5)])
+    target = tmp_path / "exporter.jsonl"
+    notes: list[str] = []
+    w, out = watcher(tmp_path, log=notes.append)
+    summary = RunSummary()
+    with target.open("a") as f:
+        f.write(line[:100])
+        f.flush()
+        w.poll(summary)
+        w.poll(summary)
+        assert alerts(out) == [] and notes == [] and summary.lines == 0
+        f.write(line[100:])
+    w.poll(summary)
+    w.close()
+    (alert,) = alerts(out)
+    assert "task-7" in alert and "[exporter.jsonl:1]" in alert
+    assert notes == [] and summary.problems == 0
+
+
+def test_rotation_keeps_every_line_once(tmp_path: Path):
+    log = tmp_path / "out" / "alerts.jsonl"
+    current = tmp_path / "traces.jsonl"
+    out = io.StringIO()
+    w = Watcher(
+        tmp_path,
+        settings=WatchSettings(),
+        sinks=[JsonlSink(log), StreamSink(out)],
+        state_path=tmp_path / STATE,
+        exclude=[log],
+    )
+    summary = RunSummary()
+    write_handoffs(current, [2.5], prefix="a")
+    w.poll(summary)
+    # Rotated away under a name that is no longer followed, then a new file under the old one.
+    write_handoffs(current, [2.5], prefix="b", start_s=1_767_230_000)
+    current.rename(tmp_path / "traces.jsonl.1")
+    write_handoffs(current, [2.5], prefix="c", start_s=1_767_240_000)
+    w.poll(summary)
+    w.poll(summary)
+    w.close()
+    tasks = [json.loads(x)["task_id"] for x in log.read_text().splitlines()]
+    assert tasks == ["a-0", "b-0", "c-0"]
+    assert summary.problems == 0
+
+
+# ----------------------------------------------------------------------------------------
+# Sinks and formats
+# ----------------------------------------------------------------------------------------
+def test_slack_format(tmp_path: Path):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5])
+    with webhook() as server:
+        code = main(
+            ["watch", str(tmp_path), "--once", "--webhook", server.url, "--webhook-format", "slack"]
+        )
+        (body,) = server.wait_for(1)
+    assert code == 1
+    assert set(body) == {"text", "blocks"}
+    assert body["text"].startswith("slow-validation firing")
+    assert "`writer`" in json.dumps(body["blocks"])
+
+
+def test_exec_sink_gets_the_alert_on_stdin(tmp_path: Path):
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_handoffs(traces / "agents.jsonl", [2.5])
+    got = tmp_path / "got.json"
+    assert main(["watch", str(traces), "--once", "--exec", f'cat > "{got}"']) == 1
+    payload = json.loads(got.read_text())
+    assert payload["schema"] == "handoffscope.alert/v1" and payload["task_id"] == "t-0"
+
+
+def test_stdout_line_names_the_handoff(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5])
+    assert main(["watch", str(tmp_path), "--once"]) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "FIRING" in line and "slow-validation" in line and "t-0" in line
+    assert "writer" in line and "research" in line and "2.500s" in line
+
+
+# ----------------------------------------------------------------------------------------
+# --once and its exit codes
+# ----------------------------------------------------------------------------------------
+def test_once_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    write_handoffs(clean / "agents.jsonl", [0.1, 0.2])
+    assert main(["watch", str(clean), "--once"]) == 0
+    write_handoffs(clean / "agents.jsonl", [2.5], prefix="slow", start_s=1_767_230_000)
+    assert main(["watch", str(clean), "--once"]) == 1
+    assert main(["watch", str(clean), "--once"]) == 0  # nothing new since
+    capsys.readouterr()
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    fixture = (
+        Path(__file__).parent / "fixtures" / "otlp" / "opentelemetry-proto__examples__logs.json"
+    )
+    (logs / "otel.jsonl").write_text(json.dumps(json.loads(fixture.read_text())) + "\n")
+    assert main(["watch", str(logs), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "otel.jsonl:1" in err and "logs" in err and "Traceback" not in err
+
+    assert main(["watch", str(tmp_path / "missing"), "--once"]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_once_without_state_repeats_and_with_no_files_is_clean(tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["watch", str(empty), "--once"]) == 0
+    write_handoffs(tmp_path / "agents.jsonl", [2.5])
+    assert main(["watch", str(tmp_path), "--once", "--no-state"]) == 1
+    assert main(["watch", str(tmp_path), "--once", "--no-state"]) == 1
+    assert not (tmp_path / STATE).exists()
+
+
+def test_from_end_skips_what_was_there(tmp_path: Path):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5])
+    assert main(["watch", str(tmp_path), "--once", "--from-end"]) == 0
+    write_handoffs(tmp_path / "agents.jsonl", [2.5], prefix="new", start_s=1_767_230_000)
+    assert main(["watch", str(tmp_path), "--once"]) == 1
+
+
+def test_usage_errors_are_one_line_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    assert main(["watch", str(tmp_path), "--once", "--rule", "commit-without-acept"]) == 2
+    assert "did you mean commit-without-accept" in capsys.readouterr().err
+    assert main(["watch", str(tmp_path), "--once", "--window", "5 fortnights"]) == 2
+    assert "not a duration" in capsys.readouterr().err
+    assert main(["watch", str(tmp_path), "--once", "--webhook", "file:///etc/passwd"]) == 2
+    assert "http(s)" in capsys.readouterr().err
+    (tmp_path / STATE).write_text("{not json")
+    assert main(["watch", str(tmp_path), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "damaged" in err and STATE in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------------------
+# Help and docs
+# ----------------------------------------------------------------------------------------
+def test_every_option_has_help_and_the_docs_show_the_current_help(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    from auditor.watch import watch
+
+    for param in watch.params:
+        if param.param_type_name == "option":
+            assert param.help, param.name  # type: ignore[attr-defined]
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["watch", "--help"]) == 0
+    shown = capsys.readouterr().out.strip()
+    docs = (Path(__file__).parents[1] / "docs" / "watch.md").read_text()
+    block = docs.split("<!-- watch --help -->\n```text\n", 1)[1].split("```", 1)[0].strip()
+    assert block == shown, "docs/watch.md is out of date: paste `handoffscope watch --help`"
