@@ -421,3 +421,39 @@ def test_manifest_entries_point_at_real_spans(tmp_path):
             assert len(executions) == 2
     doc = json.loads((tmp_path / "run" / "manifest.json").read_text())
     assert doc["expected_findings"] == dict(sorted(Counter(e.rule for e in result.faults).items()))
+
+
+# ------------------------------------------------------------------------------------ docs
+DOC = Path(__file__).resolve().parent.parent / "docs" / "simulator.md"
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start) + len(start) : text.index(end)].strip("\n")
+
+
+def test_docs_fault_table_is_the_catalogue():
+    from collector.simulator.report import fault_table_markdown
+
+    doc = DOC.read_text(encoding="utf-8")
+    table = _between(doc, "<!-- faults:start -->", "<!-- faults:end -->")
+    assert table == fault_table_markdown().strip("\n")
+    for f in FAULTS:
+        assert f"| `{f.name}` | `{f.rule}`" in table
+
+
+def test_docs_command_reference_is_the_current_help():
+    import click
+
+    from collector.simulator.cli import simulate
+
+    # As the root command builds it: `-h` is a help option everywhere.
+    ctx = click.Context(
+        simulate,
+        info_name="handoffscope simulate",
+        terminal_width=100,
+        max_content_width=100,
+        help_option_names=["-h", "--help"],
+    )
+    doc = DOC.read_text(encoding="utf-8")
+    block = _between(doc, "<!-- help:start -->", "<!-- help:end -->")
+    assert block.strip("`\n") == simulate.get_help(ctx).strip("\n")

@@ -66,12 +66,14 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     "--reliability",
     default="0.95",
     show_default=True,
+    metavar="RATE",
     help="Probability that one attempt of one agent's task succeeds (0-1 or a percentage).",
 )
 @click.option(
     "--base-latency",
     default="100ms",
     show_default=True,
+    metavar="DURATION",
     help="Typical validation round trip (e.g. 100ms, 0.2s); tasks take a few times longer.",
 )
 @click.option("--seed", default=0, show_default=True, help="Seed: same seed, same bytes.")
@@ -100,15 +102,21 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     "--validation-timeout",
     default="2s",
     show_default=True,
+    metavar="DURATION",
     help="The validation clock: later answers void the proposal.",
 )
 @click.option(
-    "--deadline", default="30s", show_default=True, help="Each task's deadline after proposal."
+    "--deadline",
+    default="30s",
+    show_default=True,
+    metavar="DURATION",
+    help="Each task's deadline after proposal.",
 )
 @click.option(
     "--redelivery-rate",
     default="0.01",
     show_default=True,
+    metavar="RATE",
     help="Share of clean commits delivered twice; the idempotency store replays them.",
 )
 @click.option(
@@ -121,6 +129,7 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     "--duplicate-rate",
     default="0",
     show_default=True,
+    metavar="RATE",
     help="Share of export batches re-sent, as OTLP retries do (duplicate spans).",
 )
 @click.option(
@@ -139,11 +148,13 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     "--workflow-name",
     default="content-pipeline",
     show_default=True,
+    metavar="NAME",
     help="gen_ai.workflow.name of every workflow.",
 )
 @click.option(
     "--run-id",
     default=None,
+    metavar="RUN",
     help="Workflow ids become wf-RUN-000001...; default: mode and seed (e.g. hs0).",
 )
 @click.option(

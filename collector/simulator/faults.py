@@ -50,6 +50,8 @@ class Fault:
     """Rate used when the option is given without ``=RATE``."""
     modes: tuple[str, ...] = (MODE_HANDSHAKE,)
     """The ``--mode`` values it can be injected in (a legacy mode has no validation)."""
+    also: tuple[str, ...] = ()
+    """Other rules it necessarily trips as well."""
 
 
 FAULTS: Final[tuple[Fault, ...]] = (
@@ -69,7 +71,9 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "One receiver validates slowly (0.6-1.8 s) often enough to push its p95 over 500 ms.",
         "One receiver (the third of the pipeline, or the last if shorter) is picked; RATE of "
         "its validations take 0.6-1.8 s, still inside the 2 s clock. The manifest lists the "
-        "receiver when its simulated p95 really is over the budget.",
+        "receiver when its simulated p95 really is over the budget. (Any receiver whose "
+        "answers are often late, from slow-validation or late-answer-used, can go over too; "
+        "the manifest then names those faults.)",
         default_rate=0.3,
     ),
     Fault(
@@ -77,8 +81,9 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "missing-idempotency-key",
         SCOPE_HANDOFF,
         "The sender proposes without an idempotency key.",
-        "The first attempt is proposed with no key; the receiver rejects it with "
-        "``missing_idempotency_key`` and the sender re-proposes with a key.",
+        "The handoff is opened with no key. The receiver's precheck rejects it with "
+        "``missing_idempotency_key``, a reason not worth retrying, so the handoff ends void "
+        "and the workflow fails.",
         modes=_PROPOSING,
     ),
     Fault(
@@ -105,8 +110,9 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "reject-without-reason",
         SCOPE_HANDOFF,
         "A non-conforming receiver rejects without a reason code.",
-        "The receiver's answer to the first attempt is a reject with no reason; the sender "
-        "re-proposes.",
+        "The receiver rejects the first attempt; a peer that does not speak the protocol "
+        "fully drops the reason code on the way back. Without a reason the sender cannot "
+        "tell a retryable reject, so the handoff ends void and the workflow fails.",
     ),
     Fault(
         "accept-without-eta",
@@ -120,24 +126,28 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "abandoned-accept",
         SCOPE_HANDOFF,
         "The sender never commits an accepted proposal.",
-        "The sender is accepted and then walks away (its process restarts); the accept stays "
-        "validated until the commit deadline voids it. The sender re-proposes later.",
+        "The sender is accepted and then walks away (say its process restarts): it neither "
+        "commits nor cancels, the handoff span ends ``validated`` and the workflow fails.",
     ),
     Fault(
         "commit-after-void",
         "illegal-transition",
         SCOPE_HANDOFF,
         "A non-conforming receiver executes a commit for a proposal that is already void.",
-        "The first attempt is voided by the sender; the sender commits it anyway and a "
-        "receiver that does not enforce the state machine executes it (void -> committed).",
+        "The sender cancels an accepted attempt, but its void notice is lost on the way; it "
+        "then commits the attempt anyway (``commit(unchecked=True)``) and the receiver, which "
+        "never heard of the void, executes it: the attempt is both void and committed.",
     ),
     Fault(
         "late-answer-used",
         "late-validation-used",
         SCOPE_HANDOFF,
         "A sender ignores its validation clock and commits on a late accept.",
-        "The receiver accepts after 2.1-4 s; a sender that does not enforce the clock commits "
-        "on that late answer instead of voiding.",
+        "The receiver accepts on time, but the answer spends 2.1-4 s in transit. The sender's "
+        "clock voids the attempt (its void notice is lost); the sender commits on the late "
+        "accept anyway and the receiver executes it. A late answer is also a slow one, so "
+        "slow-validation fires on the same attempt.",
+        also=("slow-validation",),
     ),
     Fault(
         "deadline-missed",
@@ -179,8 +189,8 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "full-chain-restart",
         SCOPE_WORKFLOW,
         "A workflow is rerun from the first agent instead of retrying the failed handoff.",
-        "After the workflow's last handoff completes, the orchestrator throws the run away and "
-        "starts the whole chain again (workflow attempt 2).",
+        "One handoff's first attempt fails; instead of retrying that handoff the orchestrator "
+        "aborts the run and starts the whole chain again (workflow attempt 2, a new trace).",
         modes=_ALL_MODES,
     ),
     Fault(
@@ -195,8 +205,8 @@ FAULTS: Final[tuple[Fault, ...]] = (
         "missing-metadata",
         "missing-handoff-metadata",
         SCOPE_HANDOFF,
-        "The proposal lacks its output schema and payload version.",
-        "The sender proposes with an empty output schema and payload version.",
+        "The proposal does not say which version of the payload format it carries.",
+        "The sender proposes with an empty payload version.",
         modes=_PROPOSING,
     ),
     Fault(

@@ -8,7 +8,7 @@ from rich.table import Table
 from collector.simulator.faults import FAULTS
 from collector.simulator.run import SimulationResult
 
-__all__ = ["print_fault_table", "print_summary", "summary_line"]
+__all__ = ["fault_table_markdown", "print_fault_table", "print_summary", "summary_line"]
 
 
 def _pct(value: float | None) -> str:
@@ -118,3 +118,18 @@ def print_fault_table() -> None:
         "allows. A rule id is accepted in place of the fault that trips it.",
         markup=False,
     )
+
+
+def fault_table_markdown() -> str:
+    """The fault catalogue as the Markdown table ``docs/simulator.md`` embeds."""
+    rows = [
+        "| option | rule it trips | rate is per | modes | what happens |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for f in FAULTS:
+        rules = ", ".join(f"`{r}`" for r in (f.rule, *f.also))
+        how = f.how.replace("|", "\\|")
+        rows.append(
+            f"| `{f.name}` | {rules} | {f.scope} | {', '.join(f.modes)} | {f.summary} {how} |"
+        )
+    return "\n".join(rows) + "\n"
