@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from auditor.watch.follow import Cursor, Follower
 
@@ -185,3 +187,49 @@ def test_a_torn_tail_of_a_rotated_away_file_is_reported(tmp_path: Path, monkeypa
     assert any("a.jsonl:3" in note and "mid-line" in note for note in batch.notes)
     assert follower.cursors() == []
     follower.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.text(
+            alphabet=st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)),
+            min_size=1,
+            max_size=30,
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=12),
+    restarts=st.lists(st.booleans(), max_size=12),
+)
+def test_any_chunking_and_restarts_yield_every_line_exactly_once(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[str],
+    cuts: list[int],
+    restarts: list[bool],
+):
+    """However a writer splits its bytes, and whenever watch restarts, each line comes out once."""
+    folder = tmp_path_factory.mktemp("chunks")
+    data = "".join(line + "\n" for line in lines).encode()
+    points = sorted({min(c, len(data)) for c in cuts} | {len(data)})
+    follower = Follower(folder)
+    got: list[str] = []
+    written = 0
+    with (folder / "t.jsonl").open("ab") as out:
+        for i, point in enumerate(points):
+            out.write(data[written:point])
+            out.flush()
+            written = point
+            got += [line.text for line in follower.poll().lines]
+            if i < len(restarts) and restarts[i]:
+                saved = [Cursor.from_json(c.to_json()) for c in follower.cursors()]
+                follower.close()
+                follower = Follower(folder, cursors=saved)
+    got += [line.text for line in follower.poll().lines]
+    follower.close()
+    # A CRLF ending is a line ending; blank lines carry nothing and are skipped.
+    expected = [line.removesuffix("\r") for line in lines]
+    assert got == [line for line in expected if line.strip()]

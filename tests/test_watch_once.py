@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import io
 import json
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
-from test_watch_support import otlp_line, validate_span, webhook, write_handoffs
+from test_watch_support import commit_span, otlp_line, validate_span, webhook, write_handoffs
 
 from auditor.cli import main
 from auditor.watch import JsonlSink, StreamSink, Watcher, WatchSettings
@@ -81,6 +83,91 @@ def test_rotation_keeps_every_line_once(tmp_path: Path):
     tasks = [json.loads(x)["task_id"] for x in log.read_text().splitlines()]
     assert tasks == ["a-0", "b-0", "c-0"]
     assert summary.problems == 0
+
+
+# ----------------------------------------------------------------------------------------
+# Auditor rules
+# ----------------------------------------------------------------------------------------
+def test_rule_alerts_match_the_simulator_ground_truth(tmp_path: Path):
+    traces = tmp_path / "traces"
+    assert (
+        main(
+            [
+                "simulate",
+                "--out",
+                str(traces),
+                "-n",
+                "20",
+                "--seed",
+                "7",
+                "--fault",
+                "commit-without-accept=0.2",
+                "--fault",
+                "slow-validation=0.1",
+            ]
+        )
+        == 0
+    )
+    manifest = json.loads((traces / "manifest.json").read_text())
+    log = tmp_path / "alerts.jsonl"
+    assert (
+        main(
+            [
+                "watch",
+                str(traces),
+                "--once",
+                "--jsonl",
+                str(log),
+                "--rule",
+                "commit-without-accept",
+            ]
+        )
+        == 1
+    )
+    got = [json.loads(line) for line in log.read_text().splitlines()]
+
+    def expected(rule: str) -> set[tuple[str, str, str]]:
+        return {
+            (f["trace_id"], f["task_id"], f["receiver"])
+            for f in manifest["faults"]
+            if f["rule"] == rule
+        }
+
+    def alerted(rule: str) -> list[tuple[str, str, str]]:
+        return [(a["trace_id"], a["task_id"], a["receiver"]) for a in got if a["rule"] == rule]
+
+    for rule in ("commit-without-accept", "slow-validation"):
+        assert expected(rule), rule  # the faults were injected
+        assert sorted(alerted(rule)) == sorted(expected(rule)), rule  # each once, none extra
+    assert {a["rule"] for a in got} <= {
+        "commit-without-accept",
+        "slow-validation",
+        "validation-p95-over-budget",
+    }
+
+
+def test_a_rule_finding_waits_to_settle_and_a_late_span_clears_it(tmp_path: Path):
+    out = io.StringIO()
+    w = Watcher(
+        tmp_path,
+        settings=WatchSettings(rules=("fire-and-forget",), settle_s=0.3),
+        sinks=[StreamSink(out)],
+        state_path=None,
+    )
+    summary = RunSummary()
+    with (tmp_path / "a.jsonl").open("a") as f:
+        f.write(otlp_line([commit_span(trace=1), commit_span(trace=2)]))
+    w.poll(summary)
+    assert alerts(out) == []  # both commits lack a validation, for now
+    with (tmp_path / "a.jsonl").open("a") as f:
+        f.write(otlp_line([validate_span(trace=1, latency_s=0.1, span=11)]))
+    w.poll(summary)
+    time.sleep(0.35)
+    w.poll(summary)
+    w.poll(summary)
+    w.close()
+    (alert,) = alerts(out)
+    assert "fire-and-forget" in alert and "task-2" in alert
 
 
 # ----------------------------------------------------------------------------------------
@@ -191,3 +278,25 @@ def test_every_option_has_help_and_the_docs_show_the_current_help(
     docs = (Path(__file__).parents[1] / "docs" / "watch.md").read_text()
     block = docs.split("<!-- watch --help -->\n```text\n", 1)[1].split("```", 1)[0].strip()
     assert block == shown, "docs/watch.md is out of date: paste `handoffscope watch --help`"
+
+
+def test_public_surface_is_pinned_and_the_quickstart_runs():
+    import auditor.watch as package
+
+    assert package.__all__ == sorted(package.__all__)
+    assert package.__all__ == [
+        "Alert",
+        "ExecSink",
+        "JsonlSink",
+        "RunSummary",
+        "StreamSink",
+        "WatchSettings",
+        "Watcher",
+        "WebhookSink",
+        "watch",
+    ]
+    for name in package.__all__:
+        assert getattr(package, name).__doc__, name
+    doc = package.__doc__ or ""
+    code = doc.split("this runs as is)::\n", 1)[1].split("\n\n``docs", 1)[0]
+    exec(compile(textwrap.dedent(code), "auditor/watch/__init__.py", "exec"), {})

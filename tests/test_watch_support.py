@@ -132,6 +132,39 @@ def validate_span(
     }
 
 
+def commit_span(
+    *,
+    trace: int,
+    receiver: str = "writer",
+    sender: str = "research",
+    end_s: float = 1_700_000_001.0,
+) -> dict[str, Any]:
+    """The ``handoff.commit`` span of the handoff ``validate_span(trace=...)`` belongs to."""
+    end_ns = int(end_s * 1e9)
+    attrs = {
+        s.TASK_ID: f"task-{trace}",
+        s.HANDOFF_ID: f"handoff-{trace}",
+        s.SENDER: sender,
+        s.RECEIVER: receiver,
+        s.ATTEMPT: 1,
+        s.IDEMPOTENCY_KEY: f"key-{trace}",
+        s.PHASE: s.PHASE_COMMIT,
+        s.STATE: s.STATE_COMMITTED,
+        s.COMMIT_OUTCOME: s.OUTCOME_EXECUTED,
+        s.GEN_AI_AGENT_NAME: receiver,
+    }
+    return {
+        "traceId": f"{trace:032x}",
+        "spanId": f"{trace * 10 + 2:016x}",
+        "name": s.SPAN_COMMIT,
+        "kind": 1,
+        "startTimeUnixNano": str(end_ns - 1_000_000),
+        "endTimeUnixNano": str(end_ns),
+        "attributes": [_attr(k, v) for k, v in attrs.items()],
+        "status": {},
+    }
+
+
 def otlp_line(spans: list[dict[str, Any]], *, service: str = "research") -> str:
     """One OTLP JSON line (a ``TracesData`` document) holding ``spans``."""
     doc = {

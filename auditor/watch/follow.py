@@ -269,7 +269,7 @@ class Follower:
                 handle.read(min(HEAD_BYTES, cursor.offset + end))
             )
         number = cursor.lines
-        for raw in data[:end].splitlines():
+        for raw in _lines(data[:end]):
             number += 1
             if raw.strip():
                 batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
@@ -283,7 +283,7 @@ class Follower:
         except (EOFError, OSError, ValueError):
             return  # still being written, or damaged: try again on the next poll
         number = 0
-        for raw in data.splitlines():
+        for raw in _lines(data):
             number += 1
             if raw.strip():
                 batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
@@ -312,6 +312,15 @@ class Follower:
                 entry.handle.close()
                 del self._open[key]
                 del self._cursors[key]
+
+
+def _lines(data: bytes) -> list[bytes]:
+    # Only a newline ends a line (as for `wc -l` and the auditor's line numbers); a stray
+    # carriage return stays inside its line, and a CRLF ending loses its CR.
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    return [p[:-1] if p.endswith(b"\r") else p for p in parts]
 
 
 def _digest(data: bytes) -> tuple[str, int]:
