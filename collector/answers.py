@@ -12,7 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import heapq
+import itertools
+import logging
 import threading
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
@@ -29,6 +34,8 @@ if TYPE_CHECKING:
 
 __all__ = ["ValidationRound", "worker_pool"]
 
+log = logging.getLogger("collector.telemetry")
+
 _pool_lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -42,6 +49,41 @@ def worker_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="handoff-answer")
         return _pool
+
+
+class _Later:
+    """One daemon thread running callbacks at monotonic deadlines (instead of a thread each)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def call_at(self, when: float, fn: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._heap, (when, next(self._seq), fn))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="handoff-late-answers", daemon=True
+                )
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._heap or self._heap[0][0] > time.monotonic():
+                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
+                    self._cond.wait(wait)
+                _, _, fn = heapq.heappop(self._heap)
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - a late-answer callback must not kill the thread
+                log.warning("handoffscope: closing a late validation span failed", exc_info=True)
+
+
+_later = _Later()
 
 
 class ValidationRound:
@@ -170,9 +212,7 @@ class ValidationRound:
         h._void("validation timeout", at_ns=h.clock.time_ns(), span=span)
         h._notify_void("validation timeout", background=True)
         h.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT)
-        timer = threading.Timer(h.sender.late_answer_window_s, self.never_answered)
-        timer.daemon = True
-        timer.start()
+        _later.call_at(time.monotonic() + h.sender.late_answer_window_s, self.never_answered)
 
     def never_answered(self) -> None:
         """Real clock: the late-answer window passed with no answer; close the span."""
