@@ -147,7 +147,7 @@ def run_ceiling(payload_file: Path, seconds: float, what: str) -> None:
 
 
 UVICORN_APP = """
-import os, sys
+import contextlib, os, sys
 from pathlib import Path
 os.sched_setaffinity(0, {%(cpu)d})
 import uvicorn
@@ -173,7 +173,12 @@ async def traces(request):
     await run_in_threadpool(ingest.export, body, "application/x-protobuf")
     return Response(b"", media_type="application/x-protobuf")
 
-app = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])])
+@contextlib.asynccontextmanager
+async def lifespan(app):
+    yield
+    sink.close()  # uvicorn re-raises SIGTERM after shutdown: seal here, not in a finally
+
+app = Starlette(routes=[Route("/v1/traces", traces, methods=["POST"])], lifespan=lifespan)
 config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
 server = uvicorn.Server(config)
 import threading
@@ -183,10 +188,7 @@ def announce():
     port = server.servers[0].sockets[0].getsockname()[1]
     print(f"event=listening protocol=http url=http://127.0.0.1:{port}/v1/traces", file=sys.stderr, flush=True)
 threading.Thread(target=announce, daemon=True).start()
-try:
-    server.run()
-finally:
-    sink.close()
+server.run()
 """
 
 
