@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Final
@@ -51,8 +52,6 @@ class OtlpHttpServer(ThreadingHTTPServer):
     block_on_close = False
 
     def __init__(self, address: tuple[str, int], ingest: Ingest) -> None:
-        import socket
-
         self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.ingest = ingest
         self.stopping = False
@@ -145,8 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._refuse(e, reply_type)
             return
         except Exception:  # a bug: answer 500, never 200, and keep serving
-            log_event("internal_error", level=logging.ERROR, path=self.path)
-            logging.getLogger("handoffscope.collect").exception("request failed")
+            log_event("internal_error", level=logging.ERROR, exc_info=True, path=self.path)
             self.close_connection = True
             self._send_error(500, "internal error; the spans were not written", reply_type)
             return
