@@ -218,6 +218,10 @@ class Receiver:
             # An accept this receiver itself sent too late can never be committed.
             on_time = is_on_time(elapsed, p.validation_timeout_ms / 1000)
             now_ms = self.clock.time_ns() // 1_000_000
+            known = self.store.load_acceptance(self.name, p.handoff_id, p.attempt)
+            if known is not None and known.state in (schema.STATE_COMMITTED, schema.STATE_VOID):
+                # A re-delivered proposal cannot reopen an attempt that already ended.
+                return self._reply(p, verdict, work)
             self.store.save_acceptance(
                 Acceptance(
                     receiver=self.name,
@@ -231,6 +235,9 @@ class Receiver:
                     created_ms=now_ms,
                 )
             )
+        return self._reply(p, verdict, work)
+
+    def _reply(self, p: Proposal, verdict: Verdict, work: Work) -> Answer:
         return Answer(
             handoff_id=p.handoff_id,
             attempt=p.attempt,

@@ -271,3 +271,28 @@ def test_a_transport_that_never_delivers_commits_raises_after_the_resends(cap):
             idempotency_key="k1",
         )
     assert calls == [] and cap.one(S.SPAN_HANDOFF)[S.STATE] == "validated"
+
+
+def test_a_redelivered_proposal_cannot_reopen_a_voided_attempt(cap):
+    recv, calls = writer(cap)
+    channel = InProcessChannel(recv)
+    h = open_(cap, channel)
+    h.propose()
+    proposal = recv.store.load_acceptance("writer", h.spec.handoff_id, 1)
+    assert proposal.state == "validated"
+    h.cancel("changed plans")
+    duplicate = {
+        "kind": "propose",
+        "handoff_id": h.spec.handoff_id,
+        "task_id": "t1",
+        "attempt": 1,
+        "sender": "planner",
+        "receiver": "writer",
+        "output_schema": "doc@1",
+        "deadline_unix_ms": h.spec.deadline_unix_ms,
+        "idempotency_key": "k1",
+        "payload": {"x": 1},
+    }
+    channel.request(duplicate)  # the network delivers the old proposal again
+    assert recv.store.load_acceptance("writer", h.spec.handoff_id, 1).state == "void"
+    assert h.commit(unchecked=True).outcome == "refused" and calls == []
