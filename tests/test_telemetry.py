@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 
@@ -335,3 +336,26 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
+
+
+def test_the_pytest_fixture_for_agent_authors(tmp_path):
+    (tmp_path / "conftest.py").write_text('pytest_plugins = ["collector.testing"]\n')
+    (tmp_path / "test_my_agent.py").write_text(
+        "from collector import InProcessChannel, accept\n"
+        "def test_handoff(handoff_spans):\n"
+        "    w = handoff_spans.receiver('w', validator=lambda x: accept(eta_ms=1),"
+        " executor=lambda x: 1)\n"
+        "    handoff_spans.sender('p').handoff(InProcessChannel(w), task_id='t', payload={},"
+        " output_schema='d', idempotency_key='k')\n"
+        "    assert handoff_spans.one('handoff.commit')['handoff.commit.outcome'] == 'executed'\n"
+        "    assert [s.context.span_id for s in handoff_spans.spans()] == [2, 3, 4, 1]\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed" in out.stdout
