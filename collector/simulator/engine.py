@@ -17,50 +17,33 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from collector import (
-    CommitmentEnvelope,
-    Handoff,
     OrchestratorPolicy,
     Sender,
-    Usage,
     VirtualClock,
     Workflow,
     schema,
 )
 from collector.clock import VIRTUAL_EPOCH_NS
-from collector.messages import MODE_FIRE_AND_FORGET, MODE_HANDSHAKE, MODE_TWO_STEP, CommitResult
-from collector.protocol import is_on_time
-from collector.sender import RETRYABLE_REJECTS
+from collector.messages import MODE_FIRE_AND_FORGET, MODE_HANDSHAKE, MODE_TWO_STEP
 from collector.simulator import faults as F
 from collector.simulator.agents import (
-    OUTCOME_EFFECT_UNAPPROVED,
-    OUTCOME_FAILED,
-    OUTCOME_PARTIAL,
-    OUTCOME_RAISE,
     ForgetfulStore,
-    Script,
     SimulatedAgent,
     Wire,
-    WireFaults,
 )
 from collector.simulator.config import SimulationConfig
+from collector.simulator.handoffs import HandoffDriver, Step
 from collector.simulator.manifest import FaultEntry
-from collector.simulator.world import AgentProfile, build_profiles, latency
+from collector.simulator.truth import NATURAL, GroundTruth
+from collector.simulator.world import build_profiles
 from collector.simulator.writer import FileStats, TraceWriter
 
-__all__ = ["ReplicaResult", "run_replica"]
+__all__ = ["NATURAL", "ORCHESTRATOR", "Replica", "ReplicaResult", "run_replica"]
 
 ORCHESTRATOR = "orchestrator"
-NATURAL = "latency"
-"""``fault`` of an entry no fault caused: the simulated latencies alone broke a rule."""
-PARTIAL_SHARE = 0.04
-"""Share of successful executions that return a usable ``partial`` result (policy proceeds)."""
-REJECT_SHARE = 0.55
-"""Share of reliability failures seen at validation (a retryable reject); the rest raise."""
-EFFECTS = ("post_to_cms",)
-APPROVER = "human:editor"
+"""The name (and service) of the agent that starts every workflow and decides on results."""
 
 
 @dataclass(slots=True)
@@ -86,32 +69,9 @@ class ReplicaResult:
     last_ns: int = 0
 
 
-@dataclass(slots=True)
-class _Step:
-    """One handoff of a run: who sends what to whom, and what goes wrong."""
+class Replica:
+    """One copy of every agent process, running its share of the workflows."""
 
-    workflow_id: str
-    index: int
-    sender: str
-    receiver: str
-    task_id: str
-    consumes: tuple[str, str] | None
-    fault: str | None
-    last: bool
-    restart_here: bool = False
-    late_deadline: bool = False
-    """Set once a commit of this handoff ended after its deadline (flagged once per handoff)."""
-
-
-@dataclass(slots=True)
-class _StepOutcome:
-    ok: bool
-    status: str | None
-    reason: str
-    decided: bool = True
-
-
-class _Replica:
     def __init__(self, config: SimulationConfig, replica: int, out_dir: Path | None) -> None:
         self.cfg = config
         self.replica = replica
@@ -179,27 +139,12 @@ class _Replica:
         slow = config.faults.get("slow-receiver", 0.0) if config.mode == MODE_HANDSHAKE else 0.0
         self.slow_receiver = config.pipeline[min(2, len(config.pipeline) - 1)] if slow else None
         self.slow_receiver_rate = slow
-        # task id -> what caused it: non-complete results passed on with no recorded decision
-        self.undecided: dict[str, str] = {}
+        self.truth = GroundTruth(config.mode)
+        self.driver = HandoffDriver(self)
 
     # ------------------------------------------------------------------ ids and draws
     def _hex_id(self) -> str:
         return f"{self.rng.getrandbits(64):016x}"
-
-    def _key(self) -> str:
-        return f"idem-{self.rng.getrandbits(96):024x}"
-
-    def _tokens(self, profile: AgentProfile, typical: tuple[int, int]) -> tuple[int, int]:
-        return profile.tokens(self.rng, typical, self.cfg.token_scale)
-
-    def _usage(self, profile: AgentProfile, typical: tuple[int, int]) -> Usage:
-        tin, tout = self._tokens(profile, typical)
-        self.result.input_tokens += tin
-        self.result.output_tokens += tout
-        self.result.cost_usd += profile.cost(tin, tout)
-        return Usage(
-            model=profile.model, input_tokens=tin, output_tokens=tout, provider=profile.provider
-        )
 
     def _pick_fault(self, *, index: int, last: bool, count: int) -> str | None:
         if not self.handoff_faults:
@@ -232,6 +177,7 @@ class _Replica:
             res.output_tokens += agent.spent_tokens[1]
             res.cost_usd += agent.spent_usd
             res.executions += agent.executions
+        res.faults = self.truth.entries
         res.files = self.writer.close()
         return res
 
@@ -249,7 +195,7 @@ class _Replica:
             ok, trace_id = self._run_chain(workflow_id, run, inject_restart=inject_restart)
             if run > 1:
                 cause = F.fault_by_name("full-chain-restart").name if restart else cfg.mode
-                self._entry(
+                self.truth.entry(
                     "full-chain-restart",
                     cause,
                     trace_id=trace_id,
@@ -295,7 +241,7 @@ class _Replica:
                     if inject_restart
                     else self._pick_fault(index=index, last=last, count=len(pipeline))
                 )
-                step = _Step(
+                step = Step(
                     workflow_id=workflow_id,
                     index=index,
                     sender=ORCHESTRATOR if index == 0 else pipeline[index - 1],
@@ -306,7 +252,7 @@ class _Replica:
                     last=last,
                     restart_here=index == restart_at,
                 )
-                outcome = self._step(step, trace_id)
+                outcome = self.driver.step(step, trace_id)
                 if step.restart_here:
                     wf.abort(f"{receiver} failed; the orchestrator restarts the whole chain")
                     return False, trace_id
@@ -321,7 +267,7 @@ class _Replica:
                     break
                 consumes = (step.task_id, outcome.status or schema.MESSAGE_COMPLETE)
                 if not outcome.decided and consumes[1] != schema.MESSAGE_COMPLETE:
-                    self.undecided[step.task_id] = step.fault or cfg.mode
+                    self.truth.passed_on(step.task_id, step.fault or cfg.mode)
                 self.clock.advance(0.005 + 0.015 * self.rng.random())
             if ok:
                 wf.succeed()
@@ -332,405 +278,6 @@ class _Replica:
         return ok, trace_id
 
     # ------------------------------------------------------------------ one handoff
-    def _step(self, step: _Step, trace_id: str | None) -> _StepOutcome:
-        self.result.handoffs += 1
-        agent = self.agents[step.receiver]
-        wire = self.wires[step.receiver]
-        wire.faults = WireFaults()
-        if (
-            step.fault is None
-            and self.cfg.duplicate_commit_rate
-            and self.rng.random() < self.cfg.duplicate_commit_rate
-        ):
-            wire.faults.duplicate_commit = True  # a retried request, replayed by the store
-        mode = self.cfg.mode
-        if step.fault == "fire-and-forget":
-            mode = MODE_FIRE_AND_FORGET
-        sender = (
-            self.uncapped[step.sender]
-            if step.fault == "retry-cap-exceeded"
-            else self.senders[step.sender]
-        )
-        key = None if step.fault == "missing-idempotency-key" else self._key()
-        if step.fault == "broken-idempotency-store" and key is not None:
-            agent.store.forget.add(key)
-            wire.faults.duplicate_commit = True
-        h = sender.open(
-            wire,
-            task_id=step.task_id,
-            payload=self._payload(step),
-            output_schema=f"{step.receiver}-output@1",
-            idempotency_key=key,
-            deadline_s=self.cfg.deadline_s,
-            payload_version="" if step.fault == "missing-metadata" else "1",
-            consumes=step.consumes,
-            mode=mode,
-            max_attempts=1 if self.cfg.mode == MODE_FIRE_AND_FORGET else self.cfg.max_attempts,
-        )
-        with h:
-            self._consumption(step, trace_id, key)
-            if mode == MODE_HANDSHAKE:
-                outcome = self._handshake(h, step, agent, wire, trace_id, key)
-            else:
-                outcome = self._legacy(h, step, agent, mode, trace_id, key)
-        self._mode_entries(step, trace_id, key, mode)
-        if step.fault is not None:
-            fault = F.fault_by_name(step.fault)
-            if fault.name not in _SELF_RECORDING:
-                self._entry(
-                    fault.rule,
-                    fault.name,
-                    trace_id=trace_id,
-                    task_id=step.task_id,
-                    key=key,
-                    sender=step.sender,
-                    receiver=step.receiver,
-                    workflow_id=step.workflow_id,
-                )
-        return outcome
-
-    def _payload(self, step: _Step) -> Any:
-        if step.last:
-            env = CommitmentEnvelope(
-                id=f"{step.task_id}#env",
-                from_agent=step.sender,
-                to=step.receiver,
-                objective=f"deliver the result of {step.workflow_id}",
-                inputs={"upstream": step.consumes[0] if step.consumes else None},
-                required_output=f"{step.receiver}-output@1",
-                external_effects=EFFECTS,
-                approval=None if step.fault == "unapproved-effect" else APPROVER,
-                verify=("output_schema_valid",),
-            )
-            return env.to_dict()
-        return {
-            "objective": f"{step.receiver} for {step.workflow_id}",
-            "upstream": step.consumes[0] if step.consumes else None,
-        }
-
-    def _script(self, step: _Step, agent: SimulatedAgent, attempt: int, *, legacy: bool) -> Script:
-        """Draw what the receiver does on this attempt, and set it on the agent."""
-        cfg = self.cfg
-        rng = self.rng
-        profile = agent.profile
-        base = cfg.base_latency_s * profile.speed
-        exec_typical = base * 5
-        s = Script(
-            validate_s=latency(rng, base),
-            eta_ms=max(1, round(exec_typical * 1.6 * 1000)),
-            validate_tokens=self._tokens(profile, (350, 40)),
-            exec_s=latency(rng, exec_typical, spread=0.4),
-            exec_tokens=None,
-            findings=1 + rng.randrange(4),
-            effects=EFFECTS if step.last else (),
-        )
-        fault = step.fault
-        if step.receiver == self.slow_receiver and rng.random() < self.slow_receiver_rate:
-            s.validate_s = rng.uniform(0.6, 1.8)
-        success = rng.random() < cfg.reliability
-        counted = True
-        if fault in ("slow-validation",) and attempt == 1:
-            s.validate_s = cfg.validation_timeout_s + rng.uniform(0.1, 2.0)
-        if (
-            (fault == "commit-without-accept" and attempt == 1)
-            or (fault == "reject-without-reason" and attempt == 1)
-            or (fault == "retry-cap-exceeded" and attempt <= cfg.max_attempts)
-        ):
-            s.reject_reason = schema.REJECT_RESOURCE_UNAVAILABLE
-            counted = False
-        elif step.restart_here and attempt == 1:
-            s.outcome = OUTCOME_RAISE
-            counted = False
-        elif fault is not None and attempt == 1 and fault in _FORCED_SUCCESS:
-            counted = False
-        elif not success:
-            if legacy:
-                s.outcome = OUTCOME_FAILED if cfg.mode != MODE_HANDSHAKE else OUTCOME_RAISE
-            elif rng.random() < REJECT_SHARE:
-                s.reject_reason = schema.REJECT_RESOURCE_UNAVAILABLE
-            else:
-                s.outcome = OUTCOME_RAISE
-        elif rng.random() < PARTIAL_SHARE and not step.last:
-            s.outcome = OUTCOME_PARTIAL
-        if fault == "silent-propagation" and attempt == 1:
-            s.outcome = OUTCOME_PARTIAL
-            s.reject_reason = None
-        if fault == "unapproved-effect":
-            s.outcome = OUTCOME_EFFECT_UNAPPROVED
-        if fault == "deadline-missed":
-            s.exec_s = cfg.deadline_s + rng.uniform(1.0, 10.0)
-        if fault != "missing-cost":
-            s.exec_tokens = self._tokens(profile, profile.commit_tokens)
-        if counted:
-            self.result.agent_attempts[agent.name] = (
-                self.result.agent_attempts.get(agent.name, 0) + 1
-            )
-            if success:
-                self.result.agent_successes[agent.name] = (
-                    self.result.agent_successes.get(agent.name, 0) + 1
-                )
-        agent.script = s
-        return s
-
-    def _handshake(
-        self,
-        h: Handoff,
-        step: _Step,
-        agent: SimulatedAgent,
-        wire: Wire,
-        trace_id: str | None,
-        key: str | None,
-    ) -> _StepOutcome:
-        cfg = self.cfg
-        fault = step.fault
-        sender_profile = self.profiles[step.sender]
-        timeout = cfg.validation_timeout_s
-        attempt = 0
-        while True:
-            attempt += 1
-            self.result.attempts += 1
-            self._script(step, agent, attempt, legacy=False)
-            if fault == "late-answer-used" and attempt == 1:
-                wire.faults.reply_delay_s = timeout + self.rng.uniform(0.1, 2.0)
-                wire.faults.drop_void = True
-            elif fault == "reject-without-reason" and attempt == 1:
-                wire.faults.strip_reason = True
-                wire.faults.rewrite_attempts = {1}
-            elif fault == "accept-without-eta":
-                wire.faults.strip_eta = True
-            seen = len(wire.validation_latencies)
-            answer = h.propose(usage=self._usage(sender_profile, (250, 60)))
-            wire.faults.reply_delay_s = 0.0
-            for latency_s in wire.validation_latencies[seen:]:
-                if not is_on_time(latency_s, timeout):
-                    cause = fault if fault in ("slow-validation", "late-answer-used") else NATURAL
-                    self._entry(
-                        "slow-validation",
-                        cause,
-                        trace_id=trace_id,
-                        task_id=step.task_id,
-                        key=key,
-                        sender=step.sender,
-                        receiver=step.receiver,
-                        workflow_id=step.workflow_id,
-                        attempt=attempt,
-                        value=latency_s * 1000,
-                    )
-            result: CommitResult | None = None
-            if h.state == schema.STATE_VALIDATED:
-                if fault == "abandoned-accept":
-                    return _StepOutcome(False, None, f"{step.sender} abandoned an accepted task")
-                if fault == "commit-after-void" and attempt == 1:
-                    wire.faults.drop_void = True
-                    h.cancel("sender replanned")
-                    result = h.commit(unchecked=True)
-                    return self._used_anyway(step, h, result, trace_id, key)
-                result = h.commit()
-            else:
-                if fault == "commit-without-accept" and attempt == 1:
-                    h.commit(unchecked=True)
-                elif fault == "late-answer-used" and attempt == 1 and h.late:
-                    result = h.commit(unchecked=True)
-                    return self._used_anyway(step, h, result, trace_id, key)
-                reason = answer.reason if answer is not None else None
-                late_or_lost = answer is None or h.late
-                retryable = late_or_lost or reason in RETRYABLE_REJECTS
-                if retryable and (attempt < cfg.max_attempts or fault == "retry-cap-exceeded"):
-                    if fault == "retry-cap-exceeded" and attempt > cfg.max_attempts:
-                        return _StepOutcome(False, None, "retry cap exceeded")
-                    continue
-                why = "no answer in time" if late_or_lost else f"rejected ({reason or 'no reason'})"
-                return _StepOutcome(False, None, f"{step.receiver}: {why}")
-            self._deadline(step, agent, h, trace_id, key)
-            status = result.status
-            if fault == "silent-propagation" and result.ok and not step.last:
-                return _StepOutcome(True, status, "passed on without a decision", decided=False)
-            if step.last and result.ok:
-                ok = status == schema.ENVELOPE_COMPLETED
-                return _StepOutcome(ok, status, f"{step.receiver}: {status}")
-            decision = self.policy.decide(
-                result, attempt=attempt, task_id=step.task_id, parent=h.span
-            )
-            if decision.proceed:
-                return _StepOutcome(True, status, decision.reason)
-            if decision.action == schema.POLICY_RETRY and h.state == schema.STATE_VOID:
-                if step.restart_here:
-                    return _StepOutcome(False, status, decision.reason)
-                continue
-            return _StepOutcome(False, status, decision.reason)
-
-    def _used_anyway(
-        self, step: _Step, h: Handoff, result: CommitResult, trace_id: str | None, key: str | None
-    ) -> _StepOutcome:
-        """A buggy sender carries on with a result the protocol says it must not use."""
-        self._deadline(step, self.agents[step.receiver], h, trace_id, key)
-        if step.last:
-            return _StepOutcome(
-                result.ok and result.status == schema.ENVELOPE_COMPLETED,
-                result.status,
-                "used a result from a void attempt",
-            )
-        decision = self.policy.decide(
-            result, attempt=h.attempt, task_id=step.task_id, parent=h.span
-        )
-        return _StepOutcome(decision.proceed, result.status, decision.reason)
-
-    def _legacy(
-        self,
-        h: Handoff,
-        step: _Step,
-        agent: SimulatedAgent,
-        mode: str,
-        trace_id: str | None,
-        key: str | None,
-    ) -> _StepOutcome:
-        """Two-step and fire-and-forget handoffs: no validation, no per-handoff retry."""
-        cfg = self.cfg
-        sender_profile = self.profiles[step.sender]
-        attempt = 0
-        while True:
-            attempt += 1
-            self.result.attempts += 1
-            self._script(step, agent, attempt, legacy=True)
-            if mode == MODE_TWO_STEP:
-                h.propose(usage=self._usage(sender_profile, (250, 60)))
-                if h.state != schema.STATE_PROPOSED:
-                    return _StepOutcome(False, None, f"{step.receiver} did not acknowledge")
-            result = h.commit()
-            self._deadline(step, agent, h, trace_id, key)
-            status = result.status if result.ok else schema.MESSAGE_FAILED
-            if cfg.mode == MODE_FIRE_AND_FORGET:
-                return _StepOutcome(True, _as_message_status(status), "not checked", decided=False)
-            if step.fault == "silent-propagation" and result.ok and not step.last:
-                return _StepOutcome(True, status, "passed on without a decision", decided=False)
-            if step.last and result.ok:
-                ok = status == schema.ENVELOPE_COMPLETED
-                return _StepOutcome(ok, status, f"{step.receiver}: {status}")
-            decision = self.policy.decide(
-                result, attempt=attempt, task_id=step.task_id, parent=h.span
-            )
-            if decision.proceed:
-                return _StepOutcome(True, status, decision.reason)
-            if (
-                decision.action == schema.POLICY_RETRY
-                and mode == MODE_FIRE_AND_FORGET
-                and h.state == schema.STATE_VOID
-            ):
-                continue
-            return _StepOutcome(False, status, decision.reason)
-
-    # ------------------------------------------------------------------ ground truth
-    def _deadline(
-        self, step: _Step, agent: SimulatedAgent, h: Handoff, trace_id: str | None, key: str | None
-    ) -> None:
-        ended_ns = agent.script.ended_ns
-        if step.late_deadline or not ended_ns or ended_ns // 1_000_000 <= h.spec.deadline_unix_ms:
-            return
-        if h.spec.mode == MODE_FIRE_AND_FORGET:
-            return  # no proposal, so no deadline on record: nothing can flag it
-        step.late_deadline = True
-        cause = "deadline-missed" if step.fault == "deadline-missed" else NATURAL
-        self._entry(
-            "deadline-missed",
-            cause,
-            trace_id=trace_id,
-            task_id=step.task_id,
-            key=key,
-            sender=step.sender,
-            receiver=step.receiver,
-            workflow_id=step.workflow_id,
-        )
-
-    def _consumption(self, step: _Step, trace_id: str | None, key: str | None) -> None:
-        """A propose that consumes an unchecked non-complete result is a silent propagation."""
-        consumed = step.consumes
-        if consumed is None or consumed[1] == schema.MESSAGE_COMPLETE:
-            return
-        cause = self.undecided.pop(consumed[0], None)
-        if cause is None:
-            return
-        self._entry(
-            "silent-propagation",
-            cause,
-            trace_id=trace_id,
-            task_id=step.task_id,
-            key=key,
-            sender=step.sender,
-            receiver=step.receiver,
-            workflow_id=step.workflow_id,
-        )
-
-    def _mode_entries(self, step: _Step, trace_id: str | None, key: str | None, mode: str) -> None:
-        if mode != MODE_HANDSHAKE and step.fault != "fire-and-forget":
-            self._entry(
-                "fire-and-forget",
-                mode,
-                trace_id=trace_id,
-                task_id=step.task_id,
-                key=key,
-                sender=step.sender,
-                receiver=step.receiver,
-                workflow_id=step.workflow_id,
-            )
-
-    def _entry(
-        self,
-        rule: str,
-        fault: str,
-        *,
-        trace_id: str | None,
-        task_id: str | None,
-        key: str | None,
-        sender: str | None,
-        receiver: str | None,
-        workflow_id: str | None,
-        attempt: int | None = None,
-        value: float | None = None,
-    ) -> None:
-        self.result.faults.append(
-            FaultEntry(
-                rule=rule,
-                fault=fault,
-                trace_id=trace_id,
-                task_id=task_id,
-                idempotency_key=key,
-                sender=sender,
-                receiver=receiver,
-                workflow_id=workflow_id,
-                attempt=attempt,
-                value=None if value is None else round(value, 3),
-            )
-        )
-
-
-_SELF_RECORDING = frozenset(
-    {
-        "slow-validation",
-        "slow-receiver",
-        "deadline-missed",
-        "silent-propagation",
-        "full-chain-restart",
-    }
-)
-"""Faults whose entries the engine records where the violation shows up."""
-_FORCED_SUCCESS = frozenset(
-    {
-        "slow-validation",
-        "missing-idempotency-key",
-        "broken-idempotency-store",
-        "accept-without-eta",
-        "abandoned-accept",
-        "commit-after-void",
-        "late-answer-used",
-        "deadline-missed",
-        "fire-and-forget",
-        "silent-propagation",
-        "unapproved-effect",
-        "missing-metadata",
-        "missing-cost",
-    }
-)
-"""Faults whose first attempt is otherwise clean, so the fault and nothing else shows."""
 
 
 def _eligible(name: str, *, index: int, last: bool) -> bool:
@@ -745,14 +292,6 @@ def _order(name: str) -> int:
     return [f.name for f in F.FAULTS].index(F.fault_by_name(name).name)
 
 
-def _as_message_status(status: str | None) -> str:
-    if status in (schema.MESSAGE_COMPLETE, schema.MESSAGE_PARTIAL, schema.MESSAGE_FAILED):
-        return status
-    if status == schema.ENVELOPE_COMPLETED:
-        return schema.MESSAGE_COMPLETE
-    return schema.MESSAGE_FAILED
-
-
 def run_replica(
     config: SimulationConfig, replica: int, out_dir: str | Path | None
 ) -> ReplicaResult:
@@ -760,6 +299,6 @@ def run_replica(
 
     With ``out_dir=None`` nothing is recorded or written; the figures are still measured.
     """
-    sim = _Replica(config, replica, None if out_dir is None else Path(out_dir))
+    sim = Replica(config, replica, None if out_dir is None else Path(out_dir))
     indices = range(replica, config.workflows, config.files_per_agent)
     return sim.run(indices)
