@@ -32,14 +32,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CommitRun", "COMMIT_IN_PROGRESS", "COMMIT_WITHOUT_ACCEPT", "IDEMPOTENCY_CONFLICT"]
 
-COMMIT_WITHOUT_ACCEPT = "CommitWithoutAccept"
-"""``handoff.commit.error`` of a commit refused because no valid accept exists."""
-IDEMPOTENCY_CONFLICT = "IdempotencyConflict"
-"""``handoff.commit.error`` of a commit whose key was used for a different payload."""
-COMMIT_IN_PROGRESS = "CommitInProgress"
-"""``handoff.commit.error`` when another execution of the key outlasted the wait."""
-LEGACY_MODE_REFUSED = "LegacyModeRefused"
-"""``handoff.commit.error`` when a receiver does not allow two-step / fire-and-forget."""
+COMMIT_WITHOUT_ACCEPT = schema.COMMIT_ERROR_WITHOUT_ACCEPT
+IDEMPOTENCY_CONFLICT = schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT
+COMMIT_IN_PROGRESS = schema.COMMIT_ERROR_IN_PROGRESS
+LEGACY_MODE_REFUSED = schema.COMMIT_ERROR_LEGACY_MODE
 
 
 class CommitRun:

@@ -395,7 +395,7 @@ class Handoff:
                 self._move(schema.STATE_COMMITTED, reply.outcome, span=self.span, at_ns=now_ns)
         else:
             self._void(f"commit {reply.outcome}: {reply.error or ''}".strip(), at_ns=now_ns)
-            if not unchecked and reply.error == "IdempotencyConflict":
+            if not unchecked and reply.error == schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT:
                 raise IdempotencyConflict(
                     self.spec.idempotency_key or "", stored="(receiver)", received=self.fingerprint
                 )

@@ -61,7 +61,7 @@ from collector.work import Executor, Validator, Verdict, Work, reject
 
 __all__ = ["Receiver", "VALIDATOR_ERROR"]
 
-VALIDATOR_ERROR = "validator_error"
+VALIDATOR_ERROR = schema.REJECT_VALIDATOR_ERROR
 """Custom reject code used when the receiver's own validator raised."""
 
 
