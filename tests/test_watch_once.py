@@ -16,6 +16,7 @@ from test_watch_support import commit_span, otlp_line, validate_span, webhook, w
 from auditor.cli import main
 from auditor.watch import JsonlSink, StreamSink, Watcher, WatchSettings
 from auditor.watch.watcher import RunSummary
+from collector.errors import ConfigurationError
 
 STATE = ".handoffscope-watch.json"
 
@@ -300,3 +301,23 @@ def test_public_surface_is_pinned_and_the_quickstart_runs():
     doc = package.__doc__ or ""
     code = doc.split("this runs as is)::\n", 1)[1].split("\n\n``docs", 1)[0]
     exec(compile(textwrap.dedent(code), "auditor/watch/__init__.py", "exec"), {})
+
+
+def test_one_state_file_serves_one_watch_at_a_time(tmp_path: Path):
+    first, _ = watcher(tmp_path)
+    with pytest.raises(ConfigurationError, match=r"another handoffscope watch \(pid \d+\)"):
+        watcher(tmp_path)
+    first.close()
+    second, _ = watcher(tmp_path)  # released on close
+    second.close()
+
+
+def test_a_state_file_with_damaged_content_is_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    (tmp_path / STATE).write_text(json.dumps({"version": 1, "receivers": {"watermark_ns": "x"}}))
+    assert main(["watch", str(tmp_path), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "damaged" in err and "Traceback" not in err
+    (tmp_path / STATE).unlink()
+    assert main(["watch", str(tmp_path), "--once"]) == 0  # the lock was released

@@ -78,13 +78,15 @@ def _check_url(url: str) -> str:
 
 @contextmanager
 def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM end the loop cleanly (flush, save) instead of killing it."""
+    """SIGINT and SIGTERM end the loop cleanly (flush, save); a second one stops at once."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
 
     def handler(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # a second signal: stop now, without flushing
         stop.set()
 
     for sig in previous:

@@ -1,7 +1,8 @@
 """The DuckDB side of ``watch``: new lines in, alerts out.
 
-New lines go through the auditor's loader (``auditor.load.append_lines``) into one ``spans``
-table, exactly as ``handoffscope audit`` reads files. Alerts are queries over that table:
+New lines go through the auditor's loader (the ``Reader`` behind ``auditor.append_lines``)
+into one ``spans`` table, exactly as ``handoffscope audit`` reads files. Alerts are queries
+over that table:
 
 * ``slow-validation``: the auditor's own rule, run with ``--validation-timeout``; one alert
   per offending handoff (trace, task, sender, receiver), however many attempts were slow;
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby
 
 from auditor.audit import Finding
-from auditor.load import LoadProblem, TraceSet, append_lines, connect
+from auditor.load import LoadProblem, TraceSet, connect
+from auditor.readers import Reader
 from auditor.rules import get_rule
 from auditor.settings import AuditSettings
 from auditor.watch import rules as watch_rules
@@ -85,14 +87,14 @@ class Engine:
     # -- input -------------------------------------------------------------------------
     def ingest(self, lines: Sequence[Line]) -> Ingested:
         """Load complete lines (grouped by file, in order) into ``spans``."""
-        out = Ingested()
-        before = len(self.trace_set.problems)
+        # What `append_lines` does for one file, for all files of a poll in one flush:
+        # parsing costs a fixed query plan per flush, whatever the number of lines.
+        reader = Reader(self.con, dedupe_on_insert=True)
         for path, group in groupby(lines, key=lambda line: line.path):
-            out.spans += append_lines(
-                self.trace_set, ((line.number, line.text) for line in group), file=path
-            )
-        out.problems = self.trace_set.problems[before:]
-        del self.trace_set.problems[before:]
+            # Watch hands over complete lines only: none of them is a torn tail.
+            reader.add_lines(path, [(ln.number, ln.text) for ln in group], torn_possible=False)
+        reader.flush()
+        out = Ingested(spans=reader.added, problems=list(reader.problems))
         if out.spans:
             row = self.con.execute("SELECT max(end_unix_nano) FROM spans").fetchone()
             if row and row[0] is not None:

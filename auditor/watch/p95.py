@@ -87,9 +87,8 @@ class SampleWindow:
 
     def ingest(self) -> int:
         """Copy validate spans not seen before from ``spans``; returns how many."""
-        before = self._count()
-        self._con.execute(_INGEST, {"name": s.SPAN_VALIDATE})
-        return self._count() - before
+        row = self._con.execute(_INGEST, {"name": s.SPAN_VALIDATE}).fetchone()
+        return int(row[0]) if row else 0
 
     def points(self) -> list[Point]:
         """Rolling p95 at every sample not evaluated yet, in event-time order; marks them."""
@@ -128,10 +127,6 @@ class SampleWindow:
         ]
         if rows:
             self._con.executemany("INSERT INTO watch_samples VALUES (?, ?, ?, ?, ?, ?)", rows)
-
-    def _count(self) -> int:
-        row = self._con.execute("SELECT count(*) FROM watch_samples").fetchone()
-        return int(row[0]) if row else 0
 
 
 class EdgeTracker:

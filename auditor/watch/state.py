@@ -9,6 +9,8 @@ delivery; every alert carries a stable ``id`` to deduplicate on).
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
 import tempfile
@@ -95,3 +97,28 @@ def save_state(path: Path, state: WatchState) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def lock_state(path: Path) -> int:
+    """Hold the state file for this process; returns the lock's descriptor (close to release).
+
+    Two ``watch`` processes sharing one state file would each send every alert; the second
+    one is refused with a message naming the first one's pid.
+    """
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+            raise ConfigurationError(
+                f"another handoffscope watch (pid {holder}) is using the state file {path};"
+                " stop it, or give this one its own --state"
+            ) from e
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd

@@ -7,6 +7,7 @@ positions, alert memory and undelivered alerts together in one atomic write.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from auditor.watch.evaluate import Engine
 from auditor.watch.follow import DEFAULT_PATTERNS, Follower
 from auditor.watch.settings import WatchSettings
 from auditor.watch.sinks import Sink, log_stderr
-from auditor.watch.state import WatchState, load_state, save_state
+from auditor.watch.state import WatchState, load_state, lock_state, save_state
+from collector.errors import ConfigurationError
 
 DEFAULT_FLUSH_TIMEOUT_S = 10.0
 """At shutdown, how long queued alerts may take to deliver before they are saved for later."""
@@ -64,19 +66,41 @@ class Watcher:
         self.state_path = state_path
         self._log = log
         self._flush_timeout = flush_timeout_s
-        state = load_state(state_path) if state_path is not None else WatchState()
+        self._lock = lock_state(state_path) if state_path is not None else None
+        try:
+            state = load_state(state_path) if state_path is not None else WatchState()
+            try:
+                self._restore(state, patterns=patterns, exclude=exclude, start_at_end=start_at_end)
+            except (ValueError, TypeError, KeyError, AttributeError) as e:
+                raise ConfigurationError(
+                    f"the watch state file {state_path} is damaged ({type(e).__name__}: {e});"
+                    " move it away to start over (old alerts may then be sent again)"
+                ) from e
+        except BaseException:
+            self._unlock()
+            raise
+
+    def _restore(
+        self,
+        state: WatchState,
+        *,
+        patterns: Iterable[str],
+        exclude: Iterable[Path],
+        start_at_end: bool,
+    ) -> None:
         self._carried: dict[str, list[dict[str, Any]]] = {}
         self.dedupe = Deduper()
         self.dedupe.load(state.dedupe)
-        self.cooldown = Cooldown(cooldown_s=settings.cooldown_s)
+        self.cooldown = Cooldown(cooldown_s=self.settings.cooldown_s)
         self.cooldown.load(state.receivers.get("cooldown", {}))
-        self.engine = Engine(settings, dedupe=self.dedupe, cooldown=self.cooldown)
+        self.engine = Engine(self.settings, dedupe=self.dedupe, cooldown=self.cooldown)
         self.engine.edges.load(state.receivers.get("edges", {}))
         self.engine.samples.restore(state.receivers.get("samples", {}))
         self.engine.watermark_ns = int(state.receivers.get("watermark_ns", 0))
+        state_path = self.state_path
         excluded = list(exclude) + ([state_path] if state_path is not None else [])
         self.follower = Follower(
-            root,
+            self.root,
             patterns=patterns,
             cursors=state.cursors,
             exclude=excluded,
@@ -187,5 +211,13 @@ class Watcher:
         for sink in self.sinks:
             sink.close(timeout_s=self._flush_timeout)
         self.follower.close()
-        self.save()
-        self.engine.con.close()
+        try:
+            self.save()
+        finally:
+            self.engine.con.close()
+            self._unlock()
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
