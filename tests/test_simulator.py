@@ -142,6 +142,16 @@ def test_cli_runs_and_prints_observed_and_analytic(tmp_path, capsys):
     assert load_manifest(out)["figures"]["workflows"] == 5
 
 
+def test_an_unwritable_output_folder_is_a_clear_error(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert main(["simulate", "--out", str(blocker / "out"), "--workflows", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "a-file" in err and "Traceback" not in err
+    assert main(["simulate", "--out", str(blocker), "--workflows", "2"]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
 def test_force_never_deletes_files_it_did_not_write(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -211,6 +211,9 @@ def simulate(
         result = run_simulation(config, None if dry_run else out, jobs=jobs, force=force)
     except ConfigurationError as e:
         raise click.UsageError(str(e)) from None
+    except OSError as e:
+        where = e.filename or out
+        raise click.ClickException(f"cannot write {where}: {e.strerror or e}") from None
     print_summary(result, elapsed_s=time.perf_counter() - started, quiet=quiet)
 
 

@@ -142,7 +142,7 @@ def _index(results: Sequence[tuple[Scenario, SimulationResult]]) -> str:
         "library exactly as separate agent processes would write them: each agent replica "
         "exports OTLP JSON lines with the official OpenTelemetry file exporter to its own "
         "file under its own `service.name`, some export batches arrive twice (OTLP retries), "
-        "and the larger files are gzipped. Each folder holds its trace files, a `README.md` "
+        "and the files are gzipped to keep the repository small (`zcat` reads them). Each folder holds its trace files, a `README.md` "
         "and the ground truth, `manifest.json`: every injected fault with its trace id, task "
         "id, idempotency key and the auditor rule that must flag it, plus the run's "
         "parameters and measured figures.\n\n"
