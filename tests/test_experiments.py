@@ -81,6 +81,8 @@ def test_markdown_has_every_section_in_order_and_the_figures(quick):
     positions = [text.index(heading) for heading in SECTIONS]
     assert positions == sorted(positions)
     assert "0.95^5 = 77.38%" in text
+    assert re.search(r"\*\*Measured against analytic:\*\* \d+ of the \d+ intervals", text)
+    assert "Checks that failed" not in text
     assert "--quick" in text  # how to rerun this very page
     assert re.search(r"\*\*(\d+ min )?\d+ s\*\* on 2 processes", text)
     # Every run of the plan is listed with its seed.

@@ -122,11 +122,13 @@ def test_bootstrap_ratio_of_spend_per_success():
 
 def test_required_trials_for_the_target():
     assert stats.required_trials(0.999, 0.999) is None
+    # With no failure expected, the exact bound is (2.5%)^(1/N): N >= ln 0.025 / ln 0.999.
+    assert stats.required_trials(0.99999, 0.999) == math.ceil(math.log(0.025) / math.log(0.999))
     n = stats.required_trials(0.99938, 0.999)
-    assert n is not None and 10_000 < n < 25_000
-    # At that size, the expected count's Wilson lower bound sits near the target.
-    lower = stats.wilson(round(n * 0.99938), n).low
-    assert lower == pytest.approx(0.999, abs=2e-4)
+    assert n is not None and 20_000 < n < 35_000
+    for trials, shown in ((n, True), (int(n * 0.9), False)):
+        failures = round(trials * (1 - 0.99938))
+        assert (stats.clopper_pearson(trials - failures, trials).low >= 0.999) is shown
 
 
 @pytest.mark.parametrize(
@@ -156,3 +158,18 @@ def test_analytic_counts_follow_the_model():
     perfect = analytic.expected(handshake(3), reliability=1.0, agents=5)
     assert perfect.wasted_executions == pytest.approx(0.0)
     assert perfect.executions == pytest.approx(5.0)
+
+
+def test_reject_share_is_the_simulators():
+    # The analytic execution counts assume the simulator's split of handshake failures.
+    from collector.simulator import handoffs
+
+    assert analytic.REJECT_SHARE == handoffs.REJECT_SHARE
+
+
+def test_budgets_that_reach_the_target():
+    from auditor.experiments import analysis
+
+    assert [analysis.attempts_for_target(r) for r in (0.90, 0.95, 0.99)] == [4, 3, 2]
+    assert analysis.attempts_for_target(0.5) is None
+    assert analysis.fire_and_forget_reliability_for_target() == pytest.approx(0.9998, abs=1e-4)

@@ -31,6 +31,11 @@ __all__ = [
     "StepSection",
     "TargetCell",
     "TARGET",
+    "attempts_for_target",
+    "consistency",
+    "coverage",
+    "fire_and_forget_reliability_for_target",
+    "latency_differences",
     "length_grid",
     "outage_rows",
     "protocol_rows",
@@ -422,6 +427,19 @@ class TargetCell:
         return stats.required_trials(self.analytic, TARGET)
 
 
+def attempts_for_target(reliability: float, *, agents: int = 5, limit: int = 10) -> int | None:
+    """The fewest handshake attempts per handoff that reach ``TARGET`` analytically."""
+    for k in range(1, limit + 1):
+        if analytic.success(handshake(k), reliability=reliability, agents=agents) >= TARGET:
+            return k
+    return None
+
+
+def fire_and_forget_reliability_for_target(*, agents: int = 5) -> float:
+    """Per-agent reliability fire-and-forget needs to reach ``TARGET``: TARGET^(1/n)."""
+    return TARGET ** (1.0 / agents)
+
+
 def target_cells(results: ExperimentResults) -> list[TargetCell]:
     """Five-agent handshake configurations, from the dedicated runs and the length grid."""
     cells: dict[tuple[float, int], TargetCell] = {}
@@ -453,3 +471,63 @@ def target_cells(results: ExperimentResults) -> list[TargetCell]:
             m = res.measurement
             add(run.reliability, run.protocol.attempts, name, m.successes, m.count)
     return sorted(cells.values(), key=lambda c: (c.reliability, c.attempts))
+
+
+# --------------------------------------------------------------------------------------
+# How often the intervals hold the analytic value
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """How many intervals on the page hold their analytic value, and which do not."""
+
+    covered: int
+    total: int
+    misses: list[str]
+
+
+def coverage(results: ExperimentResults) -> Coverage:
+    """Count the figures whose interval holds the analytic value (about 95% should).
+
+    Only figures with both an analytic value and an interval of non-zero width count (a
+    fire-and-forget run's restarts, always 0 of 0, would say nothing).
+    """
+    named: list[tuple[str, Figure]] = []
+    for c in length_grid(results):
+        agents = f"{c.agents} agent{'s' if c.agents > 1 else ''}"
+        named.append((f"{c.protocol.label}, {agents} at {c.reliability:.0%}", c.success))
+    if "ff-4" in results.results and "ff-5" in results.results:
+        st = step_section(results)
+        named += [
+            ("4 agents", st.four),
+            ("5 agents", st.five),
+            ("4 -> 5 step", st.step),
+            ("4 -> 5 step, same workflows", st.paired),
+        ]
+    for row in protocol_rows(results):
+        for label, f in (
+            ("success", row.success),
+            ("restarts", row.restarts_per_1000),
+            ("retries", row.retries_per_1000),
+            ("executions", row.executions_per_1000),
+            ("wasted executions", row.wasted_executions_per_1000),
+        ):
+            named.append((f"{row.protocol.label}, {label}", f))
+    for o in outage_rows(results):
+        named.append((f"{o.protocol.label}, independent (outage driver)", o.independent))
+    for t in target_cells(results):
+        named.append(
+            (
+                f"{t.attempts} attempts at {t.reliability:.0%}",
+                Figure(t.observed, t.interval, t.analytic, t.workflows),
+            )
+        )
+    covered, total, misses = 0, 0, []
+    for label, f in named:
+        if f.interval is None or f.analytic is None or f.interval.high - f.interval.low <= 0:
+            continue
+        total += 1
+        if f.covers_analytic:
+            covered += 1
+        else:
+            misses.append(label)
+    return Coverage(covered, total, misses)

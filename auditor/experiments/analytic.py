@@ -20,9 +20,13 @@ from dataclasses import dataclass
 from auditor.experiments.plan import Protocol
 from collector import schema
 from collector.simulator import analytic_success
-from collector.simulator.engine import REJECT_SHARE
 
-__all__ = ["Expected", "expected", "success"]
+__all__ = ["Expected", "REJECT_SHARE", "expected", "success"]
+
+REJECT_SHARE = 0.55
+"""Share of a handshake receiver's failing attempts that it rejects at validation, before any
+execution (the simulator's model, which the outage driver follows too); the rest fail while
+executing."""
 
 
 def success(protocol: Protocol, *, reliability: float, agents: int) -> float:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from auditor.experiments.analytic import REJECT_SHARE
 from auditor.experiments.plan import Outage, Run
 from collector import (
     Finding,
@@ -45,7 +46,6 @@ from collector import (
     schema,
 )
 from collector.simulator.config import default_pipeline
-from collector.simulator.engine import REJECT_SHARE
 from collector.simulator.world import build_profiles, latency
 from collector.simulator.writer import TraceWriter
 

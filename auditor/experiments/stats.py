@@ -106,17 +106,37 @@ def newcombe_difference(
     )
 
 
-def required_trials(rate: float, target: float, *, confidence: float = CONFIDENCE) -> int | None:
-    """Trials needed before a true ``rate`` above ``target`` shows a Wilson lower bound above it.
+def required_trials(
+    rate: float, target: float, *, confidence: float = CONFIDENCE, limit: int = 10**9
+) -> int | None:
+    """Trials before a true ``rate`` above ``target`` shows an exact lower bound above it.
 
-    A planning figure (normal approximation): how many workflows it takes to *demonstrate*
-    a rate such as 99.9% rather than merely fail to rule it out. None when ``rate`` is not
-    above ``target``.
+    A planning figure: the smallest N for which N trials with the expected number of
+    failures, ``round(N * (1 - rate))``, give a Clopper-Pearson lower bound at or above
+    ``target``; that is how many workflows it takes to *demonstrate* a rate such as 99.9%
+    rather than merely fail to rule it out. None when ``rate`` is not above ``target`` (or
+    more than ``limit`` trials would be needed).
     """
     if rate <= target:
         return None
-    z = _z(confidence)
-    return math.ceil(z * z * rate * (1 - rate) / (rate - target) ** 2)
+
+    def shows(n: int) -> bool:
+        failures = round(n * (1.0 - rate))
+        return clopper_pearson(n - failures, n, confidence=confidence).low >= target
+
+    high = 16
+    while not shows(high):
+        high *= 2
+        if high > limit:
+            return None
+    low = high // 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        if shows(mid):
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def bootstrap(
