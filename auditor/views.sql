@@ -5,8 +5,9 @@
 --
 -- hs_spans(...)        the spans inside the filter
 -- hs_phases(...)       the handshake's phase spans, with the handoff they belong to
---                      (handoff_key), their attempt number and, for validate spans, the
---                      validation latency in milliseconds (latency_ms)
+--                      (handoff_key: trace id and handoff.id, or trace, task, sender and
+--                      receiver when handoff.id is missing), their attempt number and, for
+--                      validate spans, the validation latency in milliseconds (latency_ms)
 -- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
 -- hs_transitions(...)  every `handoff.transition` event with the attempt it belongs to
 -- The views hs_phases_all, hs_handoffs_all and hs_transitions_all are the unfiltered ones
@@ -23,9 +24,10 @@ WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
 CREATE OR REPLACE TEMP MACRO hs_phases(since_ns, until_ns, agents) AS TABLE
 SELECT
     s.*,
-    coalesce(s."handoff.id",
-             concat_ws('/', s.trace_id, s."handoff.task_id", s."handoff.sender",
-                       s."handoff.receiver")) AS handoff_key,
+    concat_ws('/', s.trace_id,
+              coalesce(s."handoff.id",
+                       concat_ws('/', s."handoff.task_id", s."handoff.sender",
+                                 s."handoff.receiver"))) AS handoff_key,
     coalesce(s."handoff.attempt", 1) AS attempt_no,
     CASE WHEN s.name = 'handoff.validate' THEN
         coalesce(s."handoff.validation_latency_ms",
@@ -38,9 +40,10 @@ CREATE OR REPLACE TEMP MACRO hs_handoffs(since_ns, until_ns, agents) AS TABLE
 WITH keyed AS (
     SELECT
         s.*,
-        coalesce(s."handoff.id",
-                 concat_ws('/', s.trace_id, s."handoff.task_id", s."handoff.sender",
-                           s."handoff.receiver")) AS handoff_key
+        concat_ws('/', s.trace_id,
+                  coalesce(s."handoff.id",
+                           concat_ws('/', s."handoff.task_id", s."handoff.sender",
+                                     s."handoff.receiver"))) AS handoff_key
     FROM hs_spans(since_ns, until_ns, agents) AS s
     WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit')
 )
@@ -68,9 +71,10 @@ WITH events AS (
         s.trace_id,
         s.span_id,
         s.name AS span_name,
-        coalesce(s."handoff.id",
-                 concat_ws('/', s.trace_id, s."handoff.task_id", s."handoff.sender",
-                           s."handoff.receiver")) AS handoff_key,
+        concat_ws('/', s.trace_id,
+                  coalesce(s."handoff.id",
+                           concat_ws('/', s."handoff.task_id", s."handoff.sender",
+                                     s."handoff.receiver"))) AS handoff_key,
         s."handoff.attempt" AS span_attempt,
         coalesce(s."handoff.mode", 'handshake') AS mode,
         unnest(s.events) AS e

@@ -100,7 +100,8 @@ def compute_figures(
     head = rows(summary(con, filters=filters))[0]
     if trace_set is not None:
         head.update(
-            files=len(trace_set.files),
+            files=len(trace_set.files) - len(trace_set.skipped),
+            skipped_files=len(trace_set.skipped),
             problems=len(trace_set.problems),
             duplicate_spans=trace_set.duplicate_count,
         )

@@ -86,28 +86,31 @@ def render_markdown(result: AuditResult) -> str:
     if found and passed:
         lines += [f"Passing rules: {', '.join(f'`{p}`' for p in passed)}", ""]
     rel = result.figures.reliability
-    lines += [
-        "### Reliability",
-        "",
-        *_table(
-            [
-                "projected (product of per-agent rates)",
-                "observed",
-                "workflows",
-                "retries / 1,000 workflows",
-                "full-chain restarts",
-            ],
-            [
+    if rel.get("agents"):
+        lines += [
+            "### Reliability",
+            "",
+            *_table(
                 [
-                    percent(rel.get("projected")),
-                    percent(rel.get("observed")),
-                    count(rel.get("workflows")),
-                    f"{rel.get('retries_per_1000_workflows') or 0:,.0f}",
-                    count(rel.get("full_chain_restarts")),
-                ]
-            ],
-        ),
-        "",
+                    "projected (product of per-agent rates)",
+                    "observed",
+                    "workflows",
+                    "retries / 1,000 workflows",
+                    "full-chain restarts",
+                ],
+                [
+                    [
+                        percent(rel.get("projected")),
+                        percent(rel.get("observed")),
+                        count(rel.get("workflows")),
+                        f"{rel.get('retries_per_1000_workflows') or 0:,.0f}",
+                        count(rel.get("full_chain_restarts")),
+                    ]
+                ],
+            ),
+            "",
+        ]
+    lines += [
         "### Agents",
         "",
         *_table(

@@ -47,13 +47,17 @@ def short_id(value: str | None) -> str:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` with datetimes as ISO text and tuples as lists, for ``json.dumps``."""
+    """``value`` ready for ``json.dumps``: datetimes as ISO text, tuples as lists, floats
+    to 12 significant digits, NaN and infinities as null."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     if isinstance(value, (datetime, date)):
         return value.isoformat()
-    if isinstance(value, float) and value != value:
-        return None
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        # Parallel sums differ in the last bits from run to run; 12 significant digits do not.
+        return float(f"{value:.12g}")
     return value

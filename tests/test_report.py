@@ -1,0 +1,154 @@
+"""Golden files for every report format, on the sample traces, the rule cases and the
+upstream fixtures. Regenerate with HANDOFFSCOPE_REGEN_GOLDEN=1 and review the diff."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from auditor import AuditResult, audit, load_traces
+from auditor.report import FORMATS, render
+from auditor.report.markdown import cell
+
+ROOT = Path(__file__).parent.parent
+GOLDEN = Path(__file__).parent / "fixtures" / "audit_golden"
+SUFFIX = {"table": "txt", "json": "json", "markdown": "md", "junit": "xml"}
+INPUTS = {
+    "samples": "sample_traces",
+    "fault-mix": "sample_traces/fault-mix",
+    "cases": "tests/cases",
+    "upstream": "tests/fixtures/otlp",
+}
+# The README's first command, `handoffscope audit sample_traces/`, as a reader sees it; its
+# thousands of findings are checked in JSON through the smaller fault-mix scenario.
+GOLDENS = [("samples", "table"), ("samples", "markdown")] + [
+    (name, fmt) for name in ("fault-mix", "cases", "upstream") for fmt in FORMATS
+]
+REGEN = os.environ.get("HANDOFFSCOPE_REGEN_GOLDEN") == "1"
+
+
+@pytest.fixture(scope="module")
+def results() -> dict[str, AuditResult]:
+    cwd = Path.cwd()
+    os.chdir(ROOT)  # paths in the reports are relative, as a user would type them
+    try:
+        out = {}
+        for name, path in INPUTS.items():
+            if path.startswith("sample_traces") and not any(
+                (ROOT / "sample_traces").glob("*/manifest.json")
+            ):
+                continue
+            out[name] = audit(load_traces(path))
+        return out
+    finally:
+        os.chdir(cwd)
+
+
+@pytest.mark.parametrize(("name", "fmt"), GOLDENS)
+def test_golden(name: str, fmt: str, results: dict[str, AuditResult]) -> None:
+    if name not in results:
+        pytest.skip("sample_traces/ has no scenarios yet")
+    text = render(results[name], fmt, width=100)
+    golden = GOLDEN / f"{name}.{SUFFIX[fmt]}"
+    if REGEN:
+        GOLDEN.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text, encoding="utf-8")
+    assert golden.exists(), f"no golden file {golden}: run with HANDOFFSCOPE_REGEN_GOLDEN=1"
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def test_json_report_follows_the_documented_schema(results: dict[str, AuditResult]) -> None:
+    doc = json.loads(render(results["cases"], "json"))
+    assert list(doc) == [
+        "format",
+        "tool",
+        "settings",
+        "verdict",
+        "summary",
+        "rules",
+        "findings",
+        "agents",
+        "edges",
+        "reliability",
+        "latency",
+        "spend",
+        "problems",
+        "files",
+    ]
+    assert doc["format"] == 1
+    assert set(doc["findings"][0]) == {
+        "rule",
+        "severity",
+        "message",
+        "trace_id",
+        "span_id",
+        "task_id",
+        "idempotency_key",
+        "sender",
+        "receiver",
+        "value",
+        "attempt",
+    }
+    assert len(doc["rules"]) == 18 and sum(r["findings"] for r in doc["rules"]) == len(
+        doc["findings"]
+    )
+    assert doc["verdict"] == {
+        "passed": False,
+        "exit_code": 1,
+        "failing_findings": sum(1 for f in doc["findings"] if f["severity"] == "error"),
+        "findings_by_severity": {
+            "error": sum(1 for f in doc["findings"] if f["severity"] == "error"),
+            "warning": sum(1 for f in doc["findings"] if f["severity"] == "warning"),
+        },
+    }
+    docs = (ROOT / "docs" / "auditor.md").read_text()
+    for key in doc:
+        assert f"| `{key}` |" in docs, f"docs/auditor.md does not document {key!r}"
+
+
+def test_junit_has_one_testcase_per_rule_and_fails_only_at_fail_on(
+    results: dict[str, AuditResult],
+) -> None:
+    result = results["cases"]
+    tree = ET.fromstring(render(result, "junit"))
+    cases = tree.findall(".//testcase")
+    assert [c.get("name") for c in cases] == [r.id for r in result.rules]
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    errors = {f.rule for f in result.findings if f.severity == "error"}
+    assert failed == errors
+    warned = {c.get("name") for c in cases if c.find("system-out") is not None}
+    assert warned == {f.rule for f in result.findings if f.severity == "warning"}
+
+
+def test_the_table_report_puts_the_summary_first_then_findings_then_figures(
+    results: dict[str, AuditResult],
+) -> None:
+    text = render(results["cases"], "table")
+    order = [
+        text.index(s) for s in ("handoffscope audit", "Verdict", "Findings:", "Agents", "Edges")
+    ]
+    assert order == sorted(order)
+
+
+def test_trace_content_is_inert_in_every_format(tmp_path: Path) -> None:
+    hostile = "[bold red]boom[/] | **x** <b>y</b> ]]></failure> \x1b[31m"
+    doc = json.loads((ROOT / "tests/cases/accept-without-eta/fail.json").read_text())
+    for rs in doc["resourceSpans"]:
+        for ss in rs["scopeSpans"]:
+            for span in ss["spans"]:
+                for kv in span["attributes"]:
+                    if kv["key"] == "handoff.task_id":
+                        kv["value"] = {"stringValue": hostile}
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    result = audit(load_traces(tmp_path / "t.json"))
+    table = render(result, "table")
+    assert "[bold red]boom[/]" in table and "\x1b" not in table
+    md = render(result, "markdown")
+    assert cell(hostile) in md and "<b>y</b>" not in md
+    junit = ET.fromstring(render(result, "junit"))  # still well-formed XML
+    assert "]]></failure>" in "".join(junit.itertext())
+    assert json.loads(render(result, "json"))["findings"][0]["task_id"] == hostile
