@@ -321,3 +321,44 @@ def test_a_state_file_with_damaged_content_is_a_clear_error(
     assert "damaged" in err and "Traceback" not in err
     (tmp_path / STATE).unlink()
     assert main(["watch", str(tmp_path), "--once"]) == 0  # the lock was released
+
+
+def test_the_prometheus_section_matches_the_library_metric():
+    """The View in docs/watch.md runs, and buckets the library's histogram at 0.5 s and 2 s."""
+    import re
+
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from collector import schema
+    from collector.telemetry import Telemetry
+
+    docs = (Path(__file__).parents[1] / "docs" / "watch.md").read_text()
+    (block,) = re.findall(r"```python\n(.*?)```", docs, re.S)
+    namespace: dict[str, object] = {}
+    exec(compile(block, "docs/watch.md", "exec"), namespace)
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader], views=[namespace["latency_view"]])
+    telemetry = Telemetry(meter_provider=provider)
+    for seconds in (0.2, 0.6, 2.5):
+        telemetry.latency(seconds, sender="research", receiver="writer", decision="accept")
+    (metric,) = [
+        m
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == schema.METRIC_VALIDATION_LATENCY
+    ]
+    (point,) = metric.data.data_points
+    bounds = list(point.explicit_bounds)
+    assert 0.5 in bounds and 2.0 in bounds
+    counts = list(point.bucket_counts)  # counts[i]: values in (bounds[i-1], bounds[i]]
+    assert sum(counts[: bounds.index(0.5) + 1]) == 1  # within budget: 0.2 s
+    assert sum(counts[: bounds.index(2.0) + 1]) == 2  # within the timeout: 0.2 s, 0.6 s
+    assert counts[bounds.index(2.5)] == 1  # the late one, told apart from the rest
+    assert dict(point.attributes)[schema.RECEIVER] == "writer"
+    # Prometheus names: dots become underscores, the unit "s" a _seconds suffix.
+    prom = schema.METRIC_VALIDATION_LATENCY.replace(".", "_") + "_seconds"
+    assert metric.unit == "s" and prom == "handoff_validation_duration_seconds"
+    assert f"{prom}_bucket" in docs and schema.RECEIVER.replace(".", "_") in docs
+    provider.shutdown()
