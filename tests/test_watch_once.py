@@ -256,6 +256,8 @@ def test_usage_errors_are_one_line_messages(tmp_path: Path, capsys: pytest.Captu
     assert "not a duration" in capsys.readouterr().err
     assert main(["watch", str(tmp_path), "--once", "--webhook", "file:///etc/passwd"]) == 2
     assert "http(s)" in capsys.readouterr().err
+    assert main(["watch", str(tmp_path), "--once", "--jsonl", str(tmp_path)]) == 2
+    assert "--jsonl" in capsys.readouterr().err
     (tmp_path / STATE).write_text("{not json")
     assert main(["watch", str(tmp_path), "--once"]) == 2
     err = capsys.readouterr().err
@@ -362,3 +364,19 @@ def test_the_prometheus_section_matches_the_library_metric():
     assert metric.unit == "s" and prom == "handoff_validation_duration_seconds"
     assert f"{prom}_bucket" in docs and schema.RECEIVER.replace(".", "_") in docs
     provider.shutdown()
+
+
+def test_a_poll_that_fails_half_way_is_read_again_on_the_next_start(tmp_path: Path):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5])
+    broken, out = watcher(tmp_path)
+
+    def fail(**kwargs: object) -> list[object]:
+        raise RuntimeError("disk on fire")
+
+    broken.engine.evaluate = fail  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        broken.run(once=True)
+    assert alerts(out) == [] and not (tmp_path / STATE).exists()
+    again, out = watcher(tmp_path)
+    assert again.run(once=True).alerts == 1
+    assert "t-0" in alerts(out)[0]

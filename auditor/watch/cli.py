@@ -360,7 +360,12 @@ def watch(
     if stdout or (stdout is None and not (jsonl_path or webhook_url or exec_command)):
         sinks.append(StreamSink())
     if jsonl_path is not None:
-        sinks.append(JsonlSink(jsonl_path))
+        try:
+            sinks.append(JsonlSink(jsonl_path))
+        except OSError as e:
+            raise click.BadParameter(
+                f"cannot append to {jsonl_path}: {e.strerror}", param_hint="--jsonl"
+            ) from e
     if webhook_url is not None:
         sinks.append(
             WebhookSink(

@@ -66,6 +66,7 @@ class Watcher:
         self.state_path = state_path
         self._log = log
         self._flush_timeout = flush_timeout_s
+        self._polling = False
         self._lock = lock_state(state_path) if state_path is not None else None
         try:
             state = load_state(state_path) if state_path is not None else WatchState()
@@ -146,6 +147,8 @@ class Watcher:
 
     def poll(self, summary: RunSummary, *, final: bool = False) -> bool:
         """One poll; returns True when more data is waiting to be read right away."""
+        # Until this poll's alerts are out, the read positions it advanced must not be saved.
+        self._polling = True
         batch = self.follower.poll()
         summary.polls += 1
         for note in batch.notes:
@@ -165,6 +168,7 @@ class Watcher:
         alerts = self.engine.evaluate(changed=spans > 0, final=final and not batch.more)
         self._emit(alerts, summary)
         self.engine.prune()
+        self._polling = False
         if batch.lines or batch.notes or alerts:
             self.save()
         return batch.more
@@ -212,7 +216,12 @@ class Watcher:
             sink.close(timeout_s=self._flush_timeout)
         self.follower.close()
         try:
-            self.save()
+            if self._polling:
+                # A poll failed half-way: keep the last saved state, so its lines are read
+                # (and alerted on) again at the next start rather than skipped.
+                self._log("watch: the last poll did not finish; its data will be read again")
+            else:
+                self.save()
         finally:
             self.engine.con.close()
             self._unlock()
