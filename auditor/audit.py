@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures
@@ -133,6 +135,28 @@ def run_rule(
     return out
 
 
+_SNAPSHOTS: Final = {
+    "hs_phases_all": "SELECT * EXCLUDE (attributes, events, links, resource_attributes)"
+    " FROM hs_phases(NULL, NULL, [])",
+    "hs_transitions_all": "SELECT * FROM hs_transitions(NULL, NULL, [])",
+}
+"""Views every rule reads, computed once per audit instead of once per rule."""
+
+
+@contextmanager
+def _snapshot(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Materialise the shared views for the duration of one audit, then restore them."""
+    try:
+        for name, select in _SNAPSHOTS.items():
+            con.execute(f"DROP VIEW IF EXISTS {name}").fetchall()
+            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}").fetchall()
+        yield
+    finally:
+        for name in _SNAPSHOTS:
+            con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
+        prepare(con, force=True)
+
+
 def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditResult:
     """Run the selected rules and compute the figures over ``trace_set``."""
     settings = settings or AuditSettings()
@@ -140,8 +164,9 @@ def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditRe
     con = trace_set.con
     prepare(con)
     findings: list[Finding] = []
-    for rule in rules:
-        findings.extend(run_rule(con, rule, settings))
+    with _snapshot(con):
+        for rule in rules:
+            findings.extend(run_rule(con, rule, settings))
     figures = compute_figures(con, settings=settings, trace_set=trace_set)
     return AuditResult(
         findings=findings,
