@@ -233,3 +233,20 @@ def test_any_chunking_and_restarts_yield_every_line_exactly_once(
     # A CRLF ending is a line ending; blank lines carry nothing and are skipped.
     expected = [line.removesuffix("\r") for line in lines]
     assert got == [line for line in expected if line.strip()]
+
+
+def test_only_recently_active_files_stay_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import auditor.watch.follow as follow
+
+    monkeypatch.setattr(follow, "MAX_OPEN_FILES", 3)
+    for i in range(8):
+        (tmp_path / f"seg-{i}.jsonl").write_text(f'{{"seg":{i}}}\n')
+    follower = Follower(tmp_path)
+    assert len(follower.poll().lines) == 8
+    assert len(follower._open) == 3
+    # A closed file that grows is reopened, checked against its head digest, and read on.
+    with (tmp_path / "seg-0.jsonl").open("a") as out:
+        out.write('{"seg":0,"more":1}\n')
+    assert texts(follower) == [("seg-0.jsonl", 2, '{"seg":0,"more":1}')]
+    assert len(follower._open) == 3
+    follower.close()

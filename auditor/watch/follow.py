@@ -46,6 +46,14 @@ CHUNK_BYTES = 8 << 20
 ORPHAN_GRACE_S = 10.0
 """How long a file renamed away from the followed names is still drained for late writes."""
 
+MAX_OPEN_FILES = 64
+"""Files kept open at most; the ones that grew least recently are closed first.
+
+An open file can be drained after a rotation renames it away, and its inode cannot be
+reused. A folder of sealed segments grows by hundreds of files a day, so only the recently
+active ones stay open; a closed one is recognised by its head digest when it is reopened.
+"""
+
 COMPRESSED_SUFFIXES = (".gz", ".zst")
 
 
@@ -114,6 +122,8 @@ class _Open:
     handle: BinaryIO
     orphaned_at: float | None = None
     """Monotonic time the file stopped matching (renamed away or deleted), else None."""
+    used_at: float = field(default_factory=time.monotonic)
+    """Monotonic time the file last gave new bytes."""
 
 
 class Follower:
@@ -178,8 +188,19 @@ class Follower:
             else:
                 self._read_plain(path, key, cursor, st.st_size, batch)
         self._drain_orphans(seen, batch)
+        self._close_idle()
         self._first_scan = False
         return batch
+
+    def _close_idle(self) -> None:
+        if len(self._open) <= MAX_OPEN_FILES:
+            return
+        idle = sorted(
+            (key for key, entry in self._open.items() if entry.orphaned_at is None),
+            key=lambda key: self._open[key].used_at,
+        )
+        for key in idle[: len(self._open) - MAX_OPEN_FILES]:
+            self._open.pop(key).handle.close()
 
     def _scan(self) -> Iterator[Path]:
         found: list[Path] = []
@@ -218,10 +239,12 @@ class Follower:
         entry = self._open.get(key)
         if entry is not None:
             entry.orphaned_at = None
+            entry.used_at = time.monotonic()
             return entry.handle
         handle = path.open("rb")
         if cursor.head_len:
-            # First open since a restart: make sure this inode still holds the same file.
+            # Opened again (after a restart, or after it was closed while idle): make sure
+            # this inode still holds the same file.
             head, length = _digest(handle.read(cursor.head_len))
             if length != cursor.head_len or head != cursor.head:
                 batch.notes.append(
