@@ -37,6 +37,7 @@ __all__ = [
     "state_funnel",
     "text",
     "trace_waterfall",
+    "void_reasons",
 ]
 
 PHASE_COLORS: Mapping[str, str] = {
@@ -65,7 +66,7 @@ _PROJECTED = "#E45756"
 _LAYOUT = {
     "template": "plotly_white",
     "margin": {"l": 10, "r": 10, "t": 80, "b": 10},
-    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
+    "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "traceorder": "normal"},
     "hoverlabel": {"namelength": -1},
 }
 
@@ -317,10 +318,11 @@ def reliability_by_agent(frame: pd.DataFrame, *, key: str = "agent") -> go.Figur
 
 
 def compounding(frame: pd.DataFrame) -> go.Figure:
-    """Projected (product of per-agent rates) vs observed end-to-end success by chain length.
+    """End-to-end success by chain length: observed, projected from the per-agent rates (their
+    product), and projected from first attempts only (a chain without per-handoff retries).
 
-    ``frame`` columns: ``chain_length``, ``workflows``, ``observed``, ``projected`` (0..1).
-    The projected rate multiplies the agents' success rates: five agents at 95% give 77%.
+    ``frame`` columns: ``chain_length``, ``workflows``, ``observed``, ``projected`` and,
+    optionally, ``projected_first_attempt`` (0..1). Five agents at 95% give 0.95^5 = 77%.
     """
     fig = _figure(
         "Compounding: end-to-end success by chain length",
@@ -332,21 +334,32 @@ def compounding(frame: pd.DataFrame) -> go.Figure:
     data = frame.sort_values("chain_length")
     fig.add_scatter(
         x=data["chain_length"],
-        y=data["projected"],
-        name="projected (product)",
-        mode="lines+markers",
-        line={"color": _PROJECTED, "dash": "dash"},
-    )
-    fig.add_scatter(
-        x=data["chain_length"],
         y=data["observed"],
         name="observed",
         mode="lines+markers",
-        line={"color": _OBSERVED, "width": 3},
+        line={"color": _OBSERVED, "width": 6},
+        opacity=0.6,
         customdata=data[["workflows"]].to_numpy(),
         hovertemplate="%{x} handoffs: %{y:.1%} of %{customdata[0]:,} "
         "workflows<extra>observed</extra>",
     )
+    # Drawn over the observed line, thin and dashed, so both show where they agree.
+    fig.add_scatter(
+        x=data["chain_length"],
+        y=data["projected"],
+        name="projected (product of agents)",
+        mode="lines+markers",
+        line={"color": _PROJECTED, "dash": "dash", "width": 2},
+        marker={"symbol": "diamond"},
+    )
+    if "projected_first_attempt" in data:
+        fig.add_scatter(
+            x=data["chain_length"],
+            y=data["projected_first_attempt"],
+            name="first attempts only (no retries)",
+            mode="lines+markers",
+            line={"color": "#777", "dash": "dot", "width": 2},
+        )
     return fig
 
 
@@ -390,7 +403,8 @@ def latency_histogram(
     fig = _figure(
         "Validation latency",
         xaxis={"title": "latency (ms)"},
-        yaxis={"title": "validations"},
+        # Log scale: the slow tail that matters is a handful of answers next to thousands.
+        yaxis={"title": "validations (log scale)", "type": "log"},
         bargap=0.02,
     )
     if frame.empty:
@@ -409,7 +423,7 @@ def latency_histogram(
     for label, value in (percentiles or {}).items():
         fig.add_scatter(
             x=[value, value],
-            y=[0, float(frame["count"].max())],
+            y=[0.8, float(frame["count"].max())],
             mode="lines",
             name=f"{label} {value:,.0f} ms",
             line={"color": "#333", "dash": "dot", "width": 1},
@@ -492,32 +506,35 @@ def state_funnel(frame: pd.DataFrame) -> go.Figure:
 def edge_sankey(frame: pd.DataFrame) -> go.Figure:
     """Agent-to-agent handoffs as a Sankey diagram, links coloured by final state.
 
-    ``frame`` columns: ``sender``, ``receiver``, ``state``, ``handoffs``. An agent appears
-    once on each side, so a chain reads left to right.
+    ``frame`` columns: ``sender``, ``receiver``, ``state``, ``handoffs``. Each agent is one
+    node, so a chain reads left to right (orchestrator → research → write ...). When agents
+    hand work back and forth (a cycle, which a Sankey cannot draw), senders and receivers
+    get a column each instead.
     """
     fig = _figure("Handoffs between agents")
     if frame.empty:
         return _empty(fig)
-    senders = sorted(set(frame["sender"].astype(str)))
-    receivers = sorted(set(frame["receiver"].astype(str)))
-    labels = text(senders + receivers)
-    index_s = {name: i for i, name in enumerate(senders)}
-    index_r = {name: len(senders) + i for i, name in enumerate(receivers)}
-    colors = [_rgba(STATE_COLORS.get(str(s), _OTHER), 0.55) for s in frame["state"]]
+    edges = set(zip(frame["sender"].astype(str), frame["receiver"].astype(str), strict=True))
+    if _has_cycle(edges):
+        senders = sorted({a for a, _ in edges})
+        receivers = sorted({b for _, b in edges})
+        names = senders + receivers
+        source = {n: i for i, n in enumerate(senders)}
+        target = {n: len(senders) + i for i, n in enumerate(receivers)}
+        colors = [_OBSERVED] * len(senders) + [_OTHER] * len(receivers)
+    else:
+        names = sorted({a for a, _ in edges} | {b for _, b in edges})
+        source = target = {n: i for i, n in enumerate(names)}
+        colors = [_OBSERVED] * len(names)
     fig.add_trace(
         go.Sankey(
             arrangement="snap",
-            node={
-                "label": labels,
-                "pad": 18,
-                "thickness": 16,
-                "color": [_OBSERVED] * len(senders) + [_OTHER] * len(receivers),
-            },
+            node={"label": text(names), "pad": 18, "thickness": 16, "color": colors},
             link={
-                "source": [index_s[str(s)] for s in frame["sender"]],
-                "target": [index_r[str(r)] for r in frame["receiver"]],
+                "source": [source[str(a)] for a in frame["sender"]],
+                "target": [target[str(b)] for b in frame["receiver"]],
                 "value": frame["handoffs"].tolist(),
-                "color": colors,
+                "color": [_rgba(STATE_COLORS.get(str(v), _OTHER), 0.55) for v in frame["state"]],
                 "customdata": text(frame["state"]),
                 "hovertemplate": "%{source.label} → %{target.label}<br>%{customdata}: "
                 "%{value:,}<extra></extra>",
@@ -525,6 +542,51 @@ def edge_sankey(frame: pd.DataFrame) -> go.Figure:
         )
     )
     return fig
+
+
+def void_reasons(frame: pd.DataFrame) -> go.Figure:
+    """Why attempts were voided, most frequent on top.
+
+    ``frame`` columns: ``reason``, ``attempts``.
+    """
+    fig = _figure("Why attempts were voided", xaxis={"title": "attempts"})
+    if frame.empty:
+        return _empty(fig, "No attempt was voided")
+    data = frame.sort_values("attempts")
+    fig.add_bar(
+        y=text(data["reason"]),
+        x=data["attempts"],
+        orientation="h",
+        name="attempts",
+        marker_color=STATE_COLORS[schema.STATE_VOID],
+        hovertemplate="%{y}: %{x:,} attempts<extra></extra>",
+    )
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def _has_cycle(edges: set[tuple[str, str]]) -> bool:
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+    done: set[str] = set()
+    for root in list(graph):
+        path: set[str] = set()
+        stack = [(root, iter(graph.get(root, ())))]
+        path.add(root)
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.discard(node)
+                done.add(node)
+            elif child in path:
+                return True
+            elif child not in done:
+                path.add(child)
+                stack.append((child, iter(graph.get(child, ()))))
+    return False
 
 
 # ---------------------------------------------------------------------------------------
@@ -550,11 +612,12 @@ def trace_waterfall(frame: pd.DataFrame) -> go.Figure:
     # Unique axis positions: two spans may share a label (retries of the same phase).
     labels = text(frame["label"])
     positions = [f"{i:03d} {label}" for i, label in enumerate(labels)]
+    # Phases in their phase colour; the handoff and workflow spans around them in their
+    # state's colour, lighter, so the phases stand out.
+    phased = [isinstance(p, str) for p in frame["phase"]]
     colors = [
-        PHASE_COLORS.get(str(p), STATE_COLORS.get(str(s), _OTHER))
-        if pd.notna(p)
-        else (STATE_COLORS.get(str(s), _OTHER) if pd.notna(s) else _OTHER)
-        for p, s in zip(frame["phase"], frame["state"], strict=True)
+        PHASE_COLORS.get(str(p), _OTHER) if is_phase else STATE_COLORS.get(str(st), _OTHER)
+        for p, st, is_phase in zip(frame["phase"], frame["state"], phased, strict=True)
     ]
     custom = pd.DataFrame(
         {
@@ -570,7 +633,7 @@ def trace_waterfall(frame: pd.DataFrame) -> go.Figure:
         x=frame["duration_ms"].clip(lower=0.5),
         base=frame["offset_ms"],
         orientation="h",
-        marker_color=colors,
+        marker={"color": colors, "opacity": [1.0 if f else 0.45 for f in phased]},
         name="spans",
         customdata=custom.to_numpy(),
         hovertemplate="%{customdata[0]}<br>%{customdata[1]:,.1f} ms<br>state: "

@@ -409,7 +409,8 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
     Columns ``chain_length`` (n), ``workflows`` (runs with at least n handoffs or a failure
     before), ``observed`` (share whose first n handoffs all succeeded) and ``projected`` (the
     product of the success rates of the agents receiving at positions 1..n, each rate being
-    the auditor's ``handoff_success_rate``): the compounding a chain of n agents suffers.
+    the auditor's ``handoff_success_rate``) and ``projected_first_attempt`` (the same with
+    first-attempt rates: the chain without per-handoff retries).
     """
     with cursor(con, filters) as cur:
         rates = figures.agent_reliability(cur).df()
@@ -432,8 +433,17 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
             """,
         )
     if runs.empty:
-        return pd.DataFrame(columns=["chain_length", "workflows", "observed", "projected"])
+        return pd.DataFrame(
+            columns=[
+                "chain_length",
+                "workflows",
+                "observed",
+                "projected",
+                "projected_first_attempt",
+            ]
+        )
     rate = dict(zip(rates["agent"], rates["handoff_success_rate"], strict=True))
+    first_rate = dict(zip(rates["agent"], rates["first_attempt_success_rate"], strict=True))
     # The receiver at each position, as most runs have it (runs of one pipeline agree).
     longest = int(runs["length"].max())
     chain = []
@@ -441,9 +451,10 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
         seen = [r[n] for r in runs["receivers"] if len(r) > n]
         chain.append(max(set(seen), key=seen.count) if seen else None)
     out = []
-    projected = 1.0
+    projected = first = 1.0
     for n in range(1, longest + 1):
         projected *= float(rate.get(chain[n - 1], float("nan")))
+        first *= float(first_rate.get(chain[n - 1], float("nan")))
         # A run counts for length n if it made n handoffs, or failed before getting there.
         eligible = runs[(runs["length"] >= n) | (runs["first_failure"] <= n)]
         observed = (eligible["first_failure"] > n).mean() if len(eligible) else None
@@ -453,6 +464,7 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
                 "workflows": len(eligible),
                 "observed": observed,
                 "projected": projected,
+                "projected_first_attempt": first,
             }
         )
     return pd.DataFrame(out)

@@ -74,7 +74,8 @@ _TRACE_COLUMNS = f"""
     "{s.DECISION}" AS decision, "{s.REJECT_REASON}" AS reject_reason,
     "{s.COMMIT_OUTCOME}" AS commit_outcome, "{s.ENVELOPE_STATUS}" AS envelope_status,
     "{s.RESULT_STATUS}" AS result_status, input_tokens, output_tokens, cost_usd,
-    status_code, status_message
+    status_code, status_message, "{s.GEN_AI_WORKFLOW_NAME}" AS workflow,
+    "{s.WORKFLOW_OUTCOME}" AS outcome
 """
 
 

@@ -139,8 +139,8 @@ def test_the_latency_page_shows_late_answers_and_receivers_over_budget(
 def test_the_handoffs_page_shows_the_funnel_and_the_flows(app: AppTest) -> None:
     at = _page(app, "handoffs")
     _no_trouble(at)
-    assert len(at.get("plotly_chart")) == 2
-    reasons = at.dataframe[0].value
+    assert len(at.get("plotly_chart")) == 3
+    reasons = at.dataframe[1].value
     assert reasons["attempts"].sum() > 0 and "timeout" in set(reasons["reason"])
 
 
@@ -264,5 +264,5 @@ def test_html_in_trace_content_is_shown_as_text(
             seen_hostile |= HOSTILE in cells
     assert seen_hostile, "the hostile reason must be shown, verbatim, in a table"
     handoffs = _page(at, "handoffs")
-    reasons = handoffs.dataframe[0].value
+    reasons = handoffs.dataframe[1].value
     assert HOSTILE in set(reasons["reason"])

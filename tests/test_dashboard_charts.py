@@ -125,20 +125,22 @@ def test_reliability_shows_first_attempts_against_the_end_result_worst_on_top() 
     assert list(fig.data[0].y) == ["review", "writer"]
 
 
-def test_compounding_shows_projected_against_observed() -> None:
+def test_compounding_shows_observed_projected_and_first_attempts() -> None:
     frame = pd.DataFrame(
         {
             "chain_length": [3, 5],
             "workflows": [100, 80],
             "observed": [0.9, 0.8],
             "projected": [0.857, 0.774],
+            "projected_first_attempt": [0.6, 0.4],
         }
     )
     fig = charts.compounding(frame)
     series = {t.name: (list(t.x), list(t.y)) for t in fig.data}
     assert series == {
-        "projected (product)": ([3, 5], [0.857, 0.774]),
         "observed": ([3, 5], [0.9, 0.8]),
+        "projected (product of agents)": ([3, 5], [0.857, 0.774]),
+        "first attempts only (no retries)": ([3, 5], [0.6, 0.4]),
     }
     assert fig.layout.yaxis.tickformat == ".0%"
 
@@ -156,9 +158,30 @@ def test_the_funnel_and_the_sankey_carry_the_counts() -> None:
         }
     )
     sankey = charts.edge_sankey(flows).data[0]
-    assert list(sankey.node.label) == ["a", "b", "b", "c"]
+    # A chain: each agent is one node, so a → b → c reads left to right.
+    assert list(sankey.node.label) == ["a", "b", "c"]
     assert list(sankey.link.value) == [9, 1, 8]
-    assert list(sankey.link.source) == [0, 0, 1] and list(sankey.link.target) == [2, 2, 3]
+    assert list(sankey.link.source) == [0, 0, 1] and list(sankey.link.target) == [1, 1, 2]
+
+
+def test_a_sankey_with_a_cycle_puts_senders_and_receivers_in_two_columns() -> None:
+    flows = pd.DataFrame(
+        {
+            "sender": ["a", "b"],
+            "receiver": ["b", "a"],
+            "state": [s.STATE_COMMITTED, s.STATE_VOID],
+            "handoffs": [3, 2],
+        }
+    )
+    sankey = charts.edge_sankey(flows).data[0]
+    assert list(sankey.node.label) == ["a", "b", "a", "b"]
+    assert list(sankey.link.source) == [0, 1] and list(sankey.link.target) == [3, 2]
+
+
+def test_void_reasons_put_the_most_frequent_on_top() -> None:
+    fig = charts.void_reasons(pd.DataFrame({"reason": ["timeout", "<b>x</b>"], "attempts": [2, 5]}))
+    assert list(fig.data[0].y) == ["timeout", "&lt;b&gt;x&lt;/b&gt;"]
+    assert list(fig.data[0].x) == [2, 5]
 
 
 def test_the_waterfall_places_each_span_at_its_offset() -> None:
@@ -207,6 +230,7 @@ def test_activity_splits_runs_into_succeeded_and_not() -> None:
         lambda f: charts.trace_waterfall(f),
         lambda f: charts.compounding(f),
         lambda f: charts.state_funnel(f),
+        lambda f: charts.void_reasons(f),
     ],
 )
 def test_an_empty_frame_gives_a_figure_that_says_so(build: object) -> None:

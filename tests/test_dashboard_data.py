@@ -235,6 +235,8 @@ def test_compounding_multiplies_the_rates_of_the_agents_along_the_chain(
     assert frame.loc[2, "projected"] == pytest.approx(rate["research"] * rate["writer"])
     assert frame.loc[2, "observed"] == pytest.approx(sum(states["writer"]) / RUNS)
     assert frame.loc[2, "workflows"] == RUNS
+    # b-3's first attempt timed out: without retries the writer would have lost it too.
+    assert frame.loc[2, "projected_first_attempt"] < frame.loc[2, "projected"]
 
 
 def test_findings_are_the_auditors_and_point_at_their_traces(scenario: Scenario, con: Any) -> None:

@@ -1,4 +1,4 @@
-"""Handoffs: the state funnel with void reasons, and the agent-to-agent flows."""
+"""Handoffs: the state funnel, why attempts were voided, and the agent-to-agent flows."""
 
 from __future__ import annotations
 
@@ -15,22 +15,11 @@ if funnel.empty:
     st.info("No handoffs match the filters.", icon=":material/info:")
     st.stop()
 reasons = view.query(data.void_reasons)
-left, right = st.columns([3, 2])
+left, right = st.columns(2)
 with left:
     ui.chart(charts.state_funnel(funnel), key="handoffs_funnel")
 with right:
-    st.subheader("Why attempts were voided")
-    if reasons.empty:
-        st.caption("No attempt was voided.")
-    else:
-        ui.table(
-            reasons,
-            column_config={
-                "attempts": st.column_config.ProgressColumn(
-                    "attempts", format="%d", min_value=0, max_value=int(reasons["attempts"].max())
-                )
-            },
-        )
+    ui.chart(charts.void_reasons(reasons), key="handoffs_reasons")
 flows = view.query(data.edge_flows)
 ui.chart(charts.edge_sankey(flows), key="handoffs_sankey")
 st.subheader("Edges")
@@ -43,3 +32,5 @@ ui.table(
         aggfunc="sum",
     ).reset_index()
 )
+st.subheader("Void reasons")
+ui.table(reasons)

@@ -11,7 +11,7 @@ st.title("Trace")
 
 TRACE_KEY = "trace"  # also the URL query parameter, so a trace has a link of its own
 PICK_KEY = "trace_pick"
-LISTS = {"failed": "Failed", "expensive": "Most expensive", "all": "Latest"}
+LISTS = {"failed": "With failures", "expensive": "Most expensive", "all": "Latest"}
 
 
 def _picked() -> None:
@@ -21,34 +21,35 @@ def _picked() -> None:
         st.session_state[TRACE_KEY] = ids[selection.rows[0]]
 
 
-with st.expander("Pick a trace", expanded=not st.session_state.get(TRACE_KEY)):
-    ui.filtered_caption(view)
-    which = (
-        st.segmented_control(
-            "Show", list(LISTS), format_func=LISTS.get, default="failed", key="trace_list"
-        )
-        or "failed"
+left, right = st.columns([3, 2], vertical_alignment="bottom")
+typed = left.text_input(
+    "Trace id",
+    key=TRACE_KEY,
+    bind="query-params",
+    placeholder="Paste a trace id, or pick one below",
+).strip()
+which = (
+    right.segmented_control(
+        "Pick from", list(LISTS), format_func=LISTS.get, default="failed", key="trace_list"
     )
-    listing = view.query(trace_data.trace_list, only=which, limit=200)
-    st.session_state[PICK_KEY + "_ids"] = listing["trace_id"].tolist()
+    or "failed"
+)
+listing = view.query(trace_data.trace_list, only=which, limit=200)
+st.session_state[PICK_KEY + "_ids"] = listing["trace_id"].tolist()
+with st.expander(f"Pick from {len(listing):,} traces ({LISTS[which].lower()})"):
+    ui.filtered_caption(view)
     ui.table(
         listing,
         on_select=_picked,
         selection_mode="single-row",
         key=PICK_KEY,
-        height=260,
+        height=250,
         column_config={
             "cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f"),
             "duration_ms": st.column_config.NumberColumn("duration (ms)", format="%.0f"),
         },
     )
 
-typed = st.text_input(
-    "Trace id",
-    key=TRACE_KEY,
-    bind="query-params",
-    placeholder="Pick a trace above or paste a trace id",
-).strip()
 trace_id = typed or (listing["trace_id"].iloc[0] if not listing.empty else "")
 if not trace_id:
     st.info("No trace matches the filters.", icon=":material/info:")
@@ -61,21 +62,22 @@ if spans.empty:
     st.stop()
 
 handoffs = spans[spans["name"] == "handoff"]
-workflow = spans["name"].iloc[0]
-row = st.columns(5)
-row[0].metric("Root span", str(workflow), border=True)
+workflow = spans["workflow"].dropna()
+outcome = spans["outcome"].dropna()
+row = st.columns(4)
+row[0].metric("Outcome", str(outcome.iloc[0]) if len(outcome) else "—", border=True)
 row[1].metric(
     "Handoffs",
     format.count(len(handoffs)),
     border=True,
-    help=f"{(handoffs['state'] == 'void').sum()} ended void.",
+    help=f"{(handoffs['state'] == 'void').sum()} ended void; {len(spans):,} spans in all.",
 )
-row[2].metric("Spans", format.count(len(spans)), border=True)
-row[3].metric(
+row[2].metric(
     "Duration", format.ms(float((spans["offset_ms"] + spans["duration_ms"]).max())), border=True
 )
-row[4].metric("Cost", format.usd(float(spans["cost_usd"].fillna(0).sum())), border=True)
-st.caption(ui.md(f"trace {trace_id}"))
+row[3].metric("Cost", format.usd(float(spans["cost_usd"].fillna(0).sum())), border=True)
+name = str(workflow.iloc[0]) if len(workflow) else str(spans["name"].iloc[0])
+st.caption(ui.md(f"{name} · trace {trace_id}"))
 
 ui.chart(charts.trace_waterfall(spans), key="trace_waterfall")
 
