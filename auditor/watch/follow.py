@@ -147,6 +147,7 @@ class Follower:
         self._start_at_end = start_at_end
         self._first_scan = True
         self._chunk = chunk_bytes
+        self._unreadable: dict[tuple[int, int], tuple[int, bool]] = {}
 
     # -- state -------------------------------------------------------------------------
     def cursors(self) -> list[Cursor]:
@@ -171,6 +172,8 @@ class Follower:
                 continue  # removed between listing and stat
             key = (st.st_dev, st.st_ino)
             seen.add(key)
+            if (entry := self._open.get(key)) is not None:
+                entry.orphaned_at = None  # back under a followed name
             shown = self._display(path)
             cursor = self._cursors.get(key)
             if cursor is None:
@@ -303,8 +306,18 @@ class Follower:
     def _read_sealed(self, path: Path, cursor: Cursor, batch: Batch) -> None:
         try:
             data = _decompress(path)
-        except (EOFError, OSError, ValueError):
-            return  # still being written, or damaged: try again on the next poll
+        except (EOFError, OSError, ValueError) as e:
+            # Still being written, or damaged: try again on the next poll, and say so once
+            # if it stays that way while the file no longer grows.
+            size = path.stat().st_size
+            seen_size, told = self._unreadable.get(cursor.key, (-1, False))
+            if size == seen_size and not told:
+                batch.notes.append(
+                    f"{cursor.path} does not decompress ({e}); it is tried again when it changes"
+                )
+            self._unreadable[cursor.key] = (size, told or size == seen_size)
+            return
+        self._unreadable.pop(cursor.key, None)
         number = 0
         for raw in _lines(data):
             number += 1
