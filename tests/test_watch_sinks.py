@@ -122,6 +122,18 @@ def test_a_refused_alert_is_dropped_after_the_retries_and_the_rest_flow():
     assert any("refused alert" in m and "HTTP 400" in m for m in logs)
 
 
+def test_a_redirect_is_not_followed_with_the_alert_dropped_on_the_way():
+    logs: list[str] = []
+    with webhook(fail=[307, 307]) as server:
+        sink = quick_webhook(server.url, logs, retries=1)
+        sink.send(alert(1))
+        sink.send(alert(2))
+        received = server.wait_for(1)
+        sink.close(timeout_s=5)
+    assert [b["task_id"] for b in received] == ["task-2"] and server.attempts == 3
+    assert any("redirect to http://127.0.0.1:9/elsewhere" in m for m in logs)
+
+
 def test_slack_format_is_an_incoming_webhook_message_with_escaped_text():
     hostile = alert(1, receiver="<!channel> & co", summary="took 2.5s <https://evil|click>")
     with webhook() as server:

@@ -42,6 +42,8 @@ class WebhookServer:
                         server.bodies.append(json.loads(body))
                     server._cond.notify_all()
                 self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", "http://127.0.0.1:9/elsewhere")
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"{}")

@@ -24,7 +24,7 @@ import urllib.request
 from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from auditor.watch.alert import Alert, render_json, render_line, render_slack
 from collector import __version__
@@ -219,13 +219,16 @@ class WebhookSink(_QueuedSink):
         """One attempt: (delivered, transient, retry-after seconds, what happened)."""
         request = urllib.request.Request(self._url, data=body, headers=self._headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            with _OPENER.open(request, timeout=self._timeout) as response:
                 response.read(65536)
                 return True, False, None, f"HTTP {response.status}"
         except urllib.error.HTTPError as e:
             status = e.code
             transient = status >= 500 or status in TRANSIENT_STATUS
-            return False, transient, _retry_after(e.headers.get("Retry-After")), f"HTTP {status}"
+            what = f"HTTP {status}"
+            if 300 <= status < 400:
+                what += f" redirect to {e.headers.get('Location')}; give --webhook that URL"
+            return False, transient, _retry_after(e.headers.get("Retry-After")), what
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             return False, True, None, f"{type(reason).__name__}: {reason}"
@@ -319,6 +322,15 @@ class ExecSink(_QueuedSink):
                 f"watch: --exec command exited {proc.returncode} on alert {alert.id}: {detail[0]}"
             )
         return True
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # A redirected POST turns into a GET without the alert; refuse it and say where it went.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 def _retry_after(value: str | None) -> float | None:
