@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from receiver_support import StalledDisk, read_spans, run_handoffs, span_keys
 
 from auditor import load_traces
-from collector.receiver import Limits, Receiver, ReceiverConfig
+from collector.receiver import Limits, Receiver, ReceiverConfig, SegmentPolicy
 from collector.receiver.http_server import OtlpHttpServer
 from collector.receiver.ingest import Ingest
 from collector.receiver.sink import SpanSink
@@ -304,6 +304,24 @@ def test_missing_or_wrong_token_is_401_and_writes_nothing(secured, authorization
 def test_the_token_scheme_is_case_insensitive(secured):
     headers = {"Content-Type": PROTOBUF, "Authorization": f"bearer {TOKEN}"}
     assert _post(secured.http_url, _request().SerializeToString(), headers)[0] == 200
+
+
+def test_health_needs_no_token(secured):
+    status, _, body = _post(secured.http_url, b"", method="GET", path="/healthz")
+    assert (status, json.loads(body)) == (200, {"status": "ok"})
+
+
+def test_spans_reach_readers_within_the_rotate_interval(tmp_path):
+    config = ReceiverConfig(out_dir=tmp_path, http_port=0, grpc_port=None,
+                            segments=SegmentPolicy(rotate_seconds=0.2))
+    with Receiver(config) as receiver:
+        assert _post(receiver.http_url, _request(3).SerializeToString(),
+                     {"Content-Type": PROTOBUF})[0] == 200
+        deadline = time.monotonic() + 10
+        while not list(tmp_path.glob("*.jsonl")) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Sealed by age while the receiver runs, with no further request to wake it.
+        assert [s["name"] for s in read_spans(tmp_path)] == ["span-1", "span-2", "span-3"]
 
 
 def test_expect_100_continue_is_refused_before_the_body(secured):
