@@ -20,7 +20,7 @@ from test_dashboard_scenario import HOSTILE, RUNS, SLOW_RUN, Scenario, build
 
 from auditor import load_traces
 from collector import schema as s
-from dashboard import data, trace_data
+from dashboard import data, format, trace_data
 from dashboard.selection import Filters, scoped
 
 
@@ -395,3 +395,93 @@ def test_the_failed_trace_list_holds_the_failed_runs(scenario: Scenario, con: An
     assert set(trace_data.trace_list(con, only="failed")["trace_id"]) == failed
     expensive = trace_data.trace_list(con, only="expensive")
     assert expensive["cost_usd"].is_monotonic_decreasing and len(expensive) == RUNS
+
+
+# -----------------------------------------------------------------------------------------
+# Pure helpers: number formats, "what changed", alerts in the selection
+# -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("function", "value", "text"),
+    [
+        (format.usd, 1234.5, "$1,234.50"),
+        (format.usd, 0.00042, "$0.0004"),
+        (format.usd, None, "—"),
+        (format.pct, 0.774, "77.4%"),
+        (format.pct, float("nan"), "—"),
+        (format.ms, 412.4, "412 ms"),
+        (format.ms, 2512.0, "2,512 ms"),
+        (format.ms, 12_500.0, "12.5 s"),
+        (format.ms, 3.25, "3.2 ms"),
+        (format.count, 1234567, "1,234,567"),
+    ],
+)
+def test_numbers_read_as_people_write_them(function: Any, value: Any, text: str) -> None:
+    assert function(value) == text
+
+
+def test_deltas_compare_against_the_earlier_value() -> None:
+    assert format.delta_pct(110, 100) == "+10.0%"
+    assert format.delta_pct(90, 100) == "-10.0%"
+    assert format.delta_pct(5, 0) is None and format.delta_pct(None, 1) is None
+
+
+def test_halves_compare_the_first_and_second_half_of_the_buckets() -> None:
+    start = datetime(2026, 1, 1)
+    activity = pd.DataFrame(
+        {
+            "bucket": [start + timedelta(minutes=5 * i) for i in range(4)],
+            "workflows": [10, 10, 20, 0],
+            "succeeded": [9, 7, 10, 0],
+            "cost_usd": [1.0, 1.0, 3.0, 0.0],
+        }
+    )
+    changed = data.halves(activity)
+    assert changed["workflows"] == (20, 20)
+    assert changed["success"] == (0.8, 0.5)
+    assert changed["cost_usd"] == (2.0, 3.0)
+    assert data.halves(activity.head(1)) == {}
+
+
+def test_alerts_follow_the_filters() -> None:
+    from dashboard.alerts import ALERT_COLUMNS, filter_alerts
+
+    at = datetime(2026, 1, 1, 12)
+    alerts = pd.DataFrame(
+        [
+            [at, "slow-validation", "firing", "error", "s", "writer", "r", "t1", 2.5, 2.0, "aa"],
+            [at, "slow-validation", "firing", "error", "s", "writer", "r", "t2", 2.6, 2.0, "bb"],
+            [
+                at,
+                "validation-p95-over-budget",
+                "firing",
+                "warning",
+                "p",
+                "writer",
+                None,
+                None,
+                0.9,
+                0.5,
+                None,
+            ],
+            [
+                at,
+                "validation-p95-over-budget",
+                "firing",
+                "warning",
+                "p",
+                "review",
+                None,
+                None,
+                0.9,
+                0.5,
+                None,
+            ],
+        ],
+        columns=list(ALERT_COLUMNS),
+    )
+    assert filter_alerts(alerts, Filters(), set()).equals(alerts)
+    kept = filter_alerts(alerts, Filters(agents=("writer",)), {"aa"})
+    assert kept["task_id"].fillna("-").tolist() == ["t1", "-"]
+    assert kept["receiver"].tolist() == ["writer", "writer"]
+    later = filter_alerts(alerts, Filters(start=at + timedelta(hours=1)), {"aa", "bb"})
+    assert later["rule"].tolist() == ["slow-validation", "slow-validation"]
