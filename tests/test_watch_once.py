@@ -380,3 +380,4 @@ def test_a_poll_that_fails_half_way_is_read_again_on_the_next_start(tmp_path: Pa
     again, out = watcher(tmp_path)
     assert again.run(once=True).alerts == 1
     assert "t-0" in alerts(out)[0]
+    again.close()  # closing twice is harmless

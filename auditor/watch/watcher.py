@@ -67,6 +67,7 @@ class Watcher:
         self._log = log
         self._flush_timeout = flush_timeout_s
         self._polling = False
+        self._closed = False
         self._lock = lock_state(state_path) if state_path is not None else None
         try:
             state = load_state(state_path) if state_path is not None else WatchState()
@@ -211,7 +212,10 @@ class Watcher:
             save_state(self.state_path, self.state())
 
     def close(self) -> None:
-        """Deliver what can be delivered in time, then save everything else."""
+        """Deliver what can be delivered in time, then save everything else. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
         for sink in self.sinks:
             sink.close(timeout_s=self._flush_timeout)
         self.follower.close()
