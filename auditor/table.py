@@ -295,12 +295,16 @@ WITH resources AS (
 ), raw AS (
     SELECT source_file, source_line, rm, ss.scope AS scope, unnest(ss.spans) AS sp
     FROM scopes
+), spans_only AS (
+    -- Something that is not a span object (a number, a string) in a spans list yields no row.
+    SELECT * FROM raw
+    WHERE sp.traceId IS NOT NULL OR sp.spanId IS NOT NULL OR sp.name IS NOT NULL
 ), flat AS (
     SELECT *,
            list_transform(sp.attributes, lambda ka: ka.key) AS attr_k,
            list_transform(sp.attributes, lambda va: {_value_text("va.value")}) AS attr_v,
            {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
-    FROM raw
+    FROM spans_only
 )
 SELECT
     {_id("sp.traceId", 16)} AS trace_id,
