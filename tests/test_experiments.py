@@ -167,6 +167,17 @@ def test_experiment_refuses_to_start_without_chromium(monkeypatch, capsys):
     assert "apt-get install -y chromium" in err and "--no-chart" in err
 
 
+def test_experiment_names_a_missing_extra(monkeypatch, capsys):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "plotly" else real(name, *a)
+    )
+    assert main(["experiment", "--quick", "--out", "/nonexistent/x.md"]) == 2
+    assert "pip install 'handoffscope[dashboard]'" in capsys.readouterr().err
+
+
 def test_experiment_help_and_bad_options(capsys):
     assert main(["experiment", "--help"]) == 0
     text = capsys.readouterr().out

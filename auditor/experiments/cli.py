@@ -92,6 +92,7 @@ def experiment(
     from auditor.experiments.report import CHART, render
     from auditor.experiments.run import print_progress, run_plan
 
+    _require("numpy", *(() if no_chart else ("plotly",)))
     if not no_chart:
         find_chromium()  # fail before minutes of simulation, not after
     plan = build_plan(seed=seed, quick=quick, scale=scale)
@@ -142,6 +143,17 @@ def experiment(
         f"{len(results.results)} runs, {results.spans:,} spans audited in "
         f"{results.elapsed_s:.0f} s; wrote {', '.join(written)}"
     )
+
+
+def _require(*modules: str) -> None:
+    """Stop with an install hint when an optional dependency is missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise click.ClickException(
+            f"'experiment' needs {', '.join(missing)}: pip install 'handoffscope[dashboard]'"
+        )
 
 
 def _command(*, quick: bool, scale: float, seed: int, out: Path) -> str:
