@@ -102,6 +102,7 @@ def reload() -> None:
     """Forget every loaded trace set and query result (the Reload button)."""
     st.cache_resource.clear()
     st.cache_data.clear()
+    selection.forget_all()
 
 
 def query(loaded: Loaded, function: Callable[..., T], /, **options: Any) -> T:
@@ -149,9 +150,3 @@ def _watch_alerts(
     return alerts.watch_alerts(
         [Path(p) for p in paths], validation_timeout_s=timeout_s, p95_budget_s=budget_s
     )
-
-
-def forget(loaded: Loaded) -> None:
-    """Drop the helper tables the filters made on ``loaded``'s connection."""
-    if loaded.trace_set is not None:
-        selection.forget(loaded.trace_set.con)

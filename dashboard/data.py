@@ -109,7 +109,7 @@ def bounds(con: duckdb.DuckDBPyConnection) -> Bounds:
     with cursor(con, EVERYTHING) as cur:
         start, end, count = cur.execute(
             "SELECT min(start_time), max(start_time), count(*) FROM spans"
-        ).fetchone() or (None, None, 0)
+        ).fetchall()[0]
         agents = cur.execute(
             f"""
             SELECT DISTINCT name FROM (
@@ -163,10 +163,11 @@ def overview(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -
     with cursor(con, filters) as cur:
         head = figures.summary(cur).df().iloc[0].to_dict()
         e2e = figures.end_to_end(cur).df().iloc[0].to_dict()
+        # fetchall(): a kept cursor must not be left with an unfinished result.
         p95 = cur.execute(
             f"SELECT quantile_cont(latency_ms, 0.95) FROM ({_VALIDATIONS})"
-        ).fetchone()
-    return Overview(_plain(head), _plain(e2e), _number(p95[0]) if p95 else None)
+        ).fetchall()[0][0]
+    return Overview(_plain(head), _plain(e2e), _number(p95))
 
 
 # Workflow runs: the workflow root spans, or for traces without one, the trace itself
@@ -495,7 +496,7 @@ def latency_percentiles(
         row = cur.execute(
             "SELECT quantile_cont(latency_ms, 0.5), quantile_cont(latency_ms, 0.95),"
             f" quantile_cont(latency_ms, 0.99), count(latency_ms) FROM ({_VALIDATIONS})"
-        ).fetchone()
+        ).fetchall()[0]
     if not row or not row[3]:
         return {}
     return {"p50": float(row[0]), "p95": float(row[1]), "p99": float(row[2])}
@@ -564,7 +565,7 @@ def state_funnel(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHIN
             FROM hs_handoffs_all
             """,
             {"accept": s.DECISION_ACCEPT, "committed": s.STATE_COMMITTED, "void": s.STATE_VOID},
-        ).fetchone() or (0, 0, 0, 0)
+        ).fetchall()[0]
     if not row[0]:
         return pd.DataFrame({"stage": pd.Series(dtype=str), "handoffs": pd.Series(dtype=int)})
     return pd.DataFrame({"stage": list(s.STATES), "handoffs": [int(v) for v in row]})

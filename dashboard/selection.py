@@ -28,7 +28,7 @@ from collector import schema as s
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["EVERYTHING", "Filters", "forget", "scoped"]
+__all__ = ["EVERYTHING", "Filters", "forget", "forget_all", "scoped"]
 
 _MAX_FILTERED = 4
 """Filtered cursors kept per trace set; each holds a copy of its selection."""
@@ -169,6 +169,17 @@ def _lease(
     return lease
 
 
+def forget_all() -> None:
+    """Close every kept cursor (the trace sets were reloaded)."""
+    with _lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for _, pool in pools:
+        for lease in pool.values():
+            with lease.lock:
+                lease.cursor.close()
+
+
 def forget(con: duckdb.DuckDBPyConnection) -> None:
     """Close the cursors kept for ``con``'s filters (call when the trace set goes away)."""
     with _lock:
@@ -180,6 +191,6 @@ def forget(con: duckdb.DuckDBPyConnection) -> None:
 
 def _qualified(cursor: duckdb.DuckDBPyConnection, table: str) -> str:
     # Fully qualified, because inside the cursor the bare name ``spans`` is the view itself.
-    row = cursor.execute("SELECT current_database()").fetchone()
-    database = str(row[0]).replace('"', '""') if row else "memory"
+    database = str(cursor.execute("SELECT current_database()").fetchall()[0][0])
+    database = database.replace('"', '""')
     return f'"{database}".main.{table}'

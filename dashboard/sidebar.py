@@ -92,7 +92,9 @@ def _from_paths(paths: list[Path]) -> cache.Loaded:
 def _problems(loaded: cache.Loaded) -> None:
     if not loaded.problems:
         return
-    with st.sidebar.expander(f"{len(loaded.problems):,} input problems", icon=":material/warning:"):
+    count = len(loaded.problems)
+    label = f"{count:,} input problem{'' if count == 1 else 's'}"
+    with st.sidebar.expander(label, icon=":material/warning:"):
         st.caption("These lines or files were skipped; everything else was loaded.")
         shown = loaded.problems[:_MAX_PROBLEMS_SHOWN]
         more = len(loaded.problems) - len(shown)

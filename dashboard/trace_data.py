@@ -110,11 +110,11 @@ def span_attributes(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str)
             {"trace": trace_id, "span": span_id},
         )
         columns = [d[0] for d in rel.description]
-        row = rel.fetchone()
+        rows = rel.fetchall()
     finally:
         cur.close()
     items: list[tuple[str, str, str]] = []
-    if row is not None:
+    for row in rows[:1]:
         for key, value in zip(columns, row, strict=True):
             if value is None or key in _DERIVED:
                 continue

@@ -266,3 +266,21 @@ def test_html_in_trace_content_is_shown_as_text(
     handoffs = _page(at, "handoffs")
     reasons = handoffs.dataframe[1].value
     assert HOSTILE in set(reasons["reason"])
+
+
+def test_other_instrumentations_traces_show_their_spend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upstream OTLP files: no handshake at all, tokens under other libraries' keys, and a
+    logs file among them that is listed as a problem while the rest is shown."""
+    folder = ROOT / "tests" / "fixtures" / "otlp"
+    at = _app(monkeypatch, [folder]).run()
+    _no_trouble(at)
+    assert _metrics(at)["Handoffs"] == "0"
+    assert [e.label for e in at.sidebar.expander][0] == "1 input problem"
+    problems = " ".join(c.value for c in at.sidebar.code)
+    assert LOGS.name in problems
+    at = _page(at, "spend")
+    _no_trouble(at)
+    assert len(at.get("plotly_chart")) == 5
+    for page in ("reliability", "latency", "handoffs", "findings", "trace"):
+        at = _page(at, page)
+        assert not at.exception, (page, [e.message for e in at.exception])

@@ -324,6 +324,28 @@ def test_a_scoped_cursor_never_changes_what_the_connection_sees(con: Any) -> Non
         assert 0 < fresh.execute("SELECT count(*) FROM spans").fetchone()[0] < total
 
 
+def test_every_query_can_follow_another_on_a_kept_cursor(con: Any) -> None:
+    """A filter's cursor is reused; no query may leave it holding an unfinished result."""
+    f = Filters(workflows=("report",))
+    width = timedelta(minutes=5)
+    calls = [
+        lambda: data.overview(con, filters=f),
+        lambda: data.latency_percentiles(con, filters=f),
+        lambda: data.latency_by(con, filters=f),
+        lambda: data.state_funnel(con, filters=f),
+        lambda: data.void_reasons(con, filters=f),
+        lambda: data.activity_over_time(con, filters=f, width=width),
+        lambda: data.agent_spend(con, filters=f),
+        lambda: data.compounding(con, filters=f),
+        lambda: data.findings(con, filters=f),
+        lambda: data.trace_ids(con, filters=f),
+        lambda: trace_data.trace_list(con, filters=f),
+        lambda: data.bounds(con),
+    ]
+    for call in calls + calls:
+        call()
+
+
 def test_filtered_queries_from_many_threads_agree(con: Any) -> None:
     """Streamlit serves each session on its own thread; filters must not leak across them."""
     expected = data.state_funnel(con, filters=Filters(workflows=("digest",)))["handoffs"].tolist()

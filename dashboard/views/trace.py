@@ -35,6 +35,9 @@ which = (
     or "failed"
 )
 listing = view.query(trace_data.trace_list, only=which, limit=200)
+if listing.empty and which != "all":
+    which = "all"  # nothing failed (or nothing costs): offer the latest traces instead
+    listing = view.query(trace_data.trace_list, only=which, limit=200)
 st.session_state[PICK_KEY + "_ids"] = listing["trace_id"].tolist()
 with st.expander(f"Pick from {len(listing):,} traces ({LISTS[which].lower()})"):
     ui.filtered_caption(view)
