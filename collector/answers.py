@@ -134,26 +134,27 @@ class ValidationRound:
         return self.answered(reply, error)
 
     # ------------------------------------------------------------------ recording
-    def _answer_attributes(
-        self, answer: Answer, latency_s: float
-    ) -> tuple[dict[str, Any], float | None, Usage | None]:
+    def _answer_attributes(self, answer: Answer, latency_s: float) -> dict[str, Any]:
         h = self.h
-        attrs, cost = usage_attributes(
-            answer.receiver or h.spec.receiver, answer.usage, h.sender.prices
-        )
+        agent = answer.receiver or h.spec.receiver
+        attrs = usage_attributes(agent, answer.usage, h.sender.prices)[0]
         attrs[schema.VALIDATION_LATENCY_MS] = latency_s * 1000
         if answer.eta_ms is not None:
             attrs[schema.ETA_MS] = answer.eta_ms
         if answer.reason:
             attrs[schema.REJECT_REASON] = answer.reason
-        return attrs, cost, answer.usage
+        return attrs
 
-    def _metrics(self, answer: Answer, latency_s: float, outcome: str, cost: float | None) -> None:
+    def _metrics(self, answer: Answer, latency_s: float, outcome: str) -> None:
         h = self.h
+        if not h.tel.metering:
+            return
         h.tel.latency(latency_s, sender=h.sender.name, receiver=h.spec.receiver, decision=outcome)
-        if answer.usage is not None:
+        usage: Usage | None = answer.usage
+        if usage is not None:
             agent = answer.receiver or h.spec.receiver
-            h.tel.usage(agent, schema.PHASE_VALIDATE, answer.usage, cost)
+            cost = usage_attributes(agent, usage, h.sender.prices)[1]
+            h.tel.usage(agent, schema.PHASE_VALIDATE, usage, cost)
 
     def answered(self, reply: Message | None, error: BaseException | None) -> Answer | None:
         """Something came back while the sender was still waiting (or, virtually, at all)."""
@@ -178,31 +179,36 @@ class ValidationRound:
             return None
         h.answer = reply
         on_time = is_on_time(latency_s, timeout)
-        attrs, cost, _ = self._answer_attributes(reply, latency_s)
-        attrs[schema.LATE] = not on_time
         if not on_time:
             h.late = True
-            attrs[schema.DECISION] = schema.DECISION_TIMEOUT
-            attrs[schema.LATE_DECISION] = reply.decision
             # The sender gave up at the timeout, even if (virtually) it learnt so later.
             give_up_ns = self.sent_ns + round(timeout * 1e9)
             h._void("validation timeout", at_ns=min(give_up_ns, now_ns), span=span)
             h._notify_void("validation timeout")
             outcome = schema.DECISION_TIMEOUT
         elif reply.accepted:
-            attrs[schema.DECISION] = schema.DECISION_ACCEPT
-            attrs[schema.COMMIT_DEADLINE_UNIX_MS] = h.spec.deadline_unix_ms
             eta = "no eta" if reply.eta_ms is None else f"eta {reply.eta_ms} ms"
             h._move(schema.STATE_VALIDATED, f"accepted ({eta})", span=span, at_ns=now_ns)
             outcome = schema.DECISION_ACCEPT
         else:
-            attrs[schema.DECISION] = reply.decision  # recorded as the peer said it
             h._void(f"rejected: {reply.reason or 'no reason given'}", at_ns=now_ns, span=span)
-            outcome = reply.decision
-        attrs[schema.STATE] = h.state
-        h.tel.end(span, end_ns=now_ns, attributes=attrs)
+            outcome = reply.decision  # recorded as the peer said it
+        state = h.state
+
+        def attributes() -> dict[str, Any]:  # built only when the span is recorded
+            attrs = self._answer_attributes(reply, latency_s)
+            attrs[schema.LATE] = not on_time
+            attrs[schema.DECISION] = outcome
+            if not on_time:
+                attrs[schema.LATE_DECISION] = reply.decision
+            elif outcome == schema.DECISION_ACCEPT:
+                attrs[schema.COMMIT_DEADLINE_UNIX_MS] = h.spec.deadline_unix_ms
+            attrs[schema.STATE] = state
+            return attrs
+
+        h.tel.end(span, end_ns=now_ns, attributes=attributes)
         h.tel.count(schema.PHASE_VALIDATE, outcome, reply.reason)
-        self._metrics(reply, latency_s, outcome, cost)
+        self._metrics(reply, latency_s, outcome)
         return reply
 
     def timed_out(self) -> None:
@@ -229,10 +235,9 @@ class ValidationRound:
         latency_s = h.clock.monotonic() - self.t0
         attrs: dict[str, Any] = {schema.LATE: isinstance(reply, Answer)}
         if isinstance(reply, Answer):
-            answer_attrs, cost, _ = self._answer_attributes(reply, latency_s)
-            attrs.update(answer_attrs)
+            attrs.update(self._answer_attributes(reply, latency_s))
             attrs[schema.LATE_DECISION] = reply.decision
-            self._metrics(reply, latency_s, schema.DECISION_TIMEOUT, cost)
+            self._metrics(reply, latency_s, schema.DECISION_TIMEOUT)
         h.tel.end(self.span, end_ns=h.clock.time_ns(), attributes=attrs)
 
 

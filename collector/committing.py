@@ -9,7 +9,6 @@ and ends the span with the outcome, the result status and this receiver's token 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +23,7 @@ from collector.messages import (
     CommitRequest,
     CommitResult,
     fingerprint,
+    json_copy,
 )
 from collector.work import Work
 
@@ -36,6 +36,10 @@ COMMIT_WITHOUT_ACCEPT = schema.COMMIT_ERROR_WITHOUT_ACCEPT
 IDEMPOTENCY_CONFLICT = schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT
 COMMIT_IN_PROGRESS = schema.COMMIT_ERROR_IN_PROGRESS
 LEGACY_MODE_REFUSED = schema.COMMIT_ERROR_LEGACY_MODE
+
+
+# Results that cannot be coroutines, checked by exact type before ``asyncio.iscoroutine``.
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
 
 class CommitRun:
@@ -187,7 +191,7 @@ class CommitRun:
         ctx_token = self.tel.activate(self.span)
         try:
             out = self.r.executor(work)
-            if asyncio.iscoroutine(out):
+            if type(out) not in _PLAIN and asyncio.iscoroutine(out):
                 out.close()
                 raise TypeError("the executor is async: use ahandle()/the async API with it")
             return self._executed(out, token, work)
@@ -214,7 +218,7 @@ class CommitRun:
         c, r = self.c, self.r
         result, status, extra = describe_result(out)
         # Stored and returned in JSON form, so the first answer and every replay are equal.
-        result = json.loads(json.dumps(result))
+        result = json_copy(result)
         if token is not None:
             r.store.complete(
                 token,
@@ -243,12 +247,20 @@ class CommitRun:
             "executed",
             at_ns=self.clock.time_ns(),
         )
-        return self._finish(schema.OUTCOME_EXECUTED, status, result, None, None, work, extra)
+        # The caller gets its own copy: changing it must not change what replays return.
+        mine = json_copy(result)
+        return self._finish(schema.OUTCOME_EXECUTED, status, mine, None, None, work, extra)
 
     def _replay(self, stored: StoredResult) -> CommitResult:
         _, _, extra = describe_result(stored.result)
         return self._finish(
-            schema.OUTCOME_REPLAYED, stored.status, stored.result, None, None, None, extra
+            schema.OUTCOME_REPLAYED,
+            stored.status,
+            json_copy(stored.result),
+            None,
+            None,
+            None,
+            extra,
         )
 
     def _failed(self, e: BaseException, token: str | None, work: Work) -> CommitResult:

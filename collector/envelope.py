@@ -243,20 +243,27 @@ def _findings_ok(value: Any) -> bool:
 
 def describe_result(out: Any) -> tuple[Any, str | None, dict[str, Any]]:
     """An executor result as (JSON form, ``handoff.result.status``, extra span attributes)."""
+    if type(out) is dict:  # the common case, before the abstract-class checks below
+        return _describe_mapping(out)
     if isinstance(out, CommitmentEnvelope):
         return out.to_dict(), out.status, out.attributes()
     if isinstance(out, HandoffMessage):
         return out.to_dict(), out.status, {}
     if isinstance(out, Mapping):
-        if out.get("type") == _ENVELOPE_TYPE:
-            try:
-                env = CommitmentEnvelope.from_dict(out)
-            except MessageError:
-                return out, None, {}
-            return out, env.status, env.attributes()
-        status = out.get("STATUS")
-        if isinstance(status, str) and status in _MESSAGE_STATUSES:
-            return out, status, {}
+        return _describe_mapping(out)
+    return out, None, {}
+
+
+def _describe_mapping(out: Mapping[str, Any]) -> tuple[Any, str | None, dict[str, Any]]:
+    if out.get("type") == _ENVELOPE_TYPE:
+        try:
+            env = CommitmentEnvelope.from_dict(out)
+        except MessageError:
+            return out, None, {}
+        return out, env.status, env.attributes()
+    status = out.get("STATUS")
+    if isinstance(status, str) and status in _MESSAGE_STATUSES:
+        return out, status, {}
     return out, None, {}
 
 

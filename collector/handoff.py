@@ -95,12 +95,15 @@ class Handoff:
         self.late = False
         self.closed = False
         self.fingerprint = fingerprint(spec.payload)
-        self._common = self._common_attributes()
         self.span = self.tel.start(
             schema.SPAN_HANDOFF,
             start_ns=self.clock.time_ns(),
             attributes=self._handoff_attributes,
             parent=parent,
+        )
+        # The phase spans' parent, built once; None when nothing is recorded.
+        self._context = (
+            trace.set_span_in_context(self.span) if self.span.get_span_context().is_valid else None
         )
 
     # ------------------------------------------------------------------ state
@@ -117,6 +120,16 @@ class Handoff:
 
     def __repr__(self) -> str:
         return f"Handoff({self.spec.task_id!r}, attempt={self.attempt}, state={self.state!r})"
+
+    @property
+    def _common(self) -> dict[str, Any]:
+        # Built on first use: a handoff whose spans are not recorded never needs it.
+        common = self._common_cache
+        if common is None:
+            common = self._common_cache = self._common_attributes()
+        return common
+
+    _common_cache: dict[str, Any] | None = None
 
     def _handoff_attributes(self) -> dict[str, Any]:
         attrs = {
@@ -195,7 +208,10 @@ class Handoff:
             return attrs
 
         propose = self.tel.start(
-            schema.SPAN_PROPOSE, start_ns=start_ns, attributes=propose_attributes, parent=self.span
+            schema.SPAN_PROPOSE,
+            start_ns=start_ns,
+            attributes=propose_attributes,
+            parent=self._context,
         )
         self._move(schema.STATE_PROPOSED, "proposed", span=propose, at_ns=start_ns)
         if usage is not None:
@@ -214,7 +230,7 @@ class Handoff:
                     schema.PHASE: schema.PHASE_VALIDATE,
                     schema.VALIDATION_TIMEOUT_MS: round(s.validation_timeout_s * 1000),
                 },
-                parent=self.span,
+                parent=self._context,
             )
             carrier_span = validate
         proposal = Proposal(
@@ -364,7 +380,7 @@ class Handoff:
             payload_fingerprint=self.fingerprint,
             mode=mode,
             max_attempts=self.spec.max_attempts,
-            trace=self.tel.inject(self.span),
+            trace=self.tel.inject(self._context),
         )
 
     def commit(self, *, unchecked: bool = False) -> CommitResult:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -149,6 +149,7 @@ class MemoryStore:
         self._tokens: dict[str, tuple[str, str]] = {}
         self._accepts: dict[tuple[str, str, int], Acceptance] = {}
         self._tokens_issued = itertools.count(1)
+        self._waiters = 0  # threads in wait(); nobody to wake means no notify
 
     def claim(
         self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
@@ -174,7 +175,8 @@ class MemoryStore:
             if where is None:
                 return False
             self._rows[where].result = result
-            self._changed.notify_all()
+            if self._waiters:
+                self._changed.notify_all()
             return True
 
     def release(self, token: str) -> None:
@@ -182,7 +184,8 @@ class MemoryStore:
             where = self._tokens.pop(token, None)
             if where is not None:
                 del self._rows[where]
-            self._changed.notify_all()
+            if self._waiters:
+                self._changed.notify_all()
 
     def get(self, receiver: str, key: str) -> StoredResult | None:
         with self._lock:
@@ -192,10 +195,16 @@ class MemoryStore:
     def wait(self, receiver: str, key: str, *, timeout_s: float) -> None:
         """Block until the key's execution finishes or is released, at most ``timeout_s``."""
         with self._changed:
-            self._changed.wait_for(
-                lambda: (row := self._rows.get((receiver, key))) is None or row.result is not None,
-                timeout=timeout_s,
-            )
+            self._waiters += 1
+            try:
+                self._changed.wait_for(
+                    lambda: (
+                        (row := self._rows.get((receiver, key))) is None or row.result is not None
+                    ),
+                    timeout=timeout_s,
+                )
+            finally:
+                self._waiters -= 1
 
     def save_acceptance(self, acceptance: Acceptance) -> None:
         with self._lock:
@@ -214,7 +223,18 @@ class MemoryStore:
             current = self._accepts.get(k)
             if current is None or current.state != expect:
                 return False
-            self._accepts[k] = replace(current, state=state)
+            # Built directly: ``dataclasses.replace`` inspects the fields on every call.
+            self._accepts[k] = Acceptance(
+                receiver=current.receiver,
+                handoff_id=current.handoff_id,
+                attempt=current.attempt,
+                task_id=current.task_id,
+                key=current.key,
+                fingerprint=current.fingerprint,
+                state=state,
+                deadline_ms=current.deadline_ms,
+                created_ms=current.created_ms,
+            )
             return True
 
     def purge(self, *, now_ms: int, ttl_ms: int = DEFAULT_TTL_MS) -> int:

@@ -44,6 +44,7 @@ __all__ = [
     "VoidNotice",
     "decode",
     "fingerprint",
+    "json_copy",
 ]
 
 MODE_HANDSHAKE = schema.MODE_HANDSHAKE
@@ -63,10 +64,52 @@ def fingerprint(payload: Any) -> str:
     order. Raises ``MessageError`` if the payload is not JSON-serialisable.
     """
     try:
-        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = _CANONICAL.encode(payload)
     except (TypeError, ValueError) as e:
         raise MessageError(f"payload is not JSON-serialisable: {e}") from e
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# One encoder for every fingerprint: ``json.dumps`` with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def json_copy(value: Any) -> Any:
+    """``json.loads(json.dumps(value))``: a fresh copy in JSON form, computed cheaply.
+
+    Plain JSON values (dicts with string keys, lists, tuples, strings, numbers, booleans,
+    None) are copied directly; anything else (another type, a non-string key, deep nesting
+    or a cycle) takes the real JSON round trip, with its conversions and its errors.
+    """
+    try:
+        return _copy(value, 0)
+    except _NotPlain:
+        return json.loads(json.dumps(value))
+
+
+class _NotPlain(Exception):
+    pass
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _copy(v: Any, depth: int) -> Any:
+    t = type(v)
+    if t in _SCALARS:
+        return v
+    if depth > 32:
+        raise _NotPlain
+    if t is dict:
+        out = {}
+        for k, x in v.items():
+            if type(k) is not str:
+                raise _NotPlain
+            out[k] = x if type(x) in _SCALARS else _copy(x, depth + 1)
+        return out
+    if t is list or t is tuple:
+        return [x if type(x) in _SCALARS else _copy(x, depth + 1) for x in v]
+    raise _NotPlain
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,10 +125,21 @@ class OutputSchema:
     @classmethod
     def parse(cls, text: str) -> OutputSchema:
         """``"report@2"`` -> ``OutputSchema("report", "2")``; no ``@`` means version ``1``."""
+        if cls is OutputSchema:
+            known = _PARSED.get(text)
+            if known is not None:
+                return known
         name, _, version = text.partition("@")
         if not name:
             raise MessageError(f"output schema {text!r} has no name; write it as name@version")
-        return cls(name, version or "1")
+        parsed = cls(name, version or "1")
+        if cls is OutputSchema and len(_PARSED) < 1024:
+            _PARSED[text] = parsed
+        return parsed
+
+
+# Parsed schemas by text: a handful of distinct names, each parsed once (they are immutable).
+_PARSED: dict[str, OutputSchema] = {}
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,9 @@ _ALLOWED: dict[str, dict[str, frozenset[str]]] = {
 }
 
 
+_NOWHERE: frozenset[str] = frozenset()
+
+
 class RejectReason(StrEnum):
     """The documented reject reason codes. Receivers may also send their own codes."""
 
@@ -74,14 +77,16 @@ def is_on_time(latency_s: float, timeout_s: float) -> bool:
 class StateMachine:
     """The state of one handoff attempt, enforcing the forward-only transitions."""
 
-    __slots__ = ("mode", "state", "history")
+    __slots__ = ("mode", "state", "history", "_allowed")
 
     def __init__(self, *, mode: str = MODE_HANDSHAKE) -> None:
-        if mode not in _ALLOWED:
+        allowed = _ALLOWED.get(mode)
+        if allowed is None:
             raise ValueError(f"unknown handoff mode {mode!r}; use one of {', '.join(_ALLOWED)}")
         self.mode = mode
         self.state: str | None = None
         self.history: list[Transition] = []
+        self._allowed = allowed
 
     @property
     def terminal(self) -> bool:
@@ -90,15 +95,14 @@ class StateMachine:
 
     def can(self, target: str) -> bool:
         """Whether moving to ``target`` is allowed now."""
-        return target in _ALLOWED[self.mode].get(self.state or _START, frozenset())
+        return target in self._allowed.get(self.state or _START, _NOWHERE)
 
     def move(self, target: str, reason: str) -> Transition:
         """Move to ``target`` or raise ``IllegalTransition``."""
-        if not self.can(target):
-            raise IllegalTransition(
-                self.state or _START, target, detail=f"not allowed in {self.mode} mode"
-            )
-        t = Transition(self.state or _START, target, reason)
+        source = self.state or _START
+        if target not in self._allowed.get(source, _NOWHERE):
+            raise IllegalTransition(source, target, detail=f"not allowed in {self.mode} mode")
+        t = Transition(source, target, reason)
         self.state = target
         self.history.append(t)
         return t

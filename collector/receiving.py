@@ -324,6 +324,8 @@ def _fingerprint_of(p: Proposal | CommitRequest) -> str:
 
 def _call_sync(fn: Any, work: Work) -> Any:
     out = fn(work)
+    if type(out) is Verdict:  # the usual answer; skips the awaitable check
+        return out
     if inspect.isawaitable(out):
         close = getattr(out, "close", None)
         if close is not None:

@@ -31,6 +31,13 @@ Attributes = Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None
 """Span attributes, or a function that builds them only when spans are recorded."""
 
 
+def _propagate() -> Any:
+    # Imported on first use: an agent whose spans go nowhere never loads the propagators.
+    from opentelemetry import propagate
+
+    return propagate
+
+
 def _version() -> str:
     from collector import __version__
 
@@ -68,6 +75,10 @@ class Telemetry:
         except Exception as e:  # noqa: BLE001
             self._failed("creating instruments", e)
             self._instruments(metrics.NoOpMeter(schema.INSTRUMENTATION_NAME))
+        # Likewise for metrics: the API's proxy instruments get a real one once an SDK is set.
+        probe = self.phase_outcomes
+        self._metrics_proxy = probe if hasattr(probe, "_real_instrument") else None
+        self._metering = not isinstance(probe, metrics.NoOpCounter)
 
     def _instruments(self, meter: metrics.Meter) -> None:
         self.validation_latency = meter.create_histogram(
@@ -106,6 +117,15 @@ class Telemetry:
         # The API's proxy resolves to the SDK's tracer once an application installs one.
         return not isinstance(getattr(self._proxy, "_tracer", self._proxy), trace.NoOpTracer)
 
+    @property
+    def metering(self) -> bool:
+        """False while measurements go nowhere (a no-op meter, or the API's default)."""
+        proxy = self._metrics_proxy
+        if proxy is None:
+            return self._metering
+        real = proxy._real_instrument
+        return real is not None and not isinstance(real, metrics.NoOpCounter)
+
     def start(
         self,
         name: str,
@@ -119,7 +139,7 @@ class Telemetry:
         ``attributes`` may be a function returning them, called only when spans are recorded,
         so an agent with telemetry off does not build them.
         """
-        if not self.enabled:
+        if not (self._enabled if self._proxy is None else self.enabled):
             return _INVALID
         try:
             if callable(attributes):
@@ -159,6 +179,8 @@ class Telemetry:
         self, span: trace.Span, source: str, target: str, reason: str, *, at_ns: int
     ) -> None:
         """Record a ``handoff.transition`` event (from, to, reason) at ``at_ns``."""
+        if span is _INVALID:
+            return
         try:
             if span.is_recording():
                 span.add_event(
@@ -200,14 +222,20 @@ class Telemetry:
                 self._failed("deactivating a span", e)
 
     # ---------------------------------------------------------------- propagation
-    def inject(self, span: trace.Span) -> dict[str, str]:
-        """W3C trace context of ``span`` as a carrier dict (empty when nothing is recorded)."""
-        carrier: dict[str, str] = {}
-        try:
-            if span.get_span_context().is_valid:
-                from opentelemetry import propagate
+    def inject(self, span: trace.Span | otel_context.Context | None) -> dict[str, str]:
+        """W3C trace context of ``span`` (or of a context holding it) as a carrier dict.
 
-                propagate.inject(carrier, context=trace.set_span_in_context(span))
+        Empty when nothing is recorded.
+        """
+        carrier: dict[str, str] = {}
+        if span is None or span is _INVALID:
+            return carrier
+        try:
+            if isinstance(span, trace.Span):
+                if not span.get_span_context().is_valid:
+                    return carrier
+                span = trace.set_span_in_context(span)
+            _propagate().inject(carrier, context=span)
         except Exception as e:  # noqa: BLE001
             self._failed("injecting trace context", e)
         return carrier
@@ -217,9 +245,7 @@ class Telemetry:
         if not carrier:
             return None
         try:
-            from opentelemetry import propagate
-
-            return propagate.extract(dict(carrier))
+            return _propagate().extract(dict(carrier))
         except Exception as e:  # noqa: BLE001
             self._failed("extracting trace context", e)
             return None
@@ -227,6 +253,8 @@ class Telemetry:
     # ---------------------------------------------------------------- metrics
     def count(self, phase: str, outcome: str, reason: str | None = None) -> None:
         """Add one to the phase-outcome counter."""
+        if not self.metering:
+            return
         try:
             attrs = {schema.PHASE: phase, schema.METRIC_OUTCOME: outcome}
             if reason:
@@ -237,6 +265,8 @@ class Telemetry:
 
     def latency(self, seconds: float, *, sender: str, receiver: str, decision: str) -> None:
         """Record one validation latency (seconds)."""
+        if not self.metering:
+            return
         try:
             self.validation_latency.record(
                 seconds,
@@ -247,6 +277,8 @@ class Telemetry:
 
     def usage(self, agent: str, phase: str, usage: Usage, cost: float | None) -> None:
         """Add an agent's tokens and cost to the counters."""
+        if not self.metering:
+            return
         try:
             base = {schema.GEN_AI_AGENT_NAME: agent, schema.PHASE: phase}
             base[schema.GEN_AI_REQUEST_MODEL] = usage.model

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from enum import IntEnum
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collector import (
     Answer,
@@ -14,6 +18,7 @@ from collector import (
     accept,
     schema,
 )
+from collector.messages import json_copy
 from collector.testing import SpanCapture
 
 S = schema
@@ -296,3 +301,58 @@ def test_a_redelivered_proposal_cannot_reopen_a_voided_attempt(cap):
     channel.request(duplicate)  # the network delivers the old proposal again
     assert recv.store.load_acceptance("writer", h.spec.handoff_id, 1).state == "void"
     assert h.commit(unchecked=True).outcome == "refused" and calls == []
+
+
+# ---------------------------------------------------------------------- stored results
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(_json)
+def test_stored_results_equal_their_json_round_trip(value):
+    copy = json_copy(value)
+    assert copy == json.loads(json.dumps(value))
+    assert json.dumps(copy) == json.dumps(value)
+
+
+def _nested(depth):
+    value = ["x"]
+    for _ in range(depth):
+        value = [value]
+    return {"deep": value}
+
+
+@pytest.mark.parametrize(
+    "value", [{1: "int key"}, _nested(40), [(1, 2)], {"e": IntEnum("E", "A").A}]
+)
+def test_stored_results_outside_plain_json_take_the_real_round_trip(value):
+    assert json_copy(value) == json.loads(json.dumps(value))
+
+
+def test_a_stored_result_is_a_copy_the_caller_cannot_change(cap):
+    out = {"items": [1, 2]}
+    receiver = cap.receiver("w", validator=lambda w: accept(eta_ms=5), executor=lambda w: out)
+    sender, channel = cap.sender("p"), InProcessChannel(receiver)
+    first = sender.handoff(channel, task_id="t", payload={}, output_schema="d", idempotency_key="k")
+    out["items"].append(3)
+    first.result.result["items"].append(4)
+    again = sender.handoff(channel, task_id="t", payload={}, output_schema="d", idempotency_key="k")
+    assert again.result.replayed and again.result.result == {"items": [1, 2]}
+
+
+def test_unserialisable_results_fail_the_commit_and_release_the_key(cap):
+    receiver = cap.receiver(
+        "w", validator=lambda w: accept(eta_ms=5), executor=lambda w: {object()}
+    )
+    outcome = cap.sender("p", max_attempts=1).handoff(
+        InProcessChannel(receiver), task_id="t", payload={}, output_schema="d", idempotency_key="k"
+    )
+    assert outcome.result.outcome == schema.OUTCOME_FAILED
+    assert receiver.store.get("w", "k") is None

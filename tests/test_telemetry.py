@@ -158,6 +158,38 @@ def test_metrics_for_latency_outcomes_tokens_and_cost(cap):
     assert total == pytest.approx((1_100 * 2.50 + 110 * 10.00) / 1e6)
 
 
+def test_agents_made_before_the_sdk_start_recording_once_it_is_installed():
+    # Agents created against the API's global proxies, SDK providers installed afterwards:
+    # the library must notice, for metrics as for spans, instead of deciding once.
+    code = (
+        "from collector import *\n"
+        "from opentelemetry import metrics, trace\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "from opentelemetry.sdk.trace import TracerProvider\n"
+        "from opentelemetry.sdk.trace.export import SimpleSpanProcessor\n"
+        "from opentelemetry.sdk.trace.export.in_memory_span_exporter import"
+        " InMemorySpanExporter\n"
+        "r = Receiver('w', validator=lambda w: accept(eta_ms=5), executor=lambda w: 1)\n"
+        "s = Sender('p')\n"
+        "def run(k):\n"
+        "    s.handoff(InProcessChannel(r), task_id=k, payload={}, output_schema='d',"
+        " idempotency_key=k)\n"
+        "run('before')\n"
+        "reader, spans = InMemoryMetricReader(), InMemorySpanExporter()\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans))\n"
+        "trace.set_tracer_provider(tp)\n"
+        "run('after')\n"
+        "points = [p for rm in reader.get_metrics_data().resource_metrics"
+        " for sm in rm.scope_metrics for m in sm.metrics"
+        " if m.name == schema.METRIC_PHASE_OUTCOMES for p in m.data.data_points]\n"
+        "print(sum(p.value for p in points), len(spans.get_finished_spans()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["3", "4"]  # only the second handoff: 3 outcomes, 4 spans
+
+
 # ---------------------------------------------------------------------- failures contained
 class Exploding(SpanProcessor):
     def on_start(self, span, parent_context=None):
