@@ -37,7 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter  # noqa: E402
 from opentelemetry.sdk.resources import Resource  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export import (  # noqa: E402
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 
 from collector.simulator import SimulationConfig, run_simulation  # noqa: E402
 
@@ -104,16 +108,24 @@ def _sample_spans(folder: Path, limit: int) -> list[dict[str, Any]]:
     return out
 
 
-def _baseline(spans: list[dict[str, Any]]) -> tuple[float, float]:
-    """Replay ``spans`` through a bare SDK into the official file exporter; (wall, CPU) s."""
-    sink = io.StringIO()
+class _Drop(SpanExporter):
+    """An exporter that throws batches away: the cost of making the spans alone."""
+
+    def export(self, spans: Any) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def _baseline(spans: list[dict[str, Any]], *, write: bool = True) -> tuple[float, float]:
+    """Replay ``spans`` through a bare SDK into the official file exporter; (wall, CPU) s.
+
+    With ``write=False`` the batches are dropped instead of encoded and written.
+    """
+    exporter = FileSpanExporter(stream=io.StringIO()) if write else _Drop()
     provider = TracerProvider(
         resource=Resource({"service.name": "baseline"}), shutdown_on_exit=False
     )
     provider.add_span_processor(
-        BatchSpanProcessor(
-            FileSpanExporter(stream=sink), max_queue_size=len(spans) + 1, max_export_batch_size=512
-        )
+        BatchSpanProcessor(exporter, max_queue_size=len(spans) + 1, max_export_batch_size=512)
     )
     tracer = provider.get_tracer("baseline")
     started, cpu = time.perf_counter(), time.process_time()
@@ -164,9 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         figures["dry_run_cpu_us_per_span"] = round(dry_cpu / spans * 1e6, 1)
         sample = _sample_spans(Path(tmp) / "jobs1", args.baseline_spans)
         _, base_cpu = _baseline(sample)
+        _, create_cpu = _baseline(sample, write=False)
         per_span_base = base_cpu / len(sample)
         figures["baseline_spans"] = len(sample)
         figures["baseline_cpu_us_per_span"] = round(per_span_base * 1e6, 1)
+        figures["baseline_create_only_cpu_us_per_span"] = round(create_cpu / len(sample) * 1e6, 1)
         # CPU time, not wall time: other work on the machine cancels out of the ratio.
         figures["ratio_simulate_to_baseline_cpu"] = round(cpu1 / spans / per_span_base, 2)
         figures["share_of_cpu_in_sdk_and_exporter"] = round(per_span_base * spans / cpu1, 2)
