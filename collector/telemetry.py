@@ -145,7 +145,8 @@ class Telemetry:
             if callable(attributes):
                 attributes = attributes()
             ctx = parent
-            if isinstance(parent, trace.Span):
+            # Contexts first: ``trace.Span`` is an abstract class, slow to test against.
+            if parent is not None and not isinstance(parent, otel_context.Context):
                 # An invalid parent (telemetry off) adds nothing; skip building a context.
                 valid = parent.get_span_context().is_valid
                 ctx = trace.set_span_in_context(parent) if valid else None
@@ -231,7 +232,7 @@ class Telemetry:
         if span is None or span is _INVALID:
             return carrier
         try:
-            if isinstance(span, trace.Span):
+            if not isinstance(span, otel_context.Context):
                 if not span.get_span_context().is_valid:
                     return carrier
                 span = trace.set_span_in_context(span)
