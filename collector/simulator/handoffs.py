@@ -151,16 +151,7 @@ class HandoffDriver:
         if step.fault is not None:
             fault = F.fault_by_name(step.fault)
             if fault.name not in _SELF_RECORDING:
-                self.truth.entry(
-                    fault.rule,
-                    fault.name,
-                    trace_id=trace_id,
-                    task_id=step.task_id,
-                    key=key,
-                    sender=step.sender,
-                    receiver=step.receiver,
-                    workflow_id=step.workflow_id,
-                )
+                self.truth.at_handoff(fault.rule, fault.name, step, trace_id, key)
         return outcome
 
     def _payload(self, step: Step) -> Any:
@@ -278,15 +269,12 @@ class HandoffDriver:
             for latency_s in wire.validation_latencies[seen:]:
                 if not is_on_time(latency_s, timeout):
                     cause = fault if fault in ("slow-validation", "late-answer-used") else NATURAL
-                    self.truth.entry(
+                    self.truth.at_handoff(
                         "slow-validation",
                         cause,
-                        trace_id=trace_id,
-                        task_id=step.task_id,
-                        key=key,
-                        sender=step.sender,
-                        receiver=step.receiver,
-                        workflow_id=step.workflow_id,
+                        step,
+                        trace_id,
+                        key,
                         attempt=attempt,
                         value=latency_s * 1000,
                     )

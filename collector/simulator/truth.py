@@ -46,16 +46,7 @@ class GroundTruth:
             return  # no proposal, so no deadline on record: nothing can flag it
         step.late_deadline = True
         cause = "deadline-missed" if step.fault == "deadline-missed" else NATURAL
-        self.entry(
-            "deadline-missed",
-            cause,
-            trace_id=trace_id,
-            task_id=step.task_id,
-            key=key,
-            sender=step.sender,
-            receiver=step.receiver,
-            workflow_id=step.workflow_id,
-        )
+        self.at_handoff("deadline-missed", cause, step, trace_id, key)
 
     def consumption(self, step: Step, trace_id: str | None, key: str | None) -> None:
         """A propose that consumes an unchecked non-complete result is a silent propagation."""
@@ -65,30 +56,37 @@ class GroundTruth:
         cause = self.undecided.pop(consumed[0], None)
         if cause is None:
             return
+        self.at_handoff("silent-propagation", cause, step, trace_id, key)
+
+    def mode_entries(self, step: Step, trace_id: str | None, key: str | None, mode: str) -> None:
+        """A legacy-mode handoff commits without validation: fire-and-forget fires."""
+        if mode != MODE_HANDSHAKE and step.fault != "fire-and-forget":
+            self.at_handoff("fire-and-forget", mode, step, trace_id, key)
+
+    def at_handoff(
+        self,
+        rule: str,
+        fault: str,
+        step: Step,
+        trace_id: str | None,
+        key: str | None,
+        *,
+        attempt: int | None = None,
+        value: float | None = None,
+    ) -> None:
+        """An expected finding on one handoff (its task, sender, receiver and workflow)."""
         self.entry(
-            "silent-propagation",
-            cause,
+            rule,
+            fault,
             trace_id=trace_id,
             task_id=step.task_id,
             key=key,
             sender=step.sender,
             receiver=step.receiver,
             workflow_id=step.workflow_id,
+            attempt=attempt,
+            value=value,
         )
-
-    def mode_entries(self, step: Step, trace_id: str | None, key: str | None, mode: str) -> None:
-        """A legacy-mode handoff commits without validation: fire-and-forget fires."""
-        if mode != MODE_HANDSHAKE and step.fault != "fire-and-forget":
-            self.entry(
-                "fire-and-forget",
-                mode,
-                trace_id=trace_id,
-                task_id=step.task_id,
-                key=key,
-                sender=step.sender,
-                receiver=step.receiver,
-                workflow_id=step.workflow_id,
-            )
 
     def entry(
         self,
@@ -104,6 +102,7 @@ class GroundTruth:
         attempt: int | None = None,
         value: float | None = None,
     ) -> None:
+        """One expected finding."""
         self.entries.append(
             FaultEntry(
                 rule=rule,
