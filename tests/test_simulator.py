@@ -467,3 +467,29 @@ def test_docs_command_reference_is_the_current_help():
     doc = DOC.read_text(encoding="utf-8")
     block = _between(doc, "<!-- help:start -->", "<!-- help:end -->")
     assert block.strip("`\n") == simulate.get_help(ctx).strip("\n")
+
+
+def test_public_surface_is_sorted_and_pinned():
+    import collector.simulator as sim
+
+    assert sim.__all__ == sorted(sim.__all__)
+    assert sim.__all__ == [
+        "DEFAULT_PIPELINE",
+        "FAULTS",
+        "Fault",
+        "FaultEntry",
+        "MANIFEST_NAME",
+        "SimulationConfig",
+        "SimulationResult",
+        "analytic_success",
+        "fault_by_name",
+        "fault_names",
+        "load_manifest",
+        "parse_duration",
+        "parse_fault",
+        "parse_pipeline",
+        "run_simulation",
+        "wilson_interval",
+    ]
+    for name in sim.__all__:
+        assert hasattr(sim, name), name

@@ -45,22 +45,24 @@ def print_summary(result: SimulationResult, *, elapsed_s: float, quiet: bool = F
         f"{' → '.join(cfg.pipeline)} ({cfg.mode}, seed {cfg.seed}) "
         f"in {elapsed_s:.1f} s real time",
     )
-    table = Table(title="End-to-end success", title_justify="left", show_edge=False)
+    table = Table(
+        title="End-to-end success (* this run's mode)", title_justify="left", show_edge=False
+    )
     table.add_column("")
     table.add_column("rate", justify="right")
     table.add_column("note")
     table.add_row(
         "observed",
         _pct(f["success_rate"]),
-        f"{f['succeeded']} of {f['workflows']}; 99.9% interval {_pct(lo)}-{_pct(hi)}",
+        f"{f['succeeded']} of {f['workflows']} (99.9% CI {_pct(lo)}-{_pct(hi)})",
     )
     notes = {
         "fire-and-forget": f"r^K = {cfg.reliability:g}^{len(cfg.pipeline)}",
-        "handshake": f"per-handoff retries, {cfg.max_attempts} attempts each",
-        "two-step": f"whole-chain reruns, {cfg.max_attempts} runs at most",
+        "handshake": f"retries per handoff, {cfg.max_attempts} tries",
+        "two-step": f"chain reruns, {cfg.max_attempts} runs",
     }
     for mode, value in f["analytic_by_mode"].items():
-        label = f"analytic, {mode}" + (" (this run)" if mode == cfg.mode else "")
+        label = f"analytic, {mode}" + (" *" if mode == cfg.mode else "")
         table.add_row(label, _pct(value), notes[mode])
     console.print(table)
     agents = Table(title="Agents", title_justify="left", show_edge=False)
