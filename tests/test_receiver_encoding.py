@@ -183,14 +183,15 @@ _attributes = st.lists(st.builds(lambda k, v: common_pb2.KeyValue(key=k, value=v
 _ids = st.binary(min_size=16, max_size=16).filter(any)
 _span_ids = st.binary(min_size=8, max_size=8).filter(any)
 _spans = st.builds(
-    lambda tid, sid, name, kind, start, attrs, flags, code: trace_pb2.Span(
+    lambda tid, sid, name, kind, start, attrs, flags, code, state, parent: trace_pb2.Span(
         trace_id=tid, span_id=sid, name=name, kind=kind, start_time_unix_nano=start,
+        trace_state=state, parent_span_id=parent,
         end_time_unix_nano=start + 1, attributes=attrs, flags=flags,
         events=[trace_pb2.Span.Event(time_unix_nano=start, name=name, attributes=attrs)],
         links=[trace_pb2.Span.Link(trace_id=tid, span_id=sid, attributes=attrs)],
         status=trace_pb2.Status(code=code, message=name)),
     _ids, _span_ids, _text, st.integers(0, 5), st.integers(0, 2**64 - 2), _attributes,
-    st.integers(0, 2**32 - 1), st.integers(0, 2),
+    st.integers(0, 2**32 - 1), st.integers(0, 2), _text, st.just(b"") | _span_ids,
 )
 _requests = st.builds(
     lambda groups: ExportTraceServiceRequest(resource_spans=[
@@ -364,3 +365,16 @@ def test_deeply_nested_json_is_refused():
         json_to_protobuf(body)
     with pytest.raises(Undecodable, match="nested too deeply"):
         json_to_protobuf(b"[" * 100_000 + b"]" * 100_000)
+
+
+@pytest.mark.parametrize("complete", [True, False])
+def test_span_fields_come_in_declaration_order(complete):
+    span = trace_pb2.Span(trace_id=TRACE_ID, span_id=SPAN_ID, parent_span_id=SPAN_ID[::-1],
+                          trace_state="k=v", name="n", kind=1, flags=1,
+                          start_time_unix_nano=5 if complete else 0, end_time_unix_nano=6)
+    request = ExportTraceServiceRequest()
+    request.resource_spans.add().scope_spans.add().spans.append(span)
+    written = json.loads(_encode(request).line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    expected = ["traceId", "spanId", "traceState", "parentSpanId", "flags", "name", "kind",
+                "startTimeUnixNano", "endTimeUnixNano"]
+    assert list(written) == [k for k in expected if complete or k != "startTimeUnixNano"]

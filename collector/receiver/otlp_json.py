@@ -22,6 +22,7 @@ all-zero parent is written as no parent).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Final
@@ -43,6 +44,8 @@ _RESOURCE: Final = TABLES["opentelemetry.proto.resource.v1.Resource"]
 _SCOPE: Final = TABLES["opentelemetry.proto.common.v1.InstrumentationScope"]
 _LINK: Final = TABLES["opentelemetry.proto.trace.v1.Span.Link"]
 _STATUS: Final = TABLES["opentelemetry.proto.trace.v1.Status"]
+_TIMES: Final = struct.Struct("<QBQ").unpack_from
+"""A span's start time, the next tag (end time's, 0x41, when laid out as usual), end time."""
 _ZERO_TRACE: Final = bytes(16)
 _ZERO_SPAN: Final = bytes(8)
 _CACHE_LIMIT: Final = 1 << 16
@@ -205,6 +208,29 @@ class SpanEncoder:
         cached = self._kv_cache.get
         keyvalue = self.keyvalue
         add = attributes.append
+        if end - pos > 28 and buf[pos] == 0x0A and buf[pos + 1] == 16 and (
+                buf[pos + 18] == 0x12 and buf[pos + 19] == 8):
+            # The layout OpenTelemetry SDKs write (fields in number order): read the ids,
+            # parent, name, kind and times in one go; the loop below takes the rest.
+            trace_id = buf[pos + 2 : pos + 18]
+            span_id = buf[pos + 20 : pos + 28]
+            pos += 28
+            if end - pos > 10 and buf[pos] == 0x22 and buf[pos + 1] == 8:
+                parent = buf[pos + 2 : pos + 10]
+                pos += 10
+            if end - pos > 2 and buf[pos] == 0x2A and buf[pos + 1] < 0x80:
+                stop = pos + 2 + buf[pos + 1]
+                name = buf[pos + 2 : stop].decode()
+                pos = stop
+            if end - pos > 2 and buf[pos] == 0x30 and buf[pos + 1] < 0x80:
+                kind = buf[pos + 1]
+                pos += 2
+            if end - pos >= 18 and buf[pos] == 0x39:
+                start, tag, stop_time = _TIMES(buf, pos + 1)
+                if tag == 0x41:
+                    pos += 18
+                else:
+                    stop_time = 0
         while pos < end:
             tag = buf[pos]
             pos += 1
@@ -271,21 +297,15 @@ class SpanEncoder:
             return f"spanId {span_id.hex()!r} is not 8 bytes (16 hex digits) or is all zero"
         if parent and len(parent) != 8:
             return f"parentSpanId {parent.hex()!r} is neither empty nor 8 bytes (16 hex digits)"
-        head = f'{{"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"'
-        if trace_state:
-            head += ',"traceState":' + encode_basestring(trace_state)
+        ids = f'"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"'
         if parent and parent != _ZERO_SPAN:
-            head += f',"parentSpanId":"{parent.hex()}"'
-        if flags:
-            head += f',"flags":{flags}'
-        if name:
-            head += ',"name":' + encode_basestring(name)
-        if kind:
-            head += f',"kind":{kind}'
-        if start:
-            head += f',"startTimeUnixNano":"{start}"'
-        if stop_time:
-            head += f',"endTimeUnixNano":"{stop_time}"'
+            ids += f',"parentSpanId":"{parent.hex()}"'
+        if flags and name and kind and start and stop_time and not trace_state:
+            # What SDKs send: one string build instead of one per field.
+            head = (f'{{{ids},"flags":{flags},"name":{encode_basestring(name)},"kind":{kind},'
+                    f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{stop_time}"')
+        else:
+            head = self._span_head(ids, trace_state, flags, name, kind, start, stop_time)
         tail = ',"attributes":[' + ",".join(attributes) + "]" if attributes else ""
         if dropped_attrs or events or dropped_events or links or dropped_links:
             tail += self._span_rest(dropped_attrs, events, dropped_events, links, dropped_links)
@@ -293,6 +313,27 @@ class SpanEncoder:
             tail += ',"status":' + status
         out.append(head + tail + "}")
         return ""
+
+    @staticmethod
+    def _span_head(ids: str, trace_state: str, flags: int, name: str, kind: int, start: int,
+                   stop_time: int) -> str:
+        """The span's fields up to its end time, when some are missing or a trace state is set."""
+        parts = ["{" + ids]
+        if trace_state:
+            # traceState comes between spanId and parentSpanId in declaration order.
+            before, sep, parent = parts[0].partition(',"parentSpanId"')
+            parts[0] = before + ',"traceState":' + encode_basestring(trace_state) + sep + parent
+        if flags:
+            parts.append(f',"flags":{flags}')
+        if name:
+            parts.append(',"name":' + encode_basestring(name))
+        if kind:
+            parts.append(f',"kind":{kind}')
+        if start:
+            parts.append(f',"startTimeUnixNano":"{start}"')
+        if stop_time:
+            parts.append(f',"endTimeUnixNano":"{stop_time}"')
+        return "".join(parts)
 
     @staticmethod
     def _span_rest(dropped_attrs: int, events: list[str], dropped_events: int,
