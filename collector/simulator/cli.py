@@ -34,6 +34,8 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 
 @click.command(
     "simulate",
+    # The same help options however the command is reached, so its help never varies.
+    context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Example: handoffscope simulate --out runs/demo --workflows 1000 "
     "--fault slow-validation=0.02 --fault broken-idempotency-store=0.01",
 )
