@@ -1,6 +1,7 @@
 """What one full handshake costs, measured against the OpenTelemetry SDK in the same run.
 
     .venv/bin/python bench/bench_handshake.py [--handshakes N] [--repeats R] [--json]
+    .venv/bin/python bench/bench_handshake.py --profile off|on [--top K]
 
 Measures, per handshake (propose, validate, commit; four spans):
 
@@ -17,13 +18,19 @@ Every SDK variant uses a ``BatchSpanProcessor`` in front of an exporter that dro
 batch, which is what ``configure_telemetry()`` installs minus the I/O. Figures are the
 best of ``R`` repeats; ratios are taken within this run, so the machine's speed cancels out.
 Goals: telemetry on <= 1.25x the bare SDK spans; telemetry off < 20 us per handshake.
+
+Also reported: Python function calls per handshake (counted by ``cProfile``; unlike time,
+the same on every machine and under any load). ``--profile`` prints where one variant's time
+goes instead: the functions with the most own time, per handshake.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import gc
 import json
+import pstats
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -187,16 +194,54 @@ def reference(n: int) -> Callable[[int], None]:
     return run
 
 
+def calls_per_iteration(run: Callable[[int], None], n: int) -> float:
+    """Python function calls (builtins included) per iteration, counted by ``cProfile``."""
+    run(10)
+    profile = cProfile.Profile()
+    profile.runcall(run, n)
+    return pstats.Stats(profile).total_calls / n  # type: ignore[attr-defined, no-any-return]
+
+
+def print_profile(run: Callable[[int], None], n: int, top: int) -> None:
+    """The ``top`` functions by own time, per iteration (profiled, so slower than measured)."""
+    run(max(10, n // 10))
+    profile = cProfile.Profile()
+    profile.runcall(run, n)
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in stats.values())
+    rows = sorted(stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
+    print(f"{'own %':>6} {'calls':>6}  function")
+    for (path, line, func), (_, ncalls, own, _cum, _) in rows:
+        where = path.split("site-packages/")[-1].split("/lib/python3.11/")[-1]
+        where = where.replace(str(Path(__file__).resolve().parents[1]) + "/", "")
+        print(f"{own / total * 100:6.1f} {ncalls / n:6.1f}  {func} ({where}:{line})")
+    calls = sum(v[1] for v in stats.values()) / n
+    print(f"total: {calls:.0f} calls per handshake")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--handshakes", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument(
+        "--profile",
+        choices=["off", "on"],
+        help="print where a telemetry-off or -on handshake spends its time, and stop",
+    )
+    ap.add_argument("--top", type=int, default=25, help="rows of --profile output")
     args = ap.parse_args(argv)
     n, r = args.handshakes, args.repeats
 
     tp = provider()
     noop = trace.NoOpTracerProvider()
+    if args.profile:
+        chosen = tp if args.profile == "on" else noop
+        print_profile(
+            handshake_loop(*agents(tracer_provider=chosen, clock=VirtualClock())), n, args.top
+        )
+        tp.shutdown()
+        return 0
     runs = {
         "reference_json_dumps_us": reference(n),
         "sdk_bare_us": sdk_loop(tp, equivalent=False),
@@ -212,6 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         "telemetry_off_real_us": handshake_loop(*agents(tracer_provider=noop, clock=SystemClock())),
     }
     figures = measure_all(runs, n, r)
+    count = min(n, 1000)
+    figures["calls_per_handshake_on"] = calls_per_iteration(runs["telemetry_on_virtual_us"], count)
+    figures["calls_per_handshake_off"] = calls_per_iteration(
+        runs["telemetry_off_virtual_us"], count
+    )
+    figures["calls_per_sdk_bare"] = calls_per_iteration(runs["sdk_bare_us"], count)
+    figures["calls_per_sdk_equivalent"] = calls_per_iteration(runs["sdk_equivalent_us"], count)
     tp.shutdown()
     figures["ratio_on_vs_bare"] = figures["telemetry_on_virtual_us"] / figures["sdk_bare_us"]
     figures["ratio_on_vs_equivalent"] = (
