@@ -14,9 +14,12 @@ trace id or span id cannot be told apart, so each of them is kept.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
@@ -51,16 +54,42 @@ class TraceSet:
         return int(run(self.con, "SELECT count(*) FROM spans")[0][0])  # type: ignore[call-overload]
 
 
-def connect(con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
-    """Return ``con`` (or a new in-memory connection) with the ``spans`` table created."""
+LARGE_INPUT_BYTES: Final = 256 * 1024 * 1024
+"""Input (decompressed, estimated) above which a new connection keeps its data on disk."""
+MEMORY_LIMIT_ENV: Final = "HANDOFFSCOPE_MEMORY_LIMIT"
+"""Environment variable setting DuckDB's memory limit for large inputs (default 400MB)."""
+
+
+def connect(
+    con: duckdb.DuckDBPyConnection | None = None, *, on_disk: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """Return ``con`` (or a new connection) with the ``spans`` table created.
+
+    A new connection is in memory, or with ``on_disk`` backed by a temporary database file
+    (removed when the connection is garbage collected or the process exits) under a memory
+    limit, so that inputs larger than memory still load.
+    """
     import duckdb
 
-    if con is None:
+    if con is None and on_disk:
+        folder = tempfile.mkdtemp(prefix="handoffscope-")
+        con = duckdb.connect(os.path.join(folder, "spans.duckdb"))
+        run(con, "SET memory_limit = ?", [os.environ.get(MEMORY_LIMIT_ENV, "400MB")])
+        run(con, "SET temp_directory = ?", [os.path.join(folder, "spill")])
+        weakref.finalize(con, _remove, con, folder)
+    elif con is None:
         con = duckdb.connect(":memory:")
     # DuckDB draws a progress bar on the terminal for long queries; reports own stdout.
     run(con, "SET enable_progress_bar = false")
     run(con, SPANS_DDL)
     return con
+
+
+def _remove(con: duckdb.DuckDBPyConnection, folder: str) -> None:
+    try:
+        con.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def load_traces(
@@ -81,7 +110,8 @@ def load_traces(
         paths = [paths]
     path_list = list(paths)
     sources, missing = discover(path_list)
-    ts = TraceSet(con=connect(con))
+    large = sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES
+    ts = TraceSet(con=connect(con, on_disk=con is None and large))
     for message in missing:
         where, _, what = message.partition(": ")
         ts.problems.append(LoadProblem(where, None, what))
@@ -94,6 +124,9 @@ def load_traces(
     ts.problems.extend(reader.problems)
     ts.skipped.extend(reader.skipped)
     ts.duplicate_count += _drop_duplicates(ts.con, ts.files)
+    # Rows are stored uncompressed until a checkpoint; compressed, the table takes about a
+    # tenth of the memory for the rest of the session.
+    run(ts.con, "CHECKPOINT")
     if ts.span_count == before:
         raise AuditError(_nothing_usable(path_list, sources, ts), title="no trace data")
     return ts
@@ -123,6 +156,14 @@ def append_lines(
     if file not in trace_set.files:
         trace_set.files.append(file)
     return reader.added
+
+
+def _estimated_bytes(source: SourceFile) -> int:
+    try:
+        size = os.path.getsize(source.path)
+    except OSError:
+        return 0
+    return size if source.compression == "none" and not source.parquet else size * 8
 
 
 def _drop_duplicates(con: duckdb.DuckDBPyConnection, files: list[str]) -> int:

@@ -38,13 +38,15 @@ BATCH_FILES: Final = 256
 BATCH_BYTES: Final = 64 * 1024 * 1024
 """In-memory text sent to DuckDB in one statement."""
 BATCH_LINES: Final = 50_000
-MAX_LINE_BYTES: Final = 256 * 1024 * 1024
-"""Longest JSON line DuckDB reads (one OTLP export request per line can be large)."""
+MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+"""Longest JSON line DuckDB reads; a file with a longer line is read in Python instead.
+
+DuckDB's line buffers are twice this size per reading thread, so it bounds memory too."""
 
 COLUMNS_SQL: Final = ", ".join(f'"{c}"' for c in SPAN_COLUMNS)
 _CSV_OPTIONS: Final = (
     "columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='', header=false,"
-    " auto_detect=false, compression=$2, max_line_size=$3, filename=true"
+    " auto_detect=false, compression=$2, max_line_size=$3, buffer_size=2 * $3, filename=true"
 )
 _FILE_LINES: Final = (
     "SELECT filename AS source_file, ordinality::BIGINT AS source_line, line AS text"

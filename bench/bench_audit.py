@@ -1,0 +1,325 @@
+"""Benchmark of ``handoffscope audit``, as ratios against baselines measured in the same run.
+
+    python bench/bench_audit.py --spans 1000000            # generates the file if missing
+    python bench/bench_audit.py --spans 1000000 --big 10000000 --write docs/benchmarks/auditor.md
+
+Each measurement runs in its own process, so its peak memory (ru_maxrss) is its own:
+
+* ``parse``: DuckDB merely parsing the JSON-lines file (``read_json``, every export request
+  unnested once) - the floor any DuckDB-based audit stands on;
+* ``audit``: ``load_traces`` + ``audit`` (all 18 rules and every figure);
+* ``python``: a straightforward pure-Python audit of the same file (``json.loads`` per line,
+  dicts per span, the rules as loops) - what the auditor replaces;
+* ``compact`` then ``parquet``: the same audit from the Parquet that ``compact`` writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+
+
+# --------------------------------------------------------------------------------------
+# Children: one measurement each, printing {"seconds", "peak_mb", ...} as JSON
+# --------------------------------------------------------------------------------------
+def child_parse(path: str) -> dict[str, Any]:
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET enable_progress_bar = false")
+    started = time.perf_counter()
+    (requests,) = con.execute(
+        "SELECT sum(len(resourceSpans)) FROM read_json(?, format='newline_delimited')", [path]
+    ).fetchall()[0]
+    return {"seconds": time.perf_counter() - started, "resource_spans": requests}
+
+
+def child_audit(path: str) -> dict[str, Any]:
+    from auditor import audit, load_traces
+
+    started = time.perf_counter()
+    traces = load_traces(path)
+    loaded = time.perf_counter()
+    result = audit(traces)
+    done = time.perf_counter()
+    return {
+        "seconds": done - started,
+        "load_seconds": loaded - started,
+        "audit_seconds": done - loaded,
+        "spans": traces.span_count,
+        "findings": len(result.findings),
+    }
+
+
+def child_compact(path: str, out: str) -> dict[str, Any]:
+    from auditor import load_traces
+    from auditor.compact import write_parquet
+
+    started = time.perf_counter()
+    write_parquet(load_traces(path), out, force=True)
+    return {"seconds": time.perf_counter() - started, "bytes": os.path.getsize(out)}
+
+
+def child_python(path: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    findings = python_audit(path)
+    return {"seconds": time.perf_counter() - started, "findings": findings}
+
+
+def python_audit(path: str) -> int:
+    """The audit written the obvious way: parse every line, keep dicts, loop over them."""
+
+    def value(v: dict[str, Any]) -> Any:
+        for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
+            if key in v:
+                return v[key]
+        if "arrayValue" in v:
+            return [value(x) for x in v["arrayValue"].get("values", [])]
+        return None
+
+    seen: set[tuple[str, str]] = set()
+    phases: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    roots: list[dict[str, Any]] = []
+    proceeds: set[tuple[str, str]] = set()
+    spend: dict[str, list[float]] = defaultdict(lambda: [0, 0, 0.0])
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            for rs in doc.get("resourceSpans", []):
+                for ss in rs.get("scopeSpans", []):
+                    for span in ss.get("spans", []):
+                        key = (span.get("traceId", ""), span.get("spanId", ""))
+                        if key in seen:
+                            continue
+                        seen.add(key)
+                        a = {kv["key"]: value(kv.get("value", {})) for kv in span.get("attributes", [])}
+                        s = {"trace": key[0], "name": span.get("name"), "a": a,
+                             "start": int(span.get("startTimeUnixNano", 0)),
+                             "end": int(span.get("endTimeUnixNano", 0))}
+                        agent = a.get("gen_ai.agent.name")
+                        if agent and "gen_ai.usage.input_tokens" in a:
+                            row = spend[agent]
+                            row[0] += int(a["gen_ai.usage.input_tokens"])
+                            row[1] += int(a.get("gen_ai.usage.output_tokens") or 0)
+                            row[2] += float(a.get("handoff.cost_usd") or 0)
+                        if s["name"] in ("handoff.propose", "handoff.validate", "handoff.commit"):
+                            phases[(key[0], a.get("handoff.id", ""))].append(s)
+                        elif a.get("gen_ai.operation.name") == "invoke_workflow":
+                            roots.append(s)
+                        elif s["name"] == "handoff.decision":
+                            if a.get("handoff.policy.action") == "proceed":
+                                proceeds.add((key[0], a.get("handoff.task_id", "")))
+    findings = 0
+    latencies: dict[str, list[float]] = defaultdict(list)
+    executions: dict[tuple[Any, Any], int] = defaultdict(int)
+    for spans in phases.values():
+        by_attempt: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+        for s in spans:
+            by_attempt[int(s["a"].get("handoff.attempt", 1))][s["name"]].append(s)
+        flagged: set[str] = set()
+        for attempt, names in sorted(by_attempt.items()):
+            validates = names.get("handoff.validate", [])
+            commits = names.get("handoff.commit", [])
+            for p in names.get("handoff.propose", []):
+                a = p["a"]
+                if not a.get("handoff.idempotency_key"):
+                    flagged.add("missing-idempotency-key")
+                if not all(a.get(k) for k in ("handoff.sender", "handoff.receiver",
+                                              "handoff.payload_version", "handoff.schema")):
+                    flagged.add("missing-handoff-metadata")
+                if attempt > int(a.get("handoff.max_attempts") or 3):
+                    flagged.add("retry-cap-exceeded")
+                status = a.get("handoff.consumed.status")
+                if status and status not in ("complete", "completed") and (
+                    p["trace"], a.get("handoff.consumed.task_id")) not in proceeds:
+                    flagged.add("silent-propagation")
+                deadline = a.get("handoff.deadline_unix_ms")
+                for c in commits:
+                    if deadline and c["end"] // 1_000_000 > int(deadline):
+                        flagged.add("deadline-missed")
+            for v in validates:
+                a = v["a"]
+                latency = a.get("handoff.validation_latency_ms")
+                if latency is not None:
+                    latencies[a.get("handoff.receiver", "")].append(float(latency))
+                    if float(latency) > 2000:
+                        findings += 1
+                decision = a.get("handoff.decision")
+                if decision == "reject" and not a.get("handoff.reject_reason"):
+                    flagged.add("reject-without-reason")
+                if decision == "accept" and a.get("handoff.eta_ms") is None:
+                    flagged.add("accept-without-eta")
+                if decision == "accept" and not commits:
+                    flagged.add("abandoned-accept")
+                if commits and a.get("handoff.late"):
+                    flagged.add("late-validation-used")
+                elif commits and decision != "accept":
+                    flagged.add("commit-without-accept")
+            if commits and not validates:
+                flagged.add("fire-and-forget")
+            for c in commits:
+                a = c["a"]
+                if a.get("handoff.commit.outcome") == "executed":
+                    executions[(a.get("handoff.receiver"), a.get("handoff.idempotency_key"))] += 1
+                    if a.get("handoff.cost_usd") is None:
+                        flagged.add("missing-cost-attribution")
+                if str(a.get("handoff.external_effect.performed")).lower() == "true" and not a.get(
+                    "handoff.approval"
+                ):
+                    flagged.add("external-effect-without-approval")
+        findings += len(flagged)
+    findings += sum(1 for (_, k), n in executions.items() if k and n > 1)
+    findings += sum(1 for r in roots if int(r["a"].get("handoff.workflow.attempt") or 1) > 1)
+    for values in latencies.values():
+        values.sort()
+        pos = 0.95 * (len(values) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(values) - 1)
+        if values[lo] + (values[hi] - values[lo]) * (pos - lo) > 500:
+            findings += 1
+    return findings
+
+
+def child_main(task: str, args: list[str]) -> None:
+    fn = {"parse": child_parse, "audit": child_audit, "compact": child_compact,
+          "python": child_python}[task]
+    out = fn(*args)
+    out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+# --------------------------------------------------------------------------------------
+# Parent: generate, measure, report
+# --------------------------------------------------------------------------------------
+def measure(task: str, *args: str) -> dict[str, Any]:
+    print(f"bench_audit: {task} {' '.join(args)} ...", file=sys.stderr, flush=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", task, *args],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"bench_audit:   {result}", file=sys.stderr, flush=True)
+    return result
+
+
+def ensure(path: Path, spans: int) -> dict[str, Any]:
+    from bench.gen_traces import generate
+
+    if path.exists():
+        return {"file": str(path), "bytes": path.stat().st_size, "reused": True}
+    print(f"bench_audit: generating {spans:,} spans into {path} ...", file=sys.stderr, flush=True)
+    return generate(path, spans=spans)
+
+
+def report(figures: dict[str, Any], command: str) -> str:
+    m = figures["1m"]
+    lines = [
+        "# Auditor benchmark",
+        "",
+        f"Command: `{command}`",
+        "",
+        f"Machine: {figures['machine']}. Each figure is one run of a fresh process; the ratios "
+        "compare measurements taken in the same run on the same file.",
+        "",
+        f"Input: {m['file']['spans'] if 'spans' in m['file'] else ''} spans of real handoffscope "
+        f"traces (`bench/gen_traces.py`, copies of `sample_traces/fault-mix`), "
+        f"{m['file']['bytes'] / 1e9:.2f} GB of OTLP JSON lines.",
+        "",
+        "| measurement | seconds | peak memory | goal |",
+        "|---|---:|---:|---|",
+    ]
+
+    def row(name: str, r: dict[str, Any], goal: str) -> None:
+        if "error" in r:
+            lines.append(f"| {name} | failed: {r['error']} | | {goal} |")
+        else:
+            lines.append(f"| {name} | {r['seconds']:.2f} | {r['peak_mb']:.0f} MB | {goal} |")
+
+    row("DuckDB parsing the file (`read_json`)", m["parse"], "baseline")
+    row("handoffscope audit, JSON lines (load + 18 rules + figures)", m["audit"],
+        "at most 2x parsing; at most 512 MB")
+    row("pure-Python audit", m["python"], "baseline")
+    row("compact to Parquet", m["compact"], "-")
+    row("handoffscope audit, Parquet", m["parquet"], "at most 0.2 s")
+    if "10m" in figures:
+        row(f"handoffscope audit, {figures['10m'].get('spans', '10M')} spans", figures["10m"]["audit"],
+            "must finish")
+    ratios = figures["ratios"]
+    lines += [
+        "",
+        "| ratio | measured | goal |",
+        "|---|---:|---|",
+        f"| audit / DuckDB parse | {ratios['audit_vs_parse']:.2f}x | at most 2x |",
+        f"| pure Python / audit | {ratios['python_vs_audit']:.1f}x | at least 30x |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--spans", type=int, default=1_000_000)
+    parser.add_argument("--big", type=int, default=0, help="also audit this many spans (zstd)")
+    parser.add_argument("--dir", type=Path, default=Path("/tmp/handoffscope-bench"))
+    parser.add_argument("--write", type=Path, help="write the Markdown report here")
+    parser.add_argument("--skip-python", action="store_true", help="skip the slow baseline")
+    args = parser.parse_args(argv)
+    if args.child:
+        child_main(args.child[0], args.child[1:])
+        return 0
+    path = args.dir / f"{args.spans}.jsonl"
+    info = ensure(path, args.spans)
+    load = os.getloadavg()[0]
+    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+               f"Python {platform.python_version()}, load average {load:.1f} at start")
+    m: dict[str, Any] = {"file": info}
+    m["parse"] = measure("parse", str(path))
+    m["audit"] = measure("audit", str(path))
+    m["file"]["spans"] = m["audit"].get("spans")
+    m["python"] = ({"error": "skipped"} if args.skip_python else measure("python", str(path)))
+    store = args.dir / f"{args.spans}.parquet"
+    m["compact"] = measure("compact", str(path), str(store))
+    m["parquet"] = measure("audit", str(store))
+    figures: dict[str, Any] = {"machine": machine, "1m": m}
+    if args.big:
+        big = args.dir / f"{args.big}.jsonl.zst"
+        big_info = ensure(big, args.big)
+        figures["10m"] = {"file": big_info, "audit": measure("audit", str(big))}
+        figures["10m"]["spans"] = figures["10m"]["audit"].get("spans")
+
+    def ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
+        return a["seconds"] / b["seconds"] if "seconds" in a and "seconds" in b else float("nan")
+
+    figures["ratios"] = {
+        "audit_vs_parse": ratio(m["audit"], m["parse"]),
+        "python_vs_audit": ratio(m["python"], m["audit"]),
+    }
+    print(json.dumps(figures, indent=2))
+    command = "python bench/bench_audit.py " + " ".join(argv or sys.argv[1:])
+    if args.write:
+        args.write.parent.mkdir(parents=True, exist_ok=True)
+        args.write.write_text(report(figures, command), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
