@@ -217,6 +217,30 @@ def print_profile(run: Callable[[int], None], n: int, top: int) -> None:
         print(f"{own / total * 100:6.1f} {ncalls / n:6.1f}  {func} ({where}:{line})")
     calls = sum(v[1] for v in stats.values()) / n
     print(f"total: {calls:.0f} calls per handshake")
+    groups: dict[str, list[float]] = {}
+    for (path, _, func), (_, ncalls, own, _cum, _) in stats.items():
+        group = _group(path, func)
+        g = groups.setdefault(group, [0.0, 0.0])
+        g[0] += own
+        g[1] += ncalls
+    print(f"\n{'own %':>6} {'calls':>6}  part")
+    for group, (own, ncalls) in sorted(groups.items(), key=lambda kv: -kv[1][0]):
+        print(f"{own / total * 100:6.1f} {ncalls / n:6.1f}  {group}")
+
+
+def _group(path: str, func: str) -> str:
+    """Which part of the stack a profiled function belongs to."""
+    if "/opentelemetry/" in path and "propagat" in path:
+        return "OpenTelemetry propagators"
+    if "/opentelemetry/" in path:
+        return "OpenTelemetry SDK and API"
+    if "/collector/" in path:
+        return "handoffscope library (collector/)"
+    if "/json/" in path or "sha256" in func or "hexdigest" in func:
+        return "canonical JSON and SHA-256 (stdlib)"
+    if path == "~":
+        return "other builtins (isinstance, dict, ...)"
+    return "other (benchmark loop, stdlib)"
 
 
 def main(argv: list[str] | None = None) -> int:
