@@ -33,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "sample_traces" / "fault-mix"
 
 # Columns that identify a span, a handoff or a workflow: each copy gets its own values, so
-# the copies are independent workflows (no duplicate keys across copies).
+# the copies are independent workflows (no duplicate keys across copies). Every absolute time
+# (span times, event times, deadlines) moves with the copy, so each copy breaks exactly the
+# rules the seed breaks.
 _SUFFIXED = (
     "handoff.id",
     "handoff.task_id",
@@ -68,6 +70,15 @@ def build(spans: int, out: Path) -> tuple[Path, int]:
             end_unix_nano + copy * $shift AS end_unix_nano,
             start_time + to_microseconds(copy * $shift // 1000) AS start_time,
             end_time + to_microseconds(copy * $shift // 1000) AS end_time,
+            "handoff.deadline_unix_ms" + copy * $shift // 1000000 AS "handoff.deadline_unix_ms",
+            list_transform(events, lambda ev: struct_update(
+                ev, time_unix_nano := ev.time_unix_nano + copy * $shift)) AS events,
+            map_from_entries(list_transform(map_entries(attributes), lambda kv: {{
+                'key': kv.key,
+                'value': CASE WHEN kv.key LIKE '%unix_ms' AND TRY_CAST(kv.value AS BIGINT)
+                              IS NOT NULL
+                         THEN (kv.value::BIGINT + copy * $shift // 1000000)::VARCHAR
+                         ELSE kv.value END}})) AS attributes,
             {ident})
         FROM spans, range($copies) AS c(copy)
     """,
@@ -96,12 +107,9 @@ def page_queries(con: Any, filters: Any) -> dict[str, Callable[[], Any]]:
 
     bounds = data.bounds(con)
     width = data.bucket_width(bounds.start, bounds.end)
-    first, second = filters.halves(bounds.start, bounds.end)
     return {
         "overview": lambda: (
             data.overview(con, filters=filters),
-            data.overview(con, filters=first),
-            data.overview(con, filters=second),
             data.activity_over_time(con, filters=filters, width=width),
         ),
         "findings (all rules)": lambda: data.findings(con, filters=filters),

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from auditor import figures
-from auditor.audit import prepare, run_rule
+from auditor.audit import Finding, prepare, run_rule
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
 from collector import schema as s
@@ -285,19 +285,7 @@ def findings(
     return rows[order].sort_values(["time", "rule"], kind="stable").reset_index(drop=True)
 
 
-_FINDING_FIELDS = (
-    "rule",
-    "severity",
-    "message",
-    "trace_id",
-    "span_id",
-    "task_id",
-    "idempotency_key",
-    "sender",
-    "receiver",
-    "value",
-    "attempt",
-)
+_FINDING_FIELDS = tuple(f.name for f in fields(Finding))
 
 
 # -----------------------------------------------------------------------------------------

@@ -6,9 +6,9 @@ involves one of the chosen agents (as sender, receiver or the agent doing the wo
 whole traces keeps every figure honest: a handoff is never cut in half by a filter.
 
 :func:`scoped` lends a cursor on which the name ``spans`` means the selected spans, so the
-auditor's own queries run unchanged on the filtered set. For a filter, the selected spans
-are copied once (with bound parameters) into a temporary ``spans`` table of a cursor kept
-for that filter, so every later query on it reads only the selection; the few most recent
+auditor's own queries run unchanged on the filtered set. For a filter, the selected trace ids
+are computed once (with bound parameters) into a small table of a cursor kept for that
+filter, and ``spans`` there is a view joining the base table to it; the few most recent
 filters keep their cursor. Without a filter, each lease is a fresh cursor on the whole table.
 """
 
@@ -143,15 +143,21 @@ def _lease(
         lease.lock.acquire()
     try:
         base = _qualified(lease.cursor, "spans")
+        # The selected trace ids go into a small table; ``spans`` becomes a view joining the
+        # base table to it. Copying the selected rows instead costs more than it saves: the
+        # rows are wide (attribute maps, events) and a join on a set of ids is cheap.
         lease.cursor.execute(
-            f"CREATE TEMP TABLE spans AS SELECT * FROM {base} WHERE trace_id IN "
-            f"({_SELECT_TRACES.format(base=base)})",
+            f"CREATE TEMP TABLE handoffscope_selected AS {_SELECT_TRACES.format(base=base)}",
             {
                 "start": filters.start,
                 "end": filters.end,
                 "agents": list(filters.agents),
                 "workflows": list(filters.workflows),
             },
+        )
+        lease.cursor.execute(
+            f"CREATE TEMP VIEW spans AS SELECT sp.* FROM {base} AS sp "
+            "SEMI JOIN handoffscope_selected AS sel ON sp.trace_id = sel.trace_id"
         )
         if prepare is not None:
             prepare(lease.cursor)

@@ -181,8 +181,21 @@ def latency_columns() -> dict[str, Any]:
     }
 
 
-WATCH_AUTO_SPANS = 200_000
-"""Up to this many spans, watch's rules run as soon as the page opens; above, on request."""
+AUTO_SPANS = 200_000
+"""Up to this many spans, the slow extras (the auditor's rules on the overview, watch's loop on
+the latency page) run as soon as the page opens; above, on request, so the page shows first."""
+
+
+def on_request(current: View, key: str, label: str, *, help: str) -> bool:
+    """True when a slow section may run now: the trace set is small, or the user asked
+    (once per session and trace set)."""
+    asked = f"requested:{key}:{current.loaded.key}"
+    if current.bounds.spans <= AUTO_SPANS or st.session_state.get(asked):
+        return True
+    if st.button(label, key=f"button:{key}", icon=":material/play_arrow:", help=help):
+        st.session_state[asked] = True
+        return True
+    return False
 
 
 def watch_alerts(current: View) -> None:
@@ -199,14 +212,13 @@ def watch_alerts(current: View) -> None:
         f"`handoffscope watch --once --validation-timeout {t.validation_timeout_s:g}s "
         f"--p95-budget {t.budget_ms:g}ms`, run over the same files by watch's own code."
     )
-    if current.bounds.spans > WATCH_AUTO_SPANS and not st.session_state.get("watch_requested"):
-        if not st.button(
-            "Evaluate watch's rules",
-            icon=":material/notifications:",
-            help="Re-reads every trace file; can take a while on large sets.",
-        ):
-            return
-        st.session_state["watch_requested"] = True
+    if not on_request(
+        current,
+        "watch",
+        "Evaluate watch's rules",
+        help="Re-reads every trace file; can take a while on large sets.",
+    ):
+        return
     raised, problems = cache.watch_alerts(
         current.loaded, validation_timeout_s=t.validation_timeout_s, p95_budget_s=t.p95_budget_s
     )

@@ -11,9 +11,10 @@ view = ui.view()
 st.title("Findings")
 ui.filtered_caption(view)
 
-found = ui.guarded_query(
-    view, "The auditor's findings", audit_findings, **view.thresholds.options()
-)
+with st.spinner(f"Running the auditor's rules over {view.bounds.spans:,} spans…"):
+    found = ui.guarded_query(
+        view, "The auditor's findings", audit_findings, **view.thresholds.options()
+    )
 if found is None:
     st.stop()
 if found.empty:

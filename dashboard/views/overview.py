@@ -92,22 +92,30 @@ findings_slot = row[3].empty()
 left, right = st.columns([3, 2])
 with left:
     ui.chart(charts.activity_over_time(activity), key="overview_activity")
-# The findings run every rule: they come last, so the rest of the page is already shown.
-found = ui.guarded_query(view, "The auditor's findings", data.findings, **view.thresholds.options())
+# The findings run every rule: they come last, so the rest of the page is already shown, and
+# on a large trace set only when asked for.
 with right:
     st.subheader("Findings by rule")
-    if found is None:
-        st.caption("Unavailable (see above).")
-    elif found.empty:
-        st.success("No finding: every handoff followed the protocol.", icon=":material/check:")
-    else:
-        ui.table(
-            found.groupby(["rule", "severity"])
-            .size()
-            .reset_index(name="findings")
-            .sort_values("findings", ascending=False),
-            height=360,
+    found = None
+    if ui.on_request(
+        view,
+        "overview_findings",
+        "Run the auditor's rules",
+        help="Every protocol rule over the selection; the Findings page lists them.",
+    ):
+        found = ui.guarded_query(
+            view, "The auditor's findings", data.findings, **view.thresholds.options()
         )
+        if found is not None and found.empty:
+            st.success("No finding: every handoff followed the protocol.", icon=":material/check:")
+        elif found is not None:
+            ui.table(
+                found.groupby(["rule", "severity"])
+                .size()
+                .reset_index(name="findings")
+                .sort_values("findings", ascending=False),
+                height=360,
+            )
 if found is not None:
     by = found.groupby("severity").size()
     findings_slot.metric(
@@ -118,4 +126,11 @@ if found is not None:
         delta_color="off",
         delta_arrow="off",
         help="Protocol violations the auditor's rules flag; see the Findings page.",
+    )
+else:
+    findings_slot.metric(
+        "Open findings",
+        "—",
+        border=True,
+        help="Run the auditor's rules (below), or open the Findings page.",
     )
