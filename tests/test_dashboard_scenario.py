@@ -60,8 +60,9 @@ def build(folder: Path) -> Scenario:
             run = int(work.task_id.split("-")[1])
             slow = name == "writer" and run == SLOW_RUN and calls[work.task_id] == 1
             clock.sleep(2.5 if slow else 0.05 * (1 + run % 4))
-            work.report_usage(model="gpt-4o-mini", input_tokens=100, output_tokens=10,
-                              provider="openai")
+            work.report_usage(
+                model="gpt-4o-mini", input_tokens=100, output_tokens=10, provider="openai"
+            )
             if name == "writer" and run == HOSTILE_RUN:
                 return reject(HOSTILE)
             if name == "writer" and run == REJECTED_RUN:
@@ -72,8 +73,7 @@ def build(folder: Path) -> Scenario:
 
     def execute(work: Any) -> Any:
         clock.sleep(0.3)
-        work.report_usage(model="gpt-4o", input_tokens=1000, output_tokens=200,
-                          provider="openai")
+        work.report_usage(model="gpt-4o", input_tokens=1000, output_tokens=200, provider="openai")
         return {"ok": True}
 
     research = cap.receiver("research", validator=validator("research"), executor=execute)
@@ -83,14 +83,23 @@ def build(folder: Path) -> Scenario:
         clock.sleep(60)
         name = "report" if run % 2 else "digest"
         with workflow(name, clock=clock, tracer_provider=cap.tracer_provider) as wf:
-            first = planner.handoff(InProcessChannel(research), task_id=f"a-{run}", payload={},
-                                    output_schema="doc@1", idempotency_key=f"a-{run}")
+            first = planner.handoff(
+                InProcessChannel(research),
+                task_id=f"a-{run}",
+                payload={},
+                output_schema="doc@1",
+                idempotency_key=f"a-{run}",
+            )
             if not first.committed:
                 wf.fail("research did not commit")
                 continue
-            second = researcher.handoff(InProcessChannel(writer), task_id=f"b-{run}",
-                                        payload={}, output_schema="doc@1",
-                                        idempotency_key=f"b-{run}")
+            second = researcher.handoff(
+                InProcessChannel(writer),
+                task_id=f"b-{run}",
+                payload={},
+                output_schema="doc@1",
+                idempotency_key=f"b-{run}",
+            )
             if not second.committed:
                 wf.fail("writer did not commit")
     spans = list(cap.spans())
@@ -109,8 +118,11 @@ def test_the_scenario_holds_the_scripted_events(scenario: Scenario) -> None:
     assert sum(1 for a in validations if a.get(s.REJECT_REASON) == HOSTILE) == 1
     rejected = [a for a in validations if a.get(s.REJECT_REASON) == s.REJECT_RESOURCE_UNAVAILABLE]
     assert len(rejected) == s.DEFAULT_MAX_ATTEMPTS
-    outcomes = [scenario.attrs(sp)[s.WORKFLOW_OUTCOME]
-                for sp in scenario.spans if sp.name.startswith(s.SPAN_WORKFLOW_PREFIX)]
+    outcomes = [
+        scenario.attrs(sp)[s.WORKFLOW_OUTCOME]
+        for sp in scenario.spans
+        if sp.name.startswith(s.SPAN_WORKFLOW_PREFIX)
+    ]
     assert outcomes.count(s.WORKFLOW_FAILURE) == 2 and len(outcomes) == RUNS
 
 
