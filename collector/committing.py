@@ -276,11 +276,7 @@ class CommitRun:
                 state=schema.STATE_VOID,
             )
         detail = f"{type(e).__name__}: {e}"
-        try:
-            if self.span.is_recording():
-                self.span.record_exception(e, timestamp=self.clock.time_ns())
-        except Exception as exc:  # noqa: BLE001
-            self.tel._failed("recording an exception", exc)
+        self.tel.record_exception(self.span, e, self.clock.time_ns())
         return self._finish(
             schema.OUTCOME_FAILED, schema.MESSAGE_FAILED, None, type(e).__name__, detail, work, {}
         )

@@ -44,6 +44,12 @@ def _version() -> str:
     return __version__
 
 
+VALIDATION_BUCKETS_S: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 30.0,
+)
+"""Bucket boundaries (seconds) of the validation-latency histogram, with edges at 0.5 and 2."""
+
+
 class Telemetry:
     """One agent's tracer and meter, with failure-proof helpers the handshake uses.
 
@@ -56,9 +62,13 @@ class Telemetry:
         *,
         tracer_provider: trace.TracerProvider | None = None,
         meter_provider: metrics.MeterProvider | None = None,
+        record_stacktraces: bool = True,
     ) -> None:
         version = _version()
         self.failures = 0
+        # A stack trace names the machine's file paths and line numbers; a run that must be
+        # reproducible byte for byte on any machine (the simulator) records exceptions without.
+        self.record_stacktraces = record_stacktraces
         tp = tracer_provider if tracer_provider is not None else trace.get_tracer_provider()
         mp = meter_provider if meter_provider is not None else metrics.get_meter_provider()
         try:
@@ -85,6 +95,10 @@ class Telemetry:
             schema.METRIC_VALIDATION_LATENCY,
             unit="s",
             description="Validation latency seen by the sender, per receiver.",
+            # The SDK's default boundaries are meant for milliseconds: in seconds every answer
+            # under 5 s would share one bucket. These put edges on the 500 ms budget and the
+            # 2 s validation clock, so p95 and slow answers can be read off the histogram.
+            explicit_bucket_boundaries_advisory=VALIDATION_BUCKETS_S,
         )
         self.phase_outcomes = meter.create_counter(
             schema.METRIC_PHASE_OUTCOMES,
@@ -99,6 +113,22 @@ class Telemetry:
         )
 
     # ---------------------------------------------------------------- guarded primitives
+    def record_exception(self, span: trace.Span, exc: BaseException, timestamp: int) -> None:
+        """Record ``exc`` on ``span`` as an ``exception`` event; never raises."""
+        try:
+            if not span.is_recording():
+                return
+            if self.record_stacktraces:
+                span.record_exception(exc, timestamp=timestamp)
+            else:
+                span.add_event(
+                    "exception",
+                    {"exception.type": type(exc).__name__, "exception.message": str(exc)},
+                    timestamp=timestamp,
+                )
+        except Exception as e:  # noqa: BLE001
+            self._failed("recording an exception", e)
+
     def _failed(self, what: str, exc: BaseException) -> None:
         self.failures += 1
         # The first failures are logged in full; after that, one line per hundred.

@@ -115,3 +115,14 @@ def test_readmes_show_the_command_that_made_each_sample():
         text = (ROOT / s.name / "README.md").read_text(encoding="utf-8")
         assert f"handoffscope simulate --out sample_traces/{s.name} {s.options}" in text
         assert load_manifest(ROOT / s.name)["parameters"] == s.config.to_dict()
+
+
+def test_samples_name_nothing_of_the_machine_that_made_them():
+    """No stack trace, no checkout path: the same command makes the same bytes anywhere."""
+    import gzip
+
+    checkout = str(ROOT.parent)
+    for path in ROOT.rglob("*.jsonl.gz"):
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        assert "exception.stacktrace" not in text, path
+        assert checkout not in text, path

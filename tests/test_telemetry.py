@@ -16,6 +16,7 @@ from collector import (
     InProcessChannel,
     Price,
     PriceTable,
+    Telemetry,
     Usage,
     accept,
     schema,
@@ -391,3 +392,30 @@ def test_the_pytest_fixture_for_agent_authors(tmp_path):
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 passed" in out.stdout
+
+
+@pytest.mark.parametrize("stacktraces", [True, False])
+def test_a_failing_task_is_recorded_as_an_exception_event(cap, stacktraces):
+    def executor(work):
+        raise RuntimeError("model overloaded")
+
+    telemetry = Telemetry(
+        tracer_provider=cap.tracer_provider,
+        meter_provider=cap.meter_provider,
+        record_stacktraces=stacktraces,
+    )
+    receiver = cap.receiver(
+        "writer", validator=lambda w: accept(eta_ms=10), executor=executor, telemetry=telemetry
+    )
+    outcome = cap.sender("planner", max_attempts=1).handoff(
+        InProcessChannel(receiver), task_id="t1", payload={}, output_schema="doc@1",
+        idempotency_key="k1",
+    )
+    assert not outcome.committed
+    (commit,) = cap.spans(S.SPAN_COMMIT)
+    assert commit.attributes[S.COMMIT_OUTCOME] == S.OUTCOME_FAILED
+    (event,) = [e for e in commit.events if e.name == "exception"]
+    assert event.attributes["exception.type"] == "RuntimeError"
+    assert event.attributes["exception.message"] == "model overloaded"
+    # Without stack traces nothing names this machine's paths (reproducible runs).
+    assert ("exception.stacktrace" in event.attributes) is stacktraces

@@ -33,6 +33,7 @@ from collector import (
     Proposal,
     Receiver,
     StoredResult,
+    Telemetry,
     Verdict,
     VoidNotice,
     Work,
@@ -101,7 +102,9 @@ class SimulatedAgent:
             validator=self._validate,
             store=store,
             clock=clock,
-            tracer_provider=tracer_provider,
+            # Exceptions without stack traces: a trace names this machine's paths, and the
+            # samples must regenerate byte for byte anywhere.
+            telemetry=Telemetry(tracer_provider=tracer_provider, record_stacktraces=False),
             role=profile.role,
             allow_legacy_modes=True,
         )
