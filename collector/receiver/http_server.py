@@ -104,6 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if self._path() != TRACES_PATH:
             self.close_connection = True
+            self._discard_body()
             self._send_error(404, f"no such endpoint; send spans to POST {TRACES_PATH}", JSON)
             return
         self.server.begin_request()
