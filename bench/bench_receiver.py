@@ -69,8 +69,9 @@ def make_payloads(path: Path) -> list[bytes]:
     provider.add_span_processor(SimpleSpanProcessor(memory))
     writer = Receiver(
         "writer",
-        validator=lambda work: reject("schema_mismatch") if work.task_id.endswith("7")
-        else accept(eta_ms=1200),
+        validator=lambda work: (
+            reject("schema_mismatch") if work.task_id.endswith("7") else accept(eta_ms=1200)
+        ),
         executor=lambda work: {"draft": work.payload["topic"]},
         tracer_provider=provider,
     )
@@ -78,12 +79,17 @@ def make_payloads(path: Path) -> list[bytes]:
     needed = REQUESTS * SPANS_PER_REQUEST
     n = 0
     while len(memory.get_finished_spans()) < needed:
-        sender.handoff(InProcessChannel(writer), task_id=f"task-{n}", payload={"topic": n},
-                       output_schema="draft@1", idempotency_key=f"task-{n}:draft")
+        sender.handoff(
+            InProcessChannel(writer),
+            task_id=f"task-{n}",
+            payload={"topic": n},
+            output_schema="draft@1",
+            idempotency_key=f"task-{n}:draft",
+        )
         n += 1
     spans = memory.get_finished_spans()
     payloads = [
-        encode_spans(spans[i * SPANS_PER_REQUEST:(i + 1) * SPANS_PER_REQUEST]).SerializeToString()
+        encode_spans(spans[i * SPANS_PER_REQUEST : (i + 1) * SPANS_PER_REQUEST]).SerializeToString()
         for i in range(REQUESTS)
     ]
     with open(path, "wb") as f:
@@ -96,8 +102,8 @@ def load_payloads(path: Path) -> list[bytes]:
     data = path.read_bytes()
     payloads, pos = [], 0
     while pos < len(data):
-        size = int.from_bytes(data[pos:pos + 4], "big")
-        payloads.append(data[pos + 4:pos + 4 + size])
+        size = int.from_bytes(data[pos : pos + 4], "big")
+        payloads.append(data[pos + 4 : pos + 4 + size])
         pos += 4 + size
     return payloads
 
@@ -115,8 +121,12 @@ def run_client(url: str, payload_file: Path, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     i = os.getpid()
     while time.monotonic() < deadline:
-        connection.request("POST", parts.path, body=payloads[i % len(payloads)],
-                           headers={"Content-Type": "application/x-protobuf"})
+        connection.request(
+            "POST",
+            parts.path,
+            body=payloads[i % len(payloads)],
+            headers={"Content-Type": "application/x-protobuf"},
+        )
         response = connection.getresponse()
         response.read()
         if response.status == 200:
@@ -147,8 +157,14 @@ def run_ceiling(payload_file: Path, seconds: float, what: str) -> None:
             if what == "encode":
                 encoder.encode(payload)
         spans += SPANS_PER_REQUEST * len(payloads)
-    print(json.dumps({"spans_per_s": spans / (time.perf_counter() - start),
-                      "spans_per_cpu_s": spans / (time.process_time() - cpu_start)}))
+    print(
+        json.dumps(
+            {
+                "spans_per_s": spans / (time.perf_counter() - start),
+                "spans_per_cpu_s": spans / (time.process_time() - cpu_start),
+            }
+        )
+    )
 
 
 UVICORN_APP = """
@@ -206,10 +222,22 @@ def _start_server(out: Path, fsync: str, server: str) -> tuple[subprocess.Popen[
         script = UVICORN_APP % {"cpu": SERVER_CPU, "out": str(out), "fsync": fsync}
         command = [sys.executable, "-c", script]
     else:
-        command = [str(HANDOFFSCOPE), "collect", "--out", str(out), "--http-port", "0",
-                   "--no-grpc", "--fsync", fsync, "--rotate-size", "64MiB"]
-    process = subprocess.Popen(command, stderr=subprocess.PIPE,
-                               preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+        command = [
+            str(HANDOFFSCOPE),
+            "collect",
+            "--out",
+            str(out),
+            "--http-port",
+            "0",
+            "--no-grpc",
+            "--fsync",
+            fsync,
+            "--rotate-size",
+            "64MiB",
+        ]
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU})
+    )
     assert process.stderr is not None
     while True:
         line = process.stderr.readline().decode()
@@ -219,8 +247,9 @@ def _start_server(out: Path, fsync: str, server: str) -> tuple[subprocess.Popen[
             return process, line.split("url=")[1].split()[0]
 
 
-def measure_receiver(payload_file: Path, *, seconds: float, clients: int, fsync: str,
-                     server: str) -> dict[str, float]:
+def measure_receiver(
+    payload_file: Path, *, seconds: float, clients: int, fsync: str, server: str
+) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-receiver-") as tmp:
         out = Path(tmp)
         process, url = _start_server(out, fsync, server)
@@ -228,9 +257,21 @@ def measure_receiver(payload_file: Path, *, seconds: float, clients: int, fsync:
             cpu_before = _cpu_seconds(process.pid)
             start = time.perf_counter()
             workers = [
-                subprocess.Popen([sys.executable, __file__, "--role", "client", "--url", url,
-                                  "--payloads", str(payload_file), "--seconds", str(seconds)],
-                                 stdout=subprocess.PIPE)
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--role",
+                        "client",
+                        "--url",
+                        url,
+                        "--payloads",
+                        str(payload_file),
+                        "--seconds",
+                        str(seconds),
+                    ],
+                    stdout=subprocess.PIPE,
+                )
                 for _ in range(clients)
             ]
             results = [json.loads(w.communicate()[0]) for w in workers]
@@ -243,9 +284,13 @@ def measure_receiver(payload_file: Path, *, seconds: float, clients: int, fsync:
         written = _count_spans(out)
         if written != accepted:
             raise AssertionError(f"answered 200 for {accepted} spans but wrote {written}")
-        return {"spans_per_s": accepted / elapsed, "spans_per_cpu_s": accepted / cpu,
-                "cpu_share": cpu / elapsed, "refused": sum(r["refused"] for r in results),
-                "written": written}
+        return {
+            "spans_per_s": accepted / elapsed,
+            "spans_per_cpu_s": accepted / cpu,
+            "cpu_share": cpu / elapsed,
+            "refused": sum(r["refused"] for r in results),
+            "written": written,
+        }
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -259,15 +304,29 @@ def _count_spans(directory: Path) -> int:
     for path in directory.glob("*.jsonl"):
         for line in path.read_bytes().splitlines():
             document = json.loads(line)
-            total += sum(len(scope["spans"]) for resource in document["resourceSpans"]
-                         for scope in resource["scopeSpans"])
+            total += sum(
+                len(scope["spans"])
+                for resource in document["resourceSpans"]
+                for scope in resource["scopeSpans"]
+            )
     return total
 
 
 def measure_ceiling(payload_file: Path, seconds: float, what: str) -> dict[str, float]:
-    output = subprocess.run([sys.executable, __file__, "--role", what, "--payloads",
-                             str(payload_file), "--seconds", str(seconds)],
-                            capture_output=True, check=True).stdout
+    output = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--role",
+            what,
+            "--payloads",
+            str(payload_file),
+            "--seconds",
+            str(seconds),
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
     return dict(json.loads(output))
 
 
@@ -279,8 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fsync", choices=["always", "interval", "never"], default="always")
     parser.add_argument("--server", choices=["stdlib", "uvicorn"], default="stdlib")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--role", choices=["bench", "client", "decode", "encode"],
-                        default="bench", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--role",
+        choices=["bench", "client", "decode", "encode"],
+        default="bench",
+        help=argparse.SUPPRESS,
+    )
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--payloads", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -300,16 +363,25 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeats):
             runs["decode"].append(measure_ceiling(payload_file, args.seconds / 2, "decode"))
             runs["encode"].append(measure_ceiling(payload_file, args.seconds / 2, "encode"))
-            runs["received"].append(measure_receiver(payload_file, seconds=args.seconds,
-                                                     clients=args.clients, fsync=args.fsync,
-                                                     server=args.server))
+            runs["received"].append(
+                measure_receiver(
+                    payload_file,
+                    seconds=args.seconds,
+                    clients=args.clients,
+                    fsync=args.fsync,
+                    server=args.server,
+                )
+            )
 
     def median(kind: str, key: str) -> float:
         return statistics.median(run[key] for run in runs[kind])
 
     result: dict[str, object] = {
-        "server": args.server, "fsync": args.fsync, "clients": args.clients,
-        "seconds": args.seconds, "repeats": args.repeats,
+        "server": args.server,
+        "fsync": args.fsync,
+        "clients": args.clients,
+        "seconds": args.seconds,
+        "repeats": args.repeats,
         "bytes_per_span": round(sum(map(len, payloads)) / (len(payloads) * SPANS_PER_REQUEST)),
     }
     for kind in runs:
@@ -318,25 +390,37 @@ def main(argv: list[str] | None = None) -> int:
     result["received_cpu_share"] = round(median("received", "cpu_share"), 2)
     for key in ("spans_per_s", "spans_per_cpu_s"):
         result[f"ratio_received_to_decode_{key}"] = round(
-            median("received", key) / median("decode", key), 3)
+            median("received", key) / median("decode", key), 3
+        )
         result[f"ratio_received_to_encode_{key}"] = round(
-            median("received", key) / median("encode", key), 3)
+            median("received", key) / median("encode", key), 3
+        )
     result["runs"] = runs
     if args.json:
         print(json.dumps(result))
         return 0
-    print(f"server {args.server}, --fsync {args.fsync}, {args.clients} clients, "
-          f"{result['bytes_per_span']} bytes/span, median of {args.repeats}")
+    print(
+        f"server {args.server}, --fsync {args.fsync}, {args.clients} clients, "
+        f"{result['bytes_per_span']} bytes/span, median of {args.repeats}"
+    )
     print(f"{'':28} {'spans/s (wall)':>15} {'spans/CPU-s':>12}")
-    for kind, label in (("received", "received, written, fsynced"),
-                        ("decode", "decode only (ceiling)"),
-                        ("encode", "decode + encode to JSON")):
-        print(f"{label:28} {result[kind + '_spans_per_s']:>15,} "
-              f"{result[kind + '_spans_per_cpu_s']:>12,}")
-    print(f"{'received / decode':28} {result['ratio_received_to_decode_spans_per_s']:>15} "
-          f"{result['ratio_received_to_decode_spans_per_cpu_s']:>12}")
-    print(f"{'received / encode':28} {result['ratio_received_to_encode_spans_per_s']:>15} "
-          f"{result['ratio_received_to_encode_spans_per_cpu_s']:>12}")
+    for kind, label in (
+        ("received", "received, written, fsynced"),
+        ("decode", "decode only (ceiling)"),
+        ("encode", "decode + encode to JSON"),
+    ):
+        print(
+            f"{label:28} {result[kind + '_spans_per_s']:>15,} "
+            f"{result[kind + '_spans_per_cpu_s']:>12,}"
+        )
+    print(
+        f"{'received / decode':28} {result['ratio_received_to_decode_spans_per_s']:>15} "
+        f"{result['ratio_received_to_decode_spans_per_cpu_s']:>12}"
+    )
+    print(
+        f"{'received / encode':28} {result['ratio_received_to_encode_spans_per_s']:>15} "
+        f"{result['ratio_received_to_encode_spans_per_cpu_s']:>12}"
+    )
     print(f"receiver's share of its core while loaded: {result['received_cpu_share']}")
     return 0
 
