@@ -37,24 +37,30 @@ def run_handoffs(exporter: SpanExporter, count: int, *, service: str = "agents")
     memory = InMemorySpanExporter()
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    provider.add_span_processor(BatchSpanProcessor(exporter, max_export_batch_size=64,
-                                                   schedule_delay_millis=50))
+    provider.add_span_processor(
+        BatchSpanProcessor(exporter, max_export_batch_size=64, schedule_delay_millis=50)
+    )
     writer = Receiver(
         "writer",
-        validator=lambda work: reject("schema_mismatch") if work.task_id.endswith("7")
-        else accept(eta_ms=1200),
+        validator=lambda work: (
+            reject("schema_mismatch") if work.task_id.endswith("7") else accept(eta_ms=1200)
+        ),
         executor=lambda work: {"draft": f"about {work.payload['topic']}"},
         tracer_provider=provider,
     )
     researcher = Sender("researcher", tracer_provider=provider)
     for i in range(count):
         researcher.handoff(
-            InProcessChannel(writer), task_id=f"task-{i}", payload={"topic": f"t{i}"},
-            output_schema="draft@1", idempotency_key=f"task-{i}:draft",
+            InProcessChannel(writer),
+            task_id=f"task-{i}",
+            payload={"topic": f"t{i}"},
+            output_schema="draft@1",
+            idempotency_key=f"task-{i}:draft",
         )
     provider.shutdown()
-    return {f"{s.context.trace_id:032x}/{s.context.span_id:016x}"
-            for s in memory.get_finished_spans()}
+    return {
+        f"{s.context.trace_id:032x}/{s.context.span_id:016x}" for s in memory.get_finished_spans()
+    }
 
 
 class StalledDisk(SegmentWriter):
@@ -121,13 +127,29 @@ class CollectProcess:
 
 
 @contextmanager
-def collect_process(out: Path, *args: str, env: dict[str, str] | None = None,
-                    ) -> Iterator[CollectProcess]:
+def collect_process(
+    out: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> Iterator[CollectProcess]:
     """Start ``handoffscope collect --out OUT`` on free ports; always stopped afterwards."""
-    command = [str(HANDOFFSCOPE), "collect", "--out", str(out), "--http-port", "0",
-               "--grpc-port", "0", *args]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**os.environ, **(env or {})})
+    command = [
+        str(HANDOFFSCOPE),
+        "collect",
+        "--out",
+        str(out),
+        "--http-port",
+        "0",
+        "--grpc-port",
+        "0",
+        *args,
+    ]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})},
+    )
     running = CollectProcess(process, "", "", [])
     try:
         _await_listening(running)
@@ -166,5 +188,6 @@ def _await_listening(running: CollectProcess, timeout: float = 20.0) -> None:
                 running.grpc_address = m.group(1)
             if "event=started" in line:
                 return
-    raise AssertionError("collect did not start:\n" + "\n".join(running.log)
-                         + buffered.decode(errors="replace"))
+    raise AssertionError(
+        "collect did not start:\n" + "\n".join(running.log) + buffered.decode(errors="replace")
+    )

@@ -17,8 +17,13 @@ FIXTURE_DIR = Path(__file__).parent / "fixtures" / "collector"
 
 
 def _spans(lines: list[bytes]) -> list[dict]:
-    return [span for line in lines for resource in json.loads(line)["resourceSpans"]
-            for scope in resource["scopeSpans"] for span in scope["spans"]]
+    return [
+        span
+        for line in lines
+        for resource in json.loads(line)["resourceSpans"]
+        for scope in resource["scopeSpans"]
+        for span in scope["spans"]
+    ]
 
 
 def test_the_auditor_reads_every_span_of_a_collector_file(tmp_path):
@@ -52,7 +57,8 @@ def test_collector_lines_and_receiver_lines_hold_the_same_spans():
     encoder = SpanEncoder()
     rewritten = [encoder.encode(json_to_protobuf(line)).line for line in lines]
     assert [_without_empty_defaults(s) for s in _spans(rewritten)] == [
-        _without_empty_defaults(s) for s in _spans(lines)]
+        _without_empty_defaults(s) for s in _spans(lines)
+    ]
 
 
 def test_the_documented_collector_configuration_matches_the_fixture():
@@ -60,8 +66,15 @@ def test_the_documented_collector_configuration_matches_the_fixture():
     config = re.search(r"```yaml\n(receivers:.*?)```", doc, re.S)
     assert config, "docs/collect.md must give the Collector configuration"
     text = config.group(1)
-    for needed in ("otlp:", "file:", "format: json", "rotation:", "max_megabytes:",
-                   "exporters: [file]", "path: /var/lib/handoffscope/collector/traces.jsonl"):
+    for needed in (
+        "otlp:",
+        "file:",
+        "format: json",
+        "rotation:",
+        "max_megabytes:",
+        "exporters: [file]",
+        "path: /var/lib/handoffscope/collector/traces.jsonl",
+    ):
         assert needed in text, needed
     # Rotated files are named <stem>-<time>.jsonl, as the fixture is.
     assert re.fullmatch(r"traces-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3}\.jsonl", FIXTURE.name)

@@ -38,19 +38,31 @@ def _encode(request: ExportTraceServiceRequest):
 def _sdk_spans():
     """Spans exercising every field the SDK writes, including awkward values."""
     memory = InMemorySpanExporter()
-    provider = TracerProvider(resource=Resource.create({"service.name": "agents", "pid": 7,
-                                                        "tags": ["a", "b"]}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": "agents", "pid": 7, "tags": ["a", "b"]})
+    )
     provider.add_span_processor(SimpleSpanProcessor(memory))
     tracer = provider.get_tracer(schema.INSTRUMENTATION_NAME, "1.0", schema_url="https://s/1")
-    weird = {"nan": math.nan, "inf": -math.inf, "neg": -5, "max": 2**63 - 1, "yes": True,
-             "ints": [1, -2], "floats": [1.5, -0.0], "flags": [True, False], "empty": "",
-             "text": 'héllo "quoted" \\ \n\t \u2028 😀 \x01'}
-    with tracer.start_as_current_span(schema.SPAN_HANDOFF, kind=SpanKind.SERVER,
-                                      attributes=weird) as root:
+    weird = {
+        "nan": math.nan,
+        "inf": -math.inf,
+        "neg": -5,
+        "max": 2**63 - 1,
+        "yes": True,
+        "ints": [1, -2],
+        "floats": [1.5, -0.0],
+        "flags": [True, False],
+        "empty": "",
+        "text": 'héllo "quoted" \\ \n\t \u2028 😀 \x01',
+    }
+    with tracer.start_as_current_span(
+        schema.SPAN_HANDOFF, kind=SpanKind.SERVER, attributes=weird
+    ) as root:
         root.add_event(schema.EVENT_TRANSITION, {schema.TRANSITION_TO: schema.STATE_VOID})
         root.set_status(Status(StatusCode.ERROR, "boom"))
-        with tracer.start_as_current_span(schema.SPAN_COMMIT,
-                                          links=[Link(root.get_span_context(), {"n": 1})]) as c:
+        with tracer.start_as_current_span(
+            schema.SPAN_COMMIT, links=[Link(root.get_span_context(), {"n": 1})]
+        ) as c:
             c.set_status(Status(StatusCode.OK))
     provider.shutdown()
     return memory.get_finished_spans()
@@ -96,8 +108,7 @@ def test_handshake_library_spans_keep_every_id_and_attribute():
         (TRACE_ID, SPAN_ID, b"\x01\x02\x03\x04", "parentSpanId '01020304'"),
     ],
 )
-def test_spans_with_unusable_ids_are_rejected_and_the_rest_kept(trace_id, span_id, parent,
-                                                                problem):
+def test_spans_with_unusable_ids_are_rejected_and_the_rest_kept(trace_id, span_id, parent, problem):
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     scope.spans.add(trace_id=TRACE_ID, span_id=SPAN_ID, name="good")
@@ -120,7 +131,8 @@ def test_a_request_with_only_rejected_spans_writes_nothing():
 def test_all_zero_parent_means_no_parent():
     request = ExportTraceServiceRequest()
     request.resource_spans.add().scope_spans.add().spans.add(
-        trace_id=TRACE_ID, span_id=SPAN_ID, parent_span_id=bytes(8))
+        trace_id=TRACE_ID, span_id=SPAN_ID, parent_span_id=bytes(8)
+    )
     span = json.loads(_encode(request).line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert "parentSpanId" not in span
 
@@ -133,17 +145,31 @@ def test_empty_request_encodes_to_nothing():
 def test_unknown_protobuf_fields_are_ignored():
     # Field 99 in every wire type (varint, fixed64, bytes, group, fixed32), appended to a
     # KeyValue, a span, a ScopeSpans, a ResourceSpans and the request itself.
-    extra = (b"\x98\x06\x05" + b"\x99\x06" + bytes(8) + b"\x9a\x06\x02hi"
-             + b"\x9b\x06\x08\x01\x9c\x06" + b"\x9d\x06" + bytes(4))
+    extra = (
+        b"\x98\x06\x05"
+        + b"\x99\x06"
+        + bytes(8)
+        + b"\x9a\x06\x02hi"
+        + b"\x9b\x06\x08\x01\x9c\x06"
+        + b"\x9d\x06"
+        + bytes(4)
+    )
     kv = common_pb2.KeyValue(key="k", value=common_pb2.AnyValue(string_value="v"))
-    span = (trace_pb2.Span(trace_id=TRACE_ID, span_id=SPAN_ID, name="s").SerializeToString()
-            + _field(0x4A, kv.SerializeToString() + extra) + extra)
+    span = (
+        trace_pb2.Span(trace_id=TRACE_ID, span_id=SPAN_ID, name="s").SerializeToString()
+        + _field(0x4A, kv.SerializeToString() + extra)
+        + extra
+    )
     body = _field(0x0A, _field(0x12, _field(0x12, span) + extra) + extra) + extra
     assert parse_protobuf(body) == body
     encoded = SpanEncoder().encode(body)
     written = json.loads(encoded.line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    assert written == {"traceId": TRACE_ID.hex(), "spanId": SPAN_ID.hex(), "name": "s",
-                       "attributes": [{"key": "k", "value": {"stringValue": "v"}}]}
+    assert written == {
+        "traceId": TRACE_ID.hex(),
+        "spanId": SPAN_ID.hex(),
+        "name": "s",
+        "attributes": [{"key": "k", "value": {"stringValue": "v"}}],
+    }
 
 
 def _field(tag: int, payload: bytes) -> bytes:
@@ -170,38 +196,69 @@ _scalar_values = st.one_of(
 _values = st.recursive(
     _scalar_values,
     lambda inner: st.one_of(
-        st.builds(lambda vs: common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=vs)),
-                  st.lists(inner, max_size=3)),
-        st.builds(lambda kvs: common_pb2.AnyValue(kvlist_value=common_pb2.KeyValueList(
-            values=[common_pb2.KeyValue(key=k, value=v) for k, v in kvs])),
-            st.lists(st.tuples(_text, inner), max_size=3)),
+        st.builds(
+            lambda vs: common_pb2.AnyValue(array_value=common_pb2.ArrayValue(values=vs)),
+            st.lists(inner, max_size=3),
+        ),
+        st.builds(
+            lambda kvs: common_pb2.AnyValue(
+                kvlist_value=common_pb2.KeyValueList(
+                    values=[common_pb2.KeyValue(key=k, value=v) for k, v in kvs]
+                )
+            ),
+            st.lists(st.tuples(_text, inner), max_size=3),
+        ),
     ),
     max_leaves=6,
 )
-_attributes = st.lists(st.builds(lambda k, v: common_pb2.KeyValue(key=k, value=v), _text, _values),
-                       max_size=4)
+_attributes = st.lists(
+    st.builds(lambda k, v: common_pb2.KeyValue(key=k, value=v), _text, _values), max_size=4
+)
 _ids = st.binary(min_size=16, max_size=16).filter(any)
 _span_ids = st.binary(min_size=8, max_size=8).filter(any)
 _spans = st.builds(
     lambda tid, sid, name, kind, start, attrs, flags, code, state, parent: trace_pb2.Span(
-        trace_id=tid, span_id=sid, name=name, kind=kind, start_time_unix_nano=start,
-        trace_state=state, parent_span_id=parent,
-        end_time_unix_nano=start + 1, attributes=attrs, flags=flags,
+        trace_id=tid,
+        span_id=sid,
+        name=name,
+        kind=kind,
+        start_time_unix_nano=start,
+        trace_state=state,
+        parent_span_id=parent,
+        end_time_unix_nano=start + 1,
+        attributes=attrs,
+        flags=flags,
         events=[trace_pb2.Span.Event(time_unix_nano=start, name=name, attributes=attrs)],
         links=[trace_pb2.Span.Link(trace_id=tid, span_id=sid, attributes=attrs)],
-        status=trace_pb2.Status(code=code, message=name)),
-    _ids, _span_ids, _text, st.integers(0, 5), st.integers(0, 2**64 - 2), _attributes,
-    st.integers(0, 2**32 - 1), st.integers(0, 2), _text, st.just(b"") | _span_ids,
+        status=trace_pb2.Status(code=code, message=name),
+    ),
+    _ids,
+    _span_ids,
+    _text,
+    st.integers(0, 5),
+    st.integers(0, 2**64 - 2),
+    _attributes,
+    st.integers(0, 2**32 - 1),
+    st.integers(0, 2),
+    _text,
+    st.just(b"") | _span_ids,
 )
 _requests = st.builds(
-    lambda groups: ExportTraceServiceRequest(resource_spans=[
-        trace_pb2.ResourceSpans(
-            resource={"attributes": attrs}, schema_url=url,
-            scope_spans=[trace_pb2.ScopeSpans(scope=common_pb2.InstrumentationScope(name=url),
-                                              spans=spans)])
-        for attrs, url, spans in groups]),
-    st.lists(st.tuples(_attributes, _text, st.lists(_spans, min_size=1, max_size=3)),
-             max_size=3),
+    lambda groups: ExportTraceServiceRequest(
+        resource_spans=[
+            trace_pb2.ResourceSpans(
+                resource={"attributes": attrs},
+                schema_url=url,
+                scope_spans=[
+                    trace_pb2.ScopeSpans(
+                        scope=common_pb2.InstrumentationScope(name=url), spans=spans
+                    )
+                ],
+            )
+            for attrs, url, spans in groups
+        ]
+    ),
+    st.lists(st.tuples(_attributes, _text, st.lists(_spans, min_size=1, max_size=3)), max_size=3),
 )
 
 
@@ -210,8 +267,7 @@ _requests = st.builds(
 def test_written_json_reads_back_to_the_same_request(request):
     encoded = _encode(request)
     assert encoded.rejected == 0
-    assert encoded.spans == sum(len(s.spans) for r in request.resource_spans
-                                for s in r.scope_spans)
+    assert encoded.spans == sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
     back = ExportTraceServiceRequest.FromString(json_to_protobuf(encoded.line))
     assert back == request
 
@@ -264,27 +320,45 @@ def test_upstream_otlp_json_files_are_accepted(name, spans):
 
 
 def test_spans_with_empty_ids_in_the_specification_example_are_rejected():
-    lines = (FIXTURES / "opentelemetry-specification__specification__protocol__"
-             "file-exporter.md__traces-example.jsonl").read_bytes().splitlines()
+    lines = (
+        (
+            FIXTURES / "opentelemetry-specification__specification__protocol__"
+            "file-exporter.md__traces-example.jsonl"
+        )
+        .read_bytes()
+        .splitlines()
+    )
     results = [SpanEncoder().encode(json_to_protobuf(line)) for line in lines]
     assert sum(r.spans for r in results) == 0 and sum(r.rejected for r in results) == 8
 
 
 def test_json_variants_producers_write_are_all_understood():
     document = {
-        "resource_spans": [{  # the .proto name instead of lowerCamelCase
-            "resource": {"attributes": [{"key": "n", "value": {"intValue": 3}}]},
-            "scopeSpans": [{"spans": [{
-                "traceId": TRACE_ID.hex().upper(), "spanId": SPAN_ID.hex(),
-                "name": "s", "kind": "SPAN_KIND_CLIENT",
-                "startTimeUnixNano": 1700000000000000000,
-                "end_time_unix_nano": "1700000000000000001",
-                "attributes": [{"key": "d", "value": {"doubleValue": "NaN"}},
-                               {"key": "b", "value": {"bytesValue": "aGk="}}],
-                "status": {"code": "STATUS_CODE_ERROR", "message": None},
-                "someFutureField": {"ignored": True},
-            }]}],
-        }],
+        "resource_spans": [
+            {  # the .proto name instead of lowerCamelCase
+                "resource": {"attributes": [{"key": "n", "value": {"intValue": 3}}]},
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": TRACE_ID.hex().upper(),
+                                "spanId": SPAN_ID.hex(),
+                                "name": "s",
+                                "kind": "SPAN_KIND_CLIENT",
+                                "startTimeUnixNano": 1700000000000000000,
+                                "end_time_unix_nano": "1700000000000000001",
+                                "attributes": [
+                                    {"key": "d", "value": {"doubleValue": "NaN"}},
+                                    {"key": "b", "value": {"bytesValue": "aGk="}},
+                                ],
+                                "status": {"code": "STATUS_CODE_ERROR", "message": None},
+                                "someFutureField": {"ignored": True},
+                            }
+                        ]
+                    }
+                ],
+            }
+        ],
         "unknownTopLevel": 1,
     }
     encoded = SpanEncoder().encode(json_to_protobuf(json.dumps(document).encode()))
@@ -298,10 +372,24 @@ def test_json_variants_producers_write_are_all_understood():
 
 
 def test_a_base64_id_rejects_only_its_span():
-    document = {"resourceSpans": [{"scopeSpans": [{"spans": [
-        {"traceId": TRACE_ID.hex(), "spanId": SPAN_ID.hex(), "name": "hex"},
-        {"traceId": "AQIDBAUGBwgJCgsMDQ4PEA==", "spanId": SPAN_ID.hex(), "name": "base64"},
-    ]}]}]}
+    document = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {"traceId": TRACE_ID.hex(), "spanId": SPAN_ID.hex(), "name": "hex"},
+                            {
+                                "traceId": "AQIDBAUGBwgJCgsMDQ4PEA==",
+                                "spanId": SPAN_ID.hex(),
+                                "name": "base64",
+                            },
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
     encoded = SpanEncoder().encode(json_to_protobuf(json.dumps(document).encode()))
     assert (encoded.spans, encoded.rejected) == (1, 1)
     assert "traceId" in encoded.message
@@ -314,16 +402,27 @@ def test_a_base64_id_rejects_only_its_span():
         (b"[]", "must be a JSON object"),
         (b"\xff\xfe", "not"),
         (b'{"resourceSpans": {}}', "resourceSpans: expected a JSON array"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": 5}]}]}]}',
-         "resourceSpans[0].scopeSpans[0].spans[0].name: expected a string"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": "SIDEWAYS"}]}]}]}',
-         "unknown value 'SIDEWAYS'"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "soon"}]}]}]}',
-         "startTimeUnixNano: expected an integer"),
-        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"droppedEventsCount": -1}]}]}]}',
-         "droppedEventsCount"),
-        (b'{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": '
-         b'{"bytesValue": "***"}}]}}]}', "not base64"),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": 5}]}]}]}',
+            "resourceSpans[0].scopeSpans[0].spans[0].name: expected a string",
+        ),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"kind": "SIDEWAYS"}]}]}]}',
+            "unknown value 'SIDEWAYS'",
+        ),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": "soon"}]}]}]}',
+            "startTimeUnixNano: expected an integer",
+        ),
+        (
+            b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"droppedEventsCount": -1}]}]}]}',
+            "droppedEventsCount",
+        ),
+        (
+            b'{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": '
+            b'{"bytesValue": "***"}}]}}]}',
+            "not base64",
+        ),
     ],
 )
 def test_malformed_json_is_refused_with_the_field_named(body, message):
@@ -334,11 +433,35 @@ def test_malformed_json_is_refused_with_the_field_named(body, message):
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
-        st.sampled_from(["resourceSpans", "scopeSpans", "spans", "traceId", "spanId", "name",
-                         "attributes", "key", "value", "stringValue", "intValue", "kind",
-                         "arrayValue", "values", "kvlistValue", "status", "code", "x"]),
-        inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "resourceSpans",
+                    "scopeSpans",
+                    "spans",
+                    "traceId",
+                    "spanId",
+                    "name",
+                    "attributes",
+                    "key",
+                    "value",
+                    "stringValue",
+                    "intValue",
+                    "kind",
+                    "arrayValue",
+                    "values",
+                    "kvlistValue",
+                    "status",
+                    "code",
+                    "x",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
     max_leaves=20,
 )
 
@@ -359,8 +482,9 @@ def test_deeply_nested_json_is_refused():
     value = '{"stringValue": "x"}'
     for _ in range(200):
         value = '{"arrayValue": {"values": [' + value + "]}}"
-    body = ('{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": '
-            + value + "}]}}]}").encode()
+    body = (
+        '{"resourceSpans": [{"resource": {"attributes": [{"key": "k", "value": ' + value + "}]}}]}"
+    ).encode()
     with pytest.raises(Undecodable, match="not a protobuf|nested too deeply"):
         json_to_protobuf(body)
     with pytest.raises(Undecodable, match="nested too deeply"):
@@ -369,12 +493,29 @@ def test_deeply_nested_json_is_refused():
 
 @pytest.mark.parametrize("complete", [True, False])
 def test_span_fields_come_in_declaration_order(complete):
-    span = trace_pb2.Span(trace_id=TRACE_ID, span_id=SPAN_ID, parent_span_id=SPAN_ID[::-1],
-                          trace_state="k=v", name="n", kind=1, flags=1,
-                          start_time_unix_nano=5 if complete else 0, end_time_unix_nano=6)
+    span = trace_pb2.Span(
+        trace_id=TRACE_ID,
+        span_id=SPAN_ID,
+        parent_span_id=SPAN_ID[::-1],
+        trace_state="k=v",
+        name="n",
+        kind=1,
+        flags=1,
+        start_time_unix_nano=5 if complete else 0,
+        end_time_unix_nano=6,
+    )
     request = ExportTraceServiceRequest()
     request.resource_spans.add().scope_spans.add().spans.append(span)
     written = json.loads(_encode(request).line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    expected = ["traceId", "spanId", "traceState", "parentSpanId", "flags", "name", "kind",
-                "startTimeUnixNano", "endTimeUnixNano"]
+    expected = [
+        "traceId",
+        "spanId",
+        "traceState",
+        "parentSpanId",
+        "flags",
+        "name",
+        "kind",
+        "startTimeUnixNano",
+        "endTimeUnixNano",
+    ]
     assert list(written) == [k for k in expected if complete or k != "startTimeUnixNano"]

@@ -27,8 +27,9 @@ def _request(spans: int = 2) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     for n in range(1, spans + 1):
-        scope.spans.add(trace_id=n.to_bytes(16, "big"), span_id=n.to_bytes(8, "big"),
-                        name=f"span-{n}")
+        scope.spans.add(
+            trace_id=n.to_bytes(16, "big"), span_id=n.to_bytes(8, "big"), name=f"span-{n}"
+        )
     return request
 
 
@@ -41,8 +42,9 @@ def _call(address: str, body: bytes, *, metadata=(), compression=None):
 
 @pytest.fixture
 def receiver(tmp_path: Path):
-    config = ReceiverConfig(out_dir=tmp_path / "out", http_port=None, grpc_port=0,
-                            limits=Limits(max_body_bytes=1 << 20))
+    config = ReceiverConfig(
+        out_dir=tmp_path / "out", http_port=None, grpc_port=0, limits=Limits(max_body_bytes=1 << 20)
+    )
     with Receiver(config) as running:
         yield running
 
@@ -54,11 +56,13 @@ def secured(tmp_path: Path):
         yield running
 
 
-@pytest.mark.parametrize("compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip],
-                         ids=["plain", "gzip"])
+@pytest.mark.parametrize(
+    "compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip], ids=["plain", "gzip"]
+)
 def test_every_span_from_the_official_exporter_is_written(receiver, compression):
-    exporter = OTLPSpanExporter(endpoint=receiver.grpc_address, insecure=True,
-                                compression=compression)
+    exporter = OTLPSpanExporter(
+        endpoint=receiver.grpc_address, insecure=True, compression=compression
+    )
     sent = run_handoffs(exporter, 15)
     receiver.stop()
     written = span_keys(receiver.config.out_dir)
@@ -66,15 +70,17 @@ def test_every_span_from_the_official_exporter_is_written(receiver, compression)
 
 
 def test_the_exporter_sends_the_token_as_metadata(secured):
-    exporter = OTLPSpanExporter(endpoint=secured.grpc_address, insecure=True,
-                                headers={"authorization": f"Bearer {TOKEN}"})
+    exporter = OTLPSpanExporter(
+        endpoint=secured.grpc_address, insecure=True, headers={"authorization": f"Bearer {TOKEN}"}
+    )
     sent = run_handoffs(exporter, 2)
     secured.stop()
     assert sorted(span_keys(secured.config.out_dir)) == sorted(sent)
 
 
-@pytest.mark.parametrize("metadata", [(), (("authorization", "Bearer nope"),),
-                                      (("authorization", TOKEN),)])
+@pytest.mark.parametrize(
+    "metadata", [(), (("authorization", "Bearer nope"),), (("authorization", TOKEN),)]
+)
 def test_missing_or_wrong_token_is_unauthenticated(secured, metadata):
     with pytest.raises(grpc.RpcError) as caught:
         _call(secured.grpc_address, _request().SerializeToString(), metadata=metadata)
@@ -92,7 +98,8 @@ def test_malformed_message_is_invalid_argument(receiver):
 
 def test_empty_request_is_ok_and_writes_nothing(receiver):
     assert ExportTraceServiceResponse.FromString(_call(receiver.grpc_address, b"")) == (
-        ExportTraceServiceResponse())
+        ExportTraceServiceResponse()
+    )
     receiver.stop()
     assert list(receiver.config.out_dir.glob("*.jsonl*")) == []
 
@@ -101,21 +108,27 @@ def test_rejected_spans_come_back_as_partial_success(receiver):
     request = _request(3)
     request.resource_spans[0].scope_spans[0].spans.add(name="no ids")
     response = ExportTraceServiceResponse.FromString(
-        _call(receiver.grpc_address, request.SerializeToString()))
+        _call(receiver.grpc_address, request.SerializeToString())
+    )
     assert response.partial_success.rejected_spans == 1
     assert "traceId" in response.partial_success.error_message
     receiver.stop()
     assert [s["name"] for s in read_spans(receiver.config.out_dir)] == [
-        "span-1", "span-2", "span-3"]
+        "span-1",
+        "span-2",
+        "span-3",
+    ]
 
 
-@pytest.mark.parametrize("compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip],
-                         ids=["plain", "gzip"])
+@pytest.mark.parametrize(
+    "compression", [grpc.Compression.NoCompression, grpc.Compression.Gzip], ids=["plain", "gzip"]
+)
 def test_oversize_message_is_resource_exhausted(receiver, compression):
     request = _request(1)
     # 2 MiB of one repeated character: 2 KiB once gzip-compressed, over the limit inflated.
     request.resource_spans[0].resource.attributes.add(key="big").value.string_value = "a" * (
-        2 << 20)
+        2 << 20
+    )
     with pytest.raises(grpc.RpcError) as caught:
         _call(receiver.grpc_address, request.SerializeToString(), compression=compression)
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -127,8 +140,9 @@ def test_a_stalled_disk_answers_unavailable_with_retry_info(tmp_path):
     disk = StalledDisk(tmp_path)
     sink = SpanSink(disk, max_queue_bytes=1)
     sink.start()
-    server, port = start_grpc_server(Ingest(sink=sink, limits=Limits(retry_after_s=3)),
-                                     "127.0.0.1", 0)
+    server, port = start_grpc_server(
+        Ingest(sink=sink, limits=Limits(retry_after_s=3)), "127.0.0.1", 0
+    )
     address = f"127.0.0.1:{port}"
     try:
         with grpc.insecure_channel(address) as channel:
@@ -144,7 +158,8 @@ def test_a_stalled_disk_answers_unavailable_with_retry_info(tmp_path):
             assert not first.done()  # not answered before its spans are written
             disk.release.set()
             assert ExportTraceServiceResponse.FromString(first.result()) == (
-                ExportTraceServiceResponse())
+                ExportTraceServiceResponse()
+            )
     finally:
         disk.release.set()
         server.stop(grace=5).wait()

@@ -38,13 +38,24 @@ def _request(spans: int = 2, *, first: int = 1) -> ExportTraceServiceRequest:
     request = ExportTraceServiceRequest()
     scope = request.resource_spans.add().scope_spans.add()
     for n in range(first, first + spans):
-        scope.spans.add(trace_id=n.to_bytes(16, "big"), span_id=n.to_bytes(8, "big"),
-                        name=f"span-{n}", start_time_unix_nano=n, end_time_unix_nano=n + 1)
+        scope.spans.add(
+            trace_id=n.to_bytes(16, "big"),
+            span_id=n.to_bytes(8, "big"),
+            name=f"span-{n}",
+            start_time_unix_nano=n,
+            end_time_unix_nano=n + 1,
+        )
     return request
 
 
-def _post(url: str, body: bytes, headers: dict[str, str] | None = None, *,
-          method: str = "POST", path: str | None = None):
+def _post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str] | None = None,
+    *,
+    method: str = "POST",
+    path: str | None = None,
+):
     parts = urlsplit(url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     try:
@@ -57,8 +68,9 @@ def _post(url: str, body: bytes, headers: dict[str, str] | None = None, *,
 
 @pytest.fixture
 def receiver(tmp_path: Path):
-    config = ReceiverConfig(out_dir=tmp_path / "out", http_port=0, grpc_port=None,
-                            limits=Limits(max_body_bytes=1 << 20))
+    config = ReceiverConfig(
+        out_dir=tmp_path / "out", http_port=0, grpc_port=None, limits=Limits(max_body_bytes=1 << 20)
+    )
     with Receiver(config) as running:
         yield running
 
@@ -78,8 +90,9 @@ def _written(receiver: Receiver) -> list[dict]:
 # --------------------------------------------------------------------------------------
 # The official exporter
 # --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("compression", [Compression.NoCompression, Compression.Gzip,
-                                         Compression.Deflate])
+@pytest.mark.parametrize(
+    "compression", [Compression.NoCompression, Compression.Gzip, Compression.Deflate]
+)
 def test_every_span_from_the_official_exporter_is_written(receiver, compression):
     sent = run_handoffs(OTLPSpanExporter(endpoint=receiver.http_url, compression=compression), 20)
     receiver.stop()
@@ -97,8 +110,9 @@ def test_the_auditor_counts_exactly_the_spans_sent(receiver):
 
 
 def test_a_token_protected_receiver_takes_the_exporters_header(secured):
-    exporter = OTLPSpanExporter(endpoint=secured.http_url,
-                                headers={"Authorization": f"Bearer {TOKEN}"})
+    exporter = OTLPSpanExporter(
+        endpoint=secured.http_url, headers={"Authorization": f"Bearer {TOKEN}"}
+    )
     sent = run_handoffs(exporter, 3)
     secured.stop()
     assert sorted(span_keys(secured.config.out_dir)) == sorted(sent)
@@ -108,22 +122,30 @@ def test_a_token_protected_receiver_takes_the_exporters_header(secured):
 # Raw requests: content types, encodings, answers
 # --------------------------------------------------------------------------------------
 def test_protobuf_request_gets_a_protobuf_answer(receiver):
-    status, headers, body = _post(receiver.http_url, _request(3).SerializeToString(),
-                                  {"Content-Type": PROTOBUF})
+    status, headers, body = _post(
+        receiver.http_url, _request(3).SerializeToString(), {"Content-Type": PROTOBUF}
+    )
     assert (status, headers["Content-Type"]) == (200, PROTOBUF)
     assert ExportTraceServiceResponse.FromString(body) == ExportTraceServiceResponse()
     assert [s["name"] for s in _written(receiver)] == ["span-1", "span-2", "span-3"]
 
 
-@pytest.mark.parametrize("name", ["opentelemetry-proto__examples__trace.json",
-                                  "genai-interlingua__testdata__vercel__in.json"])
+@pytest.mark.parametrize(
+    "name",
+    ["opentelemetry-proto__examples__trace.json", "genai-interlingua__testdata__vercel__in.json"],
+)
 def test_json_request_gets_a_json_answer(receiver, name):
     document = (FIXTURES / name).read_bytes()
-    status, headers, body = _post(receiver.http_url, document,
-                                  {"Content-Type": "application/json; charset=utf-8"})
+    status, headers, body = _post(
+        receiver.http_url, document, {"Content-Type": "application/json; charset=utf-8"}
+    )
     assert (status, headers["Content-Type"], json.loads(body)) == (200, JSON, {})
-    sent = [s["spanId"].lower() for r in json.loads(document)["resourceSpans"]
-            for sc in r["scopeSpans"] for s in sc["spans"]]
+    sent = [
+        s["spanId"].lower()
+        for r in json.loads(document)["resourceSpans"]
+        for sc in r["scopeSpans"]
+        for s in sc["spans"]
+    ]
     assert [s["spanId"] for s in _written(receiver)] == sent
 
 
@@ -138,8 +160,9 @@ def test_compressed_bodies(receiver, encoding):
         import zstandard
 
         body = zstandard.ZstdCompressor().compress(raw)
-    status, _, _ = _post(receiver.http_url, body,
-                         {"Content-Type": PROTOBUF, "Content-Encoding": encoding})
+    status, _, _ = _post(
+        receiver.http_url, body, {"Content-Type": PROTOBUF, "Content-Encoding": encoding}
+    )
     assert status == 200
     assert len(_written(receiver)) == 2
 
@@ -148,8 +171,13 @@ def test_chunked_transfer_encoding(receiver):
     parts = urlsplit(receiver.http_url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     body = _request(4).SerializeToString()
-    connection.request("POST", parts.path, body=iter([body[:10], body[10:]]),
-                       headers={"Content-Type": PROTOBUF}, encode_chunked=True)
+    connection.request(
+        "POST",
+        parts.path,
+        body=iter([body[:10], body[10:]]),
+        headers={"Content-Type": PROTOBUF},
+        encode_chunked=True,
+    )
     assert connection.getresponse().status == 200
     connection.close()
     assert len(_written(receiver)) == 4
@@ -159,8 +187,12 @@ def test_keep_alive_connection_serves_many_requests(receiver):
     parts = urlsplit(receiver.http_url)
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     for n in range(5):
-        connection.request("POST", parts.path, body=_request(1, first=n + 1).SerializeToString(),
-                           headers={"Content-Type": PROTOBUF})
+        connection.request(
+            "POST",
+            parts.path,
+            body=_request(1, first=n + 1).SerializeToString(),
+            headers={"Content-Type": PROTOBUF},
+        )
         response = connection.getresponse()
         response.read()
         assert response.status == 200
@@ -179,24 +211,44 @@ def test_empty_requests_are_answered_200_and_write_nothing(receiver):
 def test_rejected_spans_are_reported_as_partial_success(receiver):
     request = _request(2)
     request.resource_spans[0].scope_spans[0].spans.add(name="no ids")
-    status, _, body = _post(receiver.http_url, request.SerializeToString(),
-                            {"Content-Type": PROTOBUF})
+    status, _, body = _post(
+        receiver.http_url, request.SerializeToString(), {"Content-Type": PROTOBUF}
+    )
     response = ExportTraceServiceResponse.FromString(body)
     assert status == 200 and response.partial_success.rejected_spans == 1
     assert "spans[2]: traceId ''" in response.partial_success.error_message
     document = {"resourceSpans": [{"scopeSpans": [{"spans": [{"name": "no ids"}]}]}]}
-    status, _, body = _post(receiver.http_url, json.dumps(document).encode(),
-                            {"Content-Type": JSON})
+    status, _, body = _post(
+        receiver.http_url, json.dumps(document).encode(), {"Content-Type": JSON}
+    )
     assert status == 200
     assert json.loads(body)["partialSuccess"]["rejectedSpans"] == "1"
     assert len(_written(receiver)) == 2
 
 
 def test_unknown_json_fields_are_ignored(receiver):
-    document = {"resourceSpans": [{"scopeSpans": [{"spans": [{
-        "traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331",
-        "name": "n", "newField": [1, 2], "attributes": [{"key": "k", "value": {
-            "stringValue": "v", "futureValue": 1}}]}], "futureScopeField": {}}]}]}
+    document = {
+        "resourceSpans": [
+            {
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": "0af7651916cd43dd8448eb211c80319c",
+                                "spanId": "b7ad6b7169203331",
+                                "name": "n",
+                                "newField": [1, 2],
+                                "attributes": [
+                                    {"key": "k", "value": {"stringValue": "v", "futureValue": 1}}
+                                ],
+                            }
+                        ],
+                        "futureScopeField": {},
+                    }
+                ]
+            }
+        ]
+    }
     status, _, _ = _post(receiver.http_url, json.dumps(document).encode(), {"Content-Type": JSON})
     assert status == 200
     [span] = _written(receiver)
@@ -214,32 +266,78 @@ def _status(body: bytes, content_type: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("headers", "body", "status", "code", "message"),
     [
-        pytest.param({"Content-Type": PROTOBUF}, b"\x0a\x05abc", 400, code_pb2.INVALID_ARGUMENT,
-                     "not a protobuf ExportTraceServiceRequest", id="malformed-protobuf"),
-        pytest.param({"Content-Type": JSON}, b'{"resourceSpans": [1]}', 400,
-                     code_pb2.INVALID_ARGUMENT, "resourceSpans[0]: expected a JSON object",
-                     id="malformed-json"),
-        pytest.param({"Content-Type": PROTOBUF, "Content-Encoding": "gzip"}, b"not gzip", 400,
-                     code_pb2.INVALID_ARGUMENT, "gzip body is corrupt", id="corrupt-gzip"),
-        pytest.param({"Content-Type": PROTOBUF, "Content-Encoding": "gzip"},
-                     gzip.compress(b"x" * 100)[:-12], 400, code_pb2.INVALID_ARGUMENT,
-                     "truncated", id="truncated-gzip"),
-        pytest.param({"Content-Type": "text/plain"}, b"hello", 415, code_pb2.INVALID_ARGUMENT,
-                     "'text/plain' is not supported", id="content-type"),
-        pytest.param({}, b"hello", 415, code_pb2.INVALID_ARGUMENT, "no Content-Type",
-                     id="no-content-type"),
-        pytest.param({"Content-Type": PROTOBUF, "Content-Encoding": "br"}, b"x", 415,
-                     code_pb2.INVALID_ARGUMENT, "Content-Encoding 'br'", id="encoding"),
-        pytest.param({"Content-Type": PROTOBUF}, bytes(2 << 20), 413,
-                     code_pb2.RESOURCE_EXHAUSTED, "over the 1048576 byte limit", id="oversize"),
-        pytest.param({"Content-Type": JSON, "Content-Encoding": "gzip"},
-                     gzip.compress(b" " * (1 << 20) + b"{}"), 413, code_pb2.RESOURCE_EXHAUSTED,
-                     "larger than the 1048576 byte limit after decompression",
-                     id="oversize-after-gzip"),
+        pytest.param(
+            {"Content-Type": PROTOBUF},
+            b"\x0a\x05abc",
+            400,
+            code_pb2.INVALID_ARGUMENT,
+            "not a protobuf ExportTraceServiceRequest",
+            id="malformed-protobuf",
+        ),
+        pytest.param(
+            {"Content-Type": JSON},
+            b'{"resourceSpans": [1]}',
+            400,
+            code_pb2.INVALID_ARGUMENT,
+            "resourceSpans[0]: expected a JSON object",
+            id="malformed-json",
+        ),
+        pytest.param(
+            {"Content-Type": PROTOBUF, "Content-Encoding": "gzip"},
+            b"not gzip",
+            400,
+            code_pb2.INVALID_ARGUMENT,
+            "gzip body is corrupt",
+            id="corrupt-gzip",
+        ),
+        pytest.param(
+            {"Content-Type": PROTOBUF, "Content-Encoding": "gzip"},
+            gzip.compress(b"x" * 100)[:-12],
+            400,
+            code_pb2.INVALID_ARGUMENT,
+            "truncated",
+            id="truncated-gzip",
+        ),
+        pytest.param(
+            {"Content-Type": "text/plain"},
+            b"hello",
+            415,
+            code_pb2.INVALID_ARGUMENT,
+            "'text/plain' is not supported",
+            id="content-type",
+        ),
+        pytest.param(
+            {}, b"hello", 415, code_pb2.INVALID_ARGUMENT, "no Content-Type", id="no-content-type"
+        ),
+        pytest.param(
+            {"Content-Type": PROTOBUF, "Content-Encoding": "br"},
+            b"x",
+            415,
+            code_pb2.INVALID_ARGUMENT,
+            "Content-Encoding 'br'",
+            id="encoding",
+        ),
+        pytest.param(
+            {"Content-Type": PROTOBUF},
+            bytes(2 << 20),
+            413,
+            code_pb2.RESOURCE_EXHAUSTED,
+            "over the 1048576 byte limit",
+            id="oversize",
+        ),
+        pytest.param(
+            {"Content-Type": JSON, "Content-Encoding": "gzip"},
+            gzip.compress(b" " * (1 << 20) + b"{}"),
+            413,
+            code_pb2.RESOURCE_EXHAUSTED,
+            "larger than the 1048576 byte limit after decompression",
+            id="oversize-after-gzip",
+        ),
     ],
 )
-def test_refusals_carry_a_status_body_and_write_nothing(receiver, headers, body, status, code,
-                                                        message):
+def test_refusals_carry_a_status_body_and_write_nothing(
+    receiver, headers, body, status, code, message
+):
     got, response_headers, response = _post(receiver.http_url, body, headers)
     assert got == status
     reply_type = PROTOBUF if headers.get("Content-Type") == PROTOBUF else JSON
@@ -251,21 +349,25 @@ def test_refusals_carry_a_status_body_and_write_nothing(receiver, headers, body,
 
 def _gzip_bomb(inflated: int) -> bytes:
     """A single gzip member of fixed-Huffman blocks: zeros, as 258-byte back-references."""
+
     def pack(bits: list[int]) -> bytes:
-        return bytes(sum(bit << i for i, bit in enumerate(bits[j:j + 8]))
-                     for j in range(0, len(bits), 8))
+        return bytes(
+            sum(bit << i for i, bit in enumerate(bits[j : j + 8])) for j in range(0, len(bits), 8)
+        )
 
     def code(value: int, length: int) -> list[int]:
         return [(value >> (length - 1 - i)) & 1 for i in range(length)]
 
     pair = code(0b11000101, 8) + code(0, 5)  # length 258, distance 1
     units = -(-(inflated - 259) // 2064)  # 8 pairs = 13 bytes in, 2064 bytes out
-    deflate = (pack([1, 1, 0] + code(0x30, 8) + pair) + pack(pair * 8) * units
-               + pack(code(0, 7)))
+    deflate = pack([1, 1, 0] + code(0x30, 8) + pair) + pack(pair * 8) * units + pack(code(0, 7))
     size = 1 + 258 * (1 + 8 * units)
     # The CRC is left zero: the receiver must give up long before it could check it.
-    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + deflate + (
-        (0).to_bytes(4, "little") + (size % 2**32).to_bytes(4, "little"))
+    return (
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+        + deflate
+        + ((0).to_bytes(4, "little") + (size % 2**32).to_bytes(4, "little"))
+    )
 
 
 def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
@@ -276,8 +378,9 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
     with Receiver(config) as receiver:
         tracemalloc.start()
         try:
-            status, _, body = _post(receiver.http_url, bomb,
-                                    {"Content-Type": PROTOBUF, "Content-Encoding": "gzip"})
+            status, _, body = _post(
+                receiver.http_url, bomb, {"Content-Type": PROTOBUF, "Content-Encoding": "gzip"}
+            )
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -312,11 +415,14 @@ def test_health_needs_no_token(secured):
 
 
 def test_spans_reach_readers_within_the_rotate_interval(tmp_path):
-    config = ReceiverConfig(out_dir=tmp_path, http_port=0, grpc_port=None,
-                            segments=SegmentPolicy(rotate_seconds=0.2))
+    config = ReceiverConfig(
+        out_dir=tmp_path, http_port=0, grpc_port=None, segments=SegmentPolicy(rotate_seconds=0.2)
+    )
     with Receiver(config) as receiver:
-        assert _post(receiver.http_url, _request(3).SerializeToString(),
-                     {"Content-Type": PROTOBUF})[0] == 200
+        assert (
+            _post(receiver.http_url, _request(3).SerializeToString(), {"Content-Type": PROTOBUF})[0]
+            == 200
+        )
         deadline = time.monotonic() + 10
         while not list(tmp_path.glob("*.jsonl")) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -370,7 +476,8 @@ def stalled(tmp_path: Path, request: pytest.FixtureRequest):
 def _post_in_background(url: str, body: bytes) -> tuple[threading.Thread, list]:
     result: list = []
     thread = threading.Thread(
-        target=lambda: result.append(_post(url, body, {"Content-Type": PROTOBUF})))
+        target=lambda: result.append(_post(url, body, {"Content-Type": PROTOBUF}))
+    )
     thread.start()
     return thread, result
 
@@ -379,8 +486,9 @@ def test_a_full_queue_answers_503_with_retry_after_and_never_200(stalled, tmp_pa
     server, disk, sink = stalled
     first, first_result = _post_in_background(server.url, _request(1, first=1).SerializeToString())
     assert disk.entered.wait(10)  # the first request's line is stuck in the writer
-    status, headers, body = _post(server.url, _request(1, first=2).SerializeToString(),
-                                  {"Content-Type": PROTOBUF})
+    status, headers, body = _post(
+        server.url, _request(1, first=2).SerializeToString(), {"Content-Type": PROTOBUF}
+    )
     assert (status, headers["Retry-After"]) == (503, "7")
     assert status_pb2.Status.FromString(body).code == code_pb2.UNAVAILABLE
     assert first.is_alive() and not first_result  # not answered before it is written
@@ -397,13 +505,15 @@ def test_too_many_requests_at_once_answers_429(stalled, tmp_path):
     first, first_result = _post_in_background(server.url, _request(1, first=1).SerializeToString())
     assert disk.entered.wait(10)
     line_bytes = sink.queued_bytes
-    second, second_result = _post_in_background(server.url,
-                                                _request(1, first=2).SerializeToString())
+    second, second_result = _post_in_background(
+        server.url, _request(1, first=2).SerializeToString()
+    )
     deadline = time.monotonic() + 10
     while sink.queued_bytes == line_bytes and time.monotonic() < deadline:
         time.sleep(0.01)  # until the second request waits in the queue, holding a slot
-    status, headers, body = _post(server.url, _request(1, first=3).SerializeToString(),
-                                  {"Content-Type": PROTOBUF})
+    status, headers, body = _post(
+        server.url, _request(1, first=3).SerializeToString(), {"Content-Type": PROTOBUF}
+    )
     assert (status, headers["Retry-After"]) == (429, "7")
     assert status_pb2.Status.FromString(body).code == code_pb2.RESOURCE_EXHAUSTED
     disk.release.set()

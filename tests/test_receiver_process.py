@@ -35,8 +35,12 @@ def _batch(first: int, count: int) -> tuple[bytes, list[str]]:
     scope = request.resource_spans.add().scope_spans.add()
     keys = []
     for n in range(first, first + count):
-        span = scope.spans.add(trace_id=n.to_bytes(16, "big"), span_id=n.to_bytes(8, "big"),
-                               name=f"span-{n}", start_time_unix_nano=n)
+        span = scope.spans.add(
+            trace_id=n.to_bytes(16, "big"),
+            span_id=n.to_bytes(8, "big"),
+            name=f"span-{n}",
+            start_time_unix_nano=n,
+        )
         span.attributes.add(key="payload").value.string_value = "x" * 200
         keys.append(f"{n:032x}/{n:016x}")
     return request.SerializeToString(), keys
@@ -60,8 +64,9 @@ class _Sender(threading.Thread):
             body, keys = _batch(first, self.batch)
             first += self.batch
             try:
-                connection.request("POST", self.url.path, body=body,
-                                   headers={"Content-Type": PROTOBUF})
+                connection.request(
+                    "POST", self.url.path, body=body, headers={"Content-Type": PROTOBUF}
+                )
                 response = connection.getresponse()
                 response.read()
             except OSError:
@@ -87,12 +92,14 @@ def test_sigterm_stops_gracefully_and_seals_everything(tmp_path):
     with collect_process(out, env={"HANDOFFSCOPE_TOKEN": "tok"}) as running:
         headers = {"authorization": "Bearer tok"}
         sent = run_handoffs(HttpExporter(endpoint=running.http_url, headers=headers), 5)
-        sent |= run_handoffs(GrpcExporter(endpoint=running.grpc_address, insecure=True,
-                                          headers=headers), 5)
+        sent |= run_handoffs(
+            GrpcExporter(endpoint=running.grpc_address, insecure=True, headers=headers), 5
+        )
         url = urlsplit(running.http_url)
         connection = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
-        connection.request("POST", url.path, body=_batch(1, 1)[0],
-                           headers={"Content-Type": PROTOBUF})
+        connection.request(
+            "POST", url.path, body=_batch(1, 1)[0], headers={"Content-Type": PROTOBUF}
+        )
         assert connection.getresponse().status == 401  # the token came from the environment
         assert running.stop(signal.SIGTERM) == 0
     assert sorted(span_keys(out)) == sorted(sent)
@@ -108,8 +115,11 @@ def test_after_sigkill_readers_see_only_whole_segments_and_restart_loses_nothing
         sender.start()
         deadline = time.monotonic() + 20
         # Readers, while spans stream in, only ever see complete segments.
-        while (len(sender.acknowledged) < 2000 or _complete_segments(out) < 3
-               or not list(out.glob(f"*{OPEN_SUFFIX}"))) and time.monotonic() < deadline:
+        while (
+            len(sender.acknowledged) < 2000
+            or _complete_segments(out) < 3
+            or not list(out.glob(f"*{OPEN_SUFFIX}"))
+        ) and time.monotonic() < deadline:
             time.sleep(0.02)
         running.process.send_signal(signal.SIGKILL)
         running.process.wait()
@@ -130,7 +140,8 @@ def test_after_sigkill_readers_see_only_whole_segments_and_restart_loses_nothing
     assert set(acknowledged) <= set(written)  # and nothing answered 200 was lost
     assert not list(out.glob(f"*{OPEN_SUFFIX}"))
     assert (out / QUARANTINE_DIR / (part.name.removesuffix(".part") + ".torn")).read_bytes() == (
-        b'{"resourceSpans":[{"scopeSp')
+        b'{"resourceSpans":[{"scopeSp'
+    )
     repaired = [line for line in restarted.log if "event=repaired" in line]
     assert len(repaired) == 1 and "quarantined_bytes=27" in repaired[0]
 
@@ -144,8 +155,17 @@ def test_a_failing_disk_answers_503_never_200(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (256 << 10, 256 << 10))
 
-    command = [str(HANDOFFSCOPE), "collect", "--out", str(out), "--http-port", "0",
-               "--no-grpc", "--rotate-size", "1GiB"]
+    command = [
+        str(HANDOFFSCOPE),
+        "collect",
+        "--out",
+        str(out),
+        "--http-port",
+        "0",
+        "--no-grpc",
+        "--rotate-size",
+        "1GiB",
+    ]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, preexec_fn=small_files)
     try:
         assert process.stderr is not None
@@ -191,8 +211,10 @@ def test_a_failing_disk_answers_503_never_200(tmp_path):
     ],
 )
 def test_usage_errors(tmp_path, capsys, args, message):
-    assert main(["collect", "--out", str(tmp_path), "--http-port", "0", "--grpc-port", "0",
-                 *args]) == 2
+    assert (
+        main(["collect", "--out", str(tmp_path), "--http-port", "0", "--grpc-port", "0", *args])
+        == 2
+    )
     assert message in capsys.readouterr().err
     assert not list(tmp_path.glob("*.jsonl*"))
 
@@ -200,8 +222,9 @@ def test_usage_errors(tmp_path, capsys, args, message):
 def test_a_directory_in_use_is_refused(tmp_path, capsys):
     fd = lock_directory(tmp_path)
     try:
-        assert main(["collect", "--out", str(tmp_path), "--http-port", "0",
-                     "--grpc-port", "0"]) == 2
+        assert (
+            main(["collect", "--out", str(tmp_path), "--http-port", "0", "--grpc-port", "0"]) == 2
+        )
     finally:
         os.close(fd)
     assert f"another handoffscope collect (pid {os.getpid()})" in capsys.readouterr().err
@@ -212,8 +235,7 @@ def test_a_port_in_use_is_refused(tmp_path, capsys):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["collect", "--out", str(tmp_path), "--http-port", str(port),
-                     "--no-grpc"]) == 2
+        assert main(["collect", "--out", str(tmp_path), "--http-port", str(port), "--no-grpc"]) == 2
     err = capsys.readouterr().err
     assert f"127.0.0.1:{port}" in err and "--http-port" in err and "Traceback" not in err
 
@@ -237,14 +259,30 @@ def test_the_docs_show_the_current_help(capsys, monkeypatch):
 def test_public_surface_and_import_weight():
     import collector.receiver as receiver
 
-    assert receiver.__all__ == sorted(receiver.__all__) == [
-        "EncodedRequest", "FsyncPolicy", "Limits", "OPEN_SUFFIX", "OutDirLocked",
-        "QUARANTINE_DIR", "Receiver", "ReceiverConfig", "SEGMENT_SUFFIX", "SegmentPolicy",
-        "SpanEncoder", "repair_directory"]
+    assert (
+        receiver.__all__
+        == sorted(receiver.__all__)
+        == [
+            "EncodedRequest",
+            "FsyncPolicy",
+            "Limits",
+            "OPEN_SUFFIX",
+            "OutDirLocked",
+            "QUARANTINE_DIR",
+            "Receiver",
+            "ReceiverConfig",
+            "SEGMENT_SUFFIX",
+            "SegmentPolicy",
+            "SpanEncoder",
+            "repair_directory",
+        ]
+    )
     for name in receiver.__all__:
         assert getattr(receiver, name) is not None
     # `collect --help` and the package itself do not pay for grpc; only serving gRPC does.
-    code = ("import sys, collector.receiver, collector.receiver.cli; "
-            "print(any(m == 'grpc' or m.startswith('grpc.') for m in sys.modules))")
+    code = (
+        "import sys, collector.receiver, collector.receiver.cli; "
+        "print(any(m == 'grpc' or m.startswith('grpc.') for m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -53,8 +53,9 @@ def test_rotation_by_size_keeps_lines_whole_and_names_in_time_order(tmp_path):
     segments = sorted(tmp_path.glob("*.jsonl"))
     assert len(segments) == 4
     assert b"".join(p.read_bytes() for p in segments) == b"".join(_line(n) for n in range(7))
-    assert [p.stat().st_mtime_ns for p in segments] == sorted(p.stat().st_mtime_ns
-                                                             for p in segments)
+    assert [p.stat().st_mtime_ns for p in segments] == sorted(
+        p.stat().st_mtime_ns for p in segments
+    )
     assert all(p.name.startswith("spans-") for p in segments)
 
 
@@ -98,8 +99,9 @@ except OSError as e:
 writer.append(b"c" * 299 + b"\\n", lines=1, spans=1)
 writer.seal()
 """
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("refused")
     [segment] = tmp_path.glob("*.jsonl")
@@ -119,11 +121,14 @@ def test_the_lock_keeps_a_second_receiver_out(tmp_path):
 def test_the_lock_is_held_across_processes(tmp_path):
     fd = lock_directory(tmp_path)
     try:
-        script = ("import sys; from pathlib import Path; "
-                  "from collector.receiver.segments import lock_directory; "
-                  f"lock_directory(Path({str(tmp_path)!r}))")
-        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                                timeout=60)
+        script = (
+            "import sys; from pathlib import Path; "
+            "from collector.receiver.segments import lock_directory; "
+            f"lock_directory(Path({str(tmp_path)!r}))"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        )
         assert result.returncode != 0 and "OutDirLocked" in result.stderr
     finally:
         os.close(fd)
@@ -141,18 +146,31 @@ FINAL = "spans-20250101T000000.000000Z-000001.jsonl"
     [
         pytest.param(_line(1) + _line(2), _line(1) + _line(2), b"", id="complete"),
         pytest.param(_line(1) + _line(2)[:17], _line(1), _line(2)[:17], id="torn-tail"),
-        pytest.param(_line(1) + bytes(4096) + b"\n" + _line(3), _line(1) + _line(3),
-                     bytes(4096) + b"\n", id="zero-filled-block"),
-        pytest.param(_line(1) + b"not json\n" + _line(3) + b'{"resourceSp',
-                     _line(1) + _line(3), b'not json\n{"resourceSp', id="garbage-and-torn"),
-        pytest.param(b'{"other": 1}\n' + _line(2), _line(2), b'{"other": 1}\n',
-                     id="json-but-not-a-trace-request"),
+        pytest.param(
+            _line(1) + bytes(4096) + b"\n" + _line(3),
+            _line(1) + _line(3),
+            bytes(4096) + b"\n",
+            id="zero-filled-block",
+        ),
+        pytest.param(
+            _line(1) + b"not json\n" + _line(3) + b'{"resourceSp',
+            _line(1) + _line(3),
+            b'not json\n{"resourceSp',
+            id="garbage-and-torn",
+        ),
+        pytest.param(
+            b'{"other": 1}\n' + _line(2),
+            _line(2),
+            b'{"other": 1}\n',
+            id="json-but-not-a-trace-request",
+        ),
         pytest.param(b'{"resourceSp', b"", b'{"resourceSp', id="only-torn"),
         pytest.param(b"", b"", b"", id="empty"),
     ],
 )
-def test_repair_keeps_every_complete_line_and_quarantines_the_rest(tmp_path, caplog, content,
-                                                                   kept, quarantined):
+def test_repair_keeps_every_complete_line_and_quarantines_the_rest(
+    tmp_path, caplog, content, kept, quarantined
+):
     (tmp_path / PART).write_bytes(content)
     with caplog.at_level(logging.INFO, logger="handoffscope.collect"):
         assert repair_directory(tmp_path) == 1

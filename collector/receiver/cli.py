@@ -21,9 +21,19 @@ from collector.receiver.service import Receiver, ReceiverConfig
 
 __all__ = ["collect"]
 
-_SIZE_UNITS: Final = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2,
-                      "mb": 1000**2, "mib": 1 << 20, "g": 1000**3, "gb": 1000**3,
-                      "gib": 1 << 30}
+_SIZE_UNITS: Final = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "kib": 1 << 10,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "mib": 1 << 20,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "gib": 1 << 30,
+}
 _TIME_UNITS: Final = {"": 1.0, "s": 1.0, "ms": 0.001, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
@@ -50,8 +60,9 @@ class Duration(click.ParamType):
 
     name = "duration"
 
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> float:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
         if isinstance(value, int | float):
             return float(value)
         match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(value))
@@ -71,49 +82,132 @@ def _port(_: click.Context, param: click.Parameter, value: int) -> int:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("traces"), show_default=True,
-              help="Directory for the trace segments. Readers read its *.jsonl files.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on. A non-loopback address also needs --allow-remote.")
-@click.option("--http-port", type=int, default=4318, show_default=True, callback=_port,
-              help="OTLP/HTTP port (POST /v1/traces); 0 picks a free port.")
-@click.option("--grpc-port", type=int, default=4317, show_default=True, callback=_port,
-              help="OTLP/gRPC port; 0 picks a free port.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("traces"),
+    show_default=True,
+    help="Directory for the trace segments. Readers read its *.jsonl files.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on. A non-loopback address also needs --allow-remote.",
+)
+@click.option(
+    "--http-port",
+    type=int,
+    default=4318,
+    show_default=True,
+    callback=_port,
+    help="OTLP/HTTP port (POST /v1/traces); 0 picks a free port.",
+)
+@click.option(
+    "--grpc-port",
+    type=int,
+    default=4317,
+    show_default=True,
+    callback=_port,
+    help="OTLP/gRPC port; 0 picks a free port.",
+)
 @click.option("--no-http", is_flag=True, help="Do not serve OTLP/HTTP.")
 @click.option("--no-grpc", is_flag=True, help="Do not serve OTLP/gRPC.")
-@click.option("--allow-remote", is_flag=True,
-              help="Allow --host to be an address other machines can reach (logs a warning).")
-@click.option("--token", envvar=TOKEN_ENV, show_envvar=True, default=None,
-              help="Bearer token every request must carry ('Authorization: Bearer TOKEN'); "
-                   "prefer the environment variable, which other users cannot see in ps.")
-@click.option("--rotate-size", type=ByteSize(), default="64MiB", show_default=True,
-              help="Seal the open segment once it holds this much.")
-@click.option("--rotate-interval", type=Duration(), default="60s", show_default=True,
-              help="Seal the open segment once it is this old, so readers see new spans.")
-@click.option("--fsync", type=click.Choice([p.value for p in FsyncPolicy]), default="always",
-              show_default=True,
-              help="always: fsync before answering (a power loss loses no answered span); "
-                   "interval: fsync every --fsync-interval (a power loss loses up to that); "
-                   "never: leave it to the OS (a power loss can lose or empty recent "
-                   "segments). A crash of the receiver alone loses nothing in any mode.")
-@click.option("--fsync-interval", type=Duration(), default="1s", show_default=True,
-              help="With --fsync interval: the longest time between a write and its fsync.")
-@click.option("--max-body-size", type=ByteSize(), default="20MiB", show_default=True,
-              help="Largest request, measured after decompression (413 above it).")
-@click.option("--max-queue-size", type=ByteSize(), default="64MiB", show_default=True,
-              help="Spans waiting for the disk; above it requests get 503 and Retry-After.")
-@click.option("--max-concurrent", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Requests handled at once; above it requests get 429 and Retry-After.")
-@click.option("--prefix", default="spans", show_default=True,
-              help="First part of every segment file name.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="info", show_default=True,
-              help="Least important log line shown; debug also logs each refused request.")
-def collect(out_dir: Path, host: str, http_port: int, grpc_port: int, no_http: bool,
-            no_grpc: bool, allow_remote: bool, token: str | None, rotate_size: int,
-            rotate_interval: float, fsync: str, fsync_interval: float, max_body_size: int,
-            max_queue_size: int, max_concurrent: int, prefix: str, log_level: str) -> None:
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be an address other machines can reach (logs a warning).",
+)
+@click.option(
+    "--token",
+    envvar=TOKEN_ENV,
+    show_envvar=True,
+    default=None,
+    help="Bearer token every request must carry ('Authorization: Bearer TOKEN'); "
+    "prefer the environment variable, which other users cannot see in ps.",
+)
+@click.option(
+    "--rotate-size",
+    type=ByteSize(),
+    default="64MiB",
+    show_default=True,
+    help="Seal the open segment once it holds this much.",
+)
+@click.option(
+    "--rotate-interval",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    help="Seal the open segment once it is this old, so readers see new spans.",
+)
+@click.option(
+    "--fsync",
+    type=click.Choice([p.value for p in FsyncPolicy]),
+    default="always",
+    show_default=True,
+    help="always: fsync before answering (a power loss loses no answered span); "
+    "interval: fsync every --fsync-interval (a power loss loses up to that); "
+    "never: leave it to the OS (a power loss can lose or empty recent "
+    "segments). A crash of the receiver alone loses nothing in any mode.",
+)
+@click.option(
+    "--fsync-interval",
+    type=Duration(),
+    default="1s",
+    show_default=True,
+    help="With --fsync interval: the longest time between a write and its fsync.",
+)
+@click.option(
+    "--max-body-size",
+    type=ByteSize(),
+    default="20MiB",
+    show_default=True,
+    help="Largest request, measured after decompression (413 above it).",
+)
+@click.option(
+    "--max-queue-size",
+    type=ByteSize(),
+    default="64MiB",
+    show_default=True,
+    help="Spans waiting for the disk; above it requests get 503 and Retry-After.",
+)
+@click.option(
+    "--max-concurrent",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Requests handled at once; above it requests get 429 and Retry-After.",
+)
+@click.option(
+    "--prefix", default="spans", show_default=True, help="First part of every segment file name."
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Least important log line shown; debug also logs each refused request.",
+)
+def collect(
+    out_dir: Path,
+    host: str,
+    http_port: int,
+    grpc_port: int,
+    no_http: bool,
+    no_grpc: bool,
+    allow_remote: bool,
+    token: str | None,
+    rotate_size: int,
+    rotate_interval: float,
+    fsync: str,
+    fsync_interval: float,
+    max_body_size: int,
+    max_queue_size: int,
+    max_concurrent: int,
+    prefix: str,
+    log_level: str,
+) -> None:
     """Receive OTLP spans over HTTP and gRPC and write them as trace files.
 
     Point OpenTelemetry exporters at http://127.0.0.1:4318 (OTLP/HTTP, protobuf or JSON,
@@ -128,20 +222,32 @@ def collect(out_dir: Path, host: str, http_port: int, grpc_port: int, no_http: b
     """
     configure_logging(level=getattr(logging, log_level.upper()))
     try:
-        segments = SegmentPolicy(rotate_bytes=rotate_size, rotate_seconds=rotate_interval,
-                                 fsync=FsyncPolicy(fsync), fsync_interval_s=fsync_interval,
-                                 prefix=prefix)
+        segments = SegmentPolicy(
+            rotate_bytes=rotate_size,
+            rotate_seconds=rotate_interval,
+            fsync=FsyncPolicy(fsync),
+            fsync_interval_s=fsync_interval,
+            prefix=prefix,
+        )
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--prefix") from e
     if token is not None and (not token or token != token.strip()):
-        raise click.BadParameter("must be non-empty, without surrounding spaces",
-                                 param_hint="--token")
+        raise click.BadParameter(
+            "must be non-empty, without surrounding spaces", param_hint="--token"
+        )
     config = ReceiverConfig(
-        out_dir=out_dir, host=host, http_port=None if no_http else http_port,
-        grpc_port=None if no_grpc else grpc_port, allow_remote=allow_remote, token=token,
+        out_dir=out_dir,
+        host=host,
+        http_port=None if no_http else http_port,
+        grpc_port=None if no_grpc else grpc_port,
+        allow_remote=allow_remote,
+        token=token,
         segments=segments,
-        limits=Limits(max_body_bytes=max_body_size, max_queue_bytes=max_queue_size,
-                      max_concurrent_requests=max_concurrent),
+        limits=Limits(
+            max_body_bytes=max_body_size,
+            max_queue_bytes=max_queue_size,
+            max_concurrent_requests=max_concurrent,
+        ),
     )
     stop = threading.Event()
     previous = _on_signals(stop)

@@ -141,8 +141,13 @@ def _object(value: Any, where: str) -> dict[str, Any]:
 
 
 def _kind(value: Any) -> str:
-    return "null" if value is None else {dict: "an object", list: "an array", str: "a string",
-                                         bool: "a boolean"}.get(type(value), "a number")
+    return (
+        "null"
+        if value is None
+        else {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(value), "a number"
+        )
+    )
 
 
 def _scalar(fd: FieldDescriptor, value: Any, where: str) -> Any:

@@ -41,15 +41,17 @@ class _TraceService:
         self.ingest = ingest
 
     def export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
-        metadata = {key: value for key, value in context.invocation_metadata()
-                    if isinstance(value, str)}
+        metadata = {
+            key: value for key, value in context.invocation_metadata() if isinstance(value, str)
+        }
         try:
             self.ingest.authenticate(metadata.get("authorization"))
             with self.ingest.admitted():
                 outcome = self.ingest.export(request, PROTOBUF)
         except RequestRefused as e:
-            log_event("refused", level=logging.DEBUG, protocol="grpc", code=e.grpc_code,
-                      reason=str(e))
+            log_event(
+                "refused", level=logging.DEBUG, protocol="grpc", code=e.grpc_code, reason=str(e)
+            )
             if e.retryable:
                 delay = RetryInfo(retry_delay=Duration(seconds=self.ingest.limits.retry_after_s))
                 context.set_trailing_metadata(
@@ -67,8 +69,10 @@ def start_grpc_server(ingest: Ingest, host: str, port: int) -> tuple[grpc.Server
     """Start serving OTLP/gRPC on ``host:port``; return the server and the bound port."""
     limits = ingest.limits
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=min(32, limits.max_concurrent_requests),
-                           thread_name_prefix="handoffscope-grpc"),
+        ThreadPoolExecutor(
+            max_workers=min(32, limits.max_concurrent_requests),
+            thread_name_prefix="handoffscope-grpc",
+        ),
         options=[
             ("grpc.max_receive_message_length", limits.max_body_bytes),
             # Without this a second receiver could bind the same port and split the traffic.

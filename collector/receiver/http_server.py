@@ -134,8 +134,11 @@ class _Handler(BaseHTTPRequestHandler):
             with ingest.admitted():
                 wire = self._read_body()
                 body_read = True
-                body = inflate(wire, self.headers.get("Content-Encoding", ""),
-                               limit=ingest.limits.max_body_bytes)
+                body = inflate(
+                    wire,
+                    self.headers.get("Content-Encoding", ""),
+                    limit=ingest.limits.max_body_bytes,
+                )
                 del wire
                 outcome = ingest.export(body, kind)
         except RequestRefused as e:
@@ -248,15 +251,32 @@ class _Handler(BaseHTTPRequestHandler):
             return JSON
 
     def _refuse(self, error: RequestRefused, reply_type: str) -> None:
-        log_event("refused", level=logging.DEBUG, protocol="http", status=error.http_status,
-                  reason=str(error))
+        log_event(
+            "refused",
+            level=logging.DEBUG,
+            protocol="http",
+            status=error.http_status,
+            reason=str(error),
+        )
         retry_after = self.server.ingest.limits.retry_after_s if error.retryable else None
-        self._send_error(error.http_status, str(error), reply_type, retry_after=retry_after,
-                         code=code_pb2.Code.Value(error.grpc_code))
+        self._send_error(
+            error.http_status,
+            str(error),
+            reply_type,
+            retry_after=retry_after,
+            code=code_pb2.Code.Value(error.grpc_code),
+        )
 
-    def _send_error(self, status: int, message: str, reply_type: str, *,
-                    retry_after: int | None = None, allow: str | None = None,
-                    code: int = code_pb2.INVALID_ARGUMENT) -> None:
+    def _send_error(
+        self,
+        status: int,
+        message: str,
+        reply_type: str,
+        *,
+        retry_after: int | None = None,
+        allow: str | None = None,
+        code: int = code_pb2.INVALID_ARGUMENT,
+    ) -> None:
         if status == 500:
             code = code_pb2.INTERNAL
         if reply_type == PROTOBUF:
@@ -270,8 +290,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers["Allow"] = allow
         self._send(status, body, reply_type, headers)
 
-    def _send(self, status: int, body: bytes, content_type: str,
-              headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -295,5 +316,11 @@ def _response(outcome: ExportOutcome, reply_type: str) -> bytes:
         return response.SerializeToString()
     if not outcome.rejected:
         return b"{}"
-    return json.dumps({"partialSuccess": {"rejectedSpans": str(outcome.rejected),
-                                          "errorMessage": outcome.message}}).encode()
+    return json.dumps(
+        {
+            "partialSuccess": {
+                "rejectedSpans": str(outcome.rejected),
+                "errorMessage": outcome.message,
+            }
+        }
+    ).encode()

@@ -37,8 +37,14 @@ class ExportOutcome:
 class Ingest:
     """The request pipeline shared by the HTTP and gRPC servers."""
 
-    def __init__(self, *, sink: SpanSink, limits: Limits, token: BearerToken | None = None,
-                 encoder: SpanEncoder | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        sink: SpanSink,
+        limits: Limits,
+        token: BearerToken | None = None,
+        encoder: SpanEncoder | None = None,
+    ) -> None:
         self.sink = sink
         self.limits = limits
         self.token = token

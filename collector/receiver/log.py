@@ -17,8 +17,9 @@ __all__ = ["LOGGER", "LogfmtFormatter", "configure_logging", "log_event"]
 LOGGER: Final = logging.getLogger("handoffscope.collect")
 
 
-def log_event(event: str, *, level: int = logging.INFO, exc_info: bool = False,
-              **fields: object) -> None:
+def log_event(
+    event: str, *, level: int = logging.INFO, exc_info: bool = False, **fields: object
+) -> None:
     """Log ``event`` with ``fields`` as one logfmt line (``exc_info``: add the traceback)."""
     if LOGGER.isEnabledFor(level):
         LOGGER.log(level, "%s", logfmt(event=event, **fields), exc_info=exc_info)

@@ -140,8 +140,9 @@ class SpanEncoder:
                 pos = skip(buf, pos, tag)
         return '{"key":' + key + ',"value":' + value + strindex + "}"
 
-    def _group(self, buf: bytes, pos: int, end: int, counts: _Counts, where: str,
-               scope_level: bool) -> str:
+    def _group(
+        self, buf: bytes, pos: int, end: int, counts: _Counts, where: str, scope_level: bool
+    ) -> str:
         """Encode a ``ResourceSpans`` or (``scope_level``) a ``ScopeSpans``.
 
         Both are a head message (field 1), children (field 2) and a schema URL (field 3).
@@ -169,14 +170,14 @@ class SpanEncoder:
                     if problem:
                         counts.reject(f"{where}.spans[{index}]: {problem}")
                 else:
-                    text = self._group(buf, pos, stop, counts, f"{where}.scopeSpans[{index}]",
-                                       True)
+                    text = self._group(buf, pos, stop, counts, f"{where}.scopeSpans[{index}]", True)
                     if text:
                         children.append(text)
                 index += 1
             elif tag == 0x0A:
-                head = encode_message(buf, pos, stop, _SCOPE if scope_level else _RESOURCE,
-                                      self.keyvalue)
+                head = encode_message(
+                    buf, pos, stop, _SCOPE if scope_level else _RESOURCE, self.keyvalue
+                )
             elif n:
                 schema_url = encode_basestring(buf[pos:stop].decode())
             pos = stop
@@ -208,8 +209,12 @@ class SpanEncoder:
         cached = self._kv_cache.get
         keyvalue = self.keyvalue
         add = attributes.append
-        if end - pos > 28 and buf[pos] == 0x0A and buf[pos + 1] == 16 and (
-                buf[pos + 18] == 0x12 and buf[pos + 19] == 8):
+        if (
+            end - pos > 28
+            and buf[pos] == 0x0A
+            and buf[pos + 1] == 16
+            and (buf[pos + 18] == 0x12 and buf[pos + 19] == 8)
+        ):
             # The layout OpenTelemetry SDKs write (fields in number order): read the ids,
             # parent, name, kind and times in one go; the loop below takes the rest.
             trace_id = buf[pos + 2 : pos + 18]
@@ -302,8 +307,10 @@ class SpanEncoder:
             ids += f',"parentSpanId":"{parent.hex()}"'
         if flags and name and kind and start and stop_time and not trace_state:
             # What SDKs send: one string build instead of one per field.
-            head = (f'{{{ids},"flags":{flags},"name":{encode_basestring(name)},"kind":{kind},'
-                    f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{stop_time}"')
+            head = (
+                f'{{{ids},"flags":{flags},"name":{encode_basestring(name)},"kind":{kind},'
+                f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{stop_time}"'
+            )
         else:
             head = self._span_head(ids, trace_state, flags, name, kind, start, stop_time)
         tail = ',"attributes":[' + ",".join(attributes) + "]" if attributes else ""
@@ -315,8 +322,9 @@ class SpanEncoder:
         return ""
 
     @staticmethod
-    def _span_head(ids: str, trace_state: str, flags: int, name: str, kind: int, start: int,
-                   stop_time: int) -> str:
+    def _span_head(
+        ids: str, trace_state: str, flags: int, name: str, kind: int, start: int, stop_time: int
+    ) -> str:
         """The span's fields up to its end time, when some are missing or a trace state is set."""
         parts = ["{" + ids]
         if trace_state:
@@ -336,8 +344,13 @@ class SpanEncoder:
         return "".join(parts)
 
     @staticmethod
-    def _span_rest(dropped_attrs: int, events: list[str], dropped_events: int,
-                   links: list[str], dropped_links: int) -> str:
+    def _span_rest(
+        dropped_attrs: int,
+        events: list[str],
+        dropped_events: int,
+        links: list[str],
+        dropped_links: int,
+    ) -> str:
         parts = [f',"droppedAttributesCount":{dropped_attrs}'] if dropped_attrs else []
         if events:
             parts.append(',"events":[' + ",".join(events) + "]")

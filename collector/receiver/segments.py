@@ -146,8 +146,9 @@ class SegmentWriter:
                 os.ftruncate(segment.fd, segment.size)
                 os.lseek(segment.fd, segment.size, os.SEEK_SET)
             except OSError as e:
-                log_event("truncate_failed", level=logging.ERROR, segment=segment.part.name,
-                          error=e)
+                log_event(
+                    "truncate_failed", level=logging.ERROR, segment=segment.part.name, error=e
+                )
             raise
         segment.size += len(data)
         segment.lines += lines
@@ -160,9 +161,10 @@ class SegmentWriter:
         if segment is None or not segment.unsynced:
             return
         fsync = self.policy.fsync
-        if fsync is FsyncPolicy.ALWAYS or (fsync is FsyncPolicy.INTERVAL and (
-            force or time.monotonic() - self._last_sync >= self.policy.fsync_interval_s
-        )):
+        if fsync is FsyncPolicy.ALWAYS or (
+            fsync is FsyncPolicy.INTERVAL
+            and (force or time.monotonic() - self._last_sync >= self.policy.fsync_interval_s)
+        ):
             os.fdatasync(segment.fd)
             segment.unsynced = False
             self._last_sync = time.monotonic()
@@ -183,8 +185,10 @@ class SegmentWriter:
         if segment is None:
             return None
         self.flush()
-        if (segment.size >= self.policy.rotate_bytes
-                or time.monotonic() - segment.opened >= self.policy.rotate_seconds):
+        if (
+            segment.size >= self.policy.rotate_bytes
+            or time.monotonic() - segment.opened >= self.policy.rotate_seconds
+        ):
             return self.seal()
         return None
 
@@ -203,11 +207,22 @@ class SegmentWriter:
         os.rename(segment.part, segment.final)
         if syncing:
             _fsync_directory(self.directory)
-        sealed = SealedSegment(segment.final, segment.lines, segment.spans, segment.size,
-                               time.monotonic() - segment.opened)
+        sealed = SealedSegment(
+            segment.final,
+            segment.lines,
+            segment.spans,
+            segment.size,
+            time.monotonic() - segment.opened,
+        )
         self.sealed_count += 1
-        log_event("sealed", segment=sealed.path.name, lines=sealed.lines, spans=sealed.spans,
-                  bytes=sealed.bytes, seconds=sealed.seconds)
+        log_event(
+            "sealed",
+            segment=sealed.path.name,
+            lines=sealed.lines,
+            spans=sealed.spans,
+            bytes=sealed.bytes,
+            seconds=sealed.seconds,
+        )
         return sealed
 
     @property

@@ -133,10 +133,15 @@ class Receiver:
             log_event("listening", protocol="http", url=self.http_url)
         if self.grpc_port is not None:
             log_event("listening", protocol="grpc", address=self.grpc_address)
-        log_event("started", out=config.out_dir, fsync=config.segments.fsync.value,
-                  rotate_bytes=config.segments.rotate_bytes,
-                  rotate_seconds=config.segments.rotate_seconds,
-                  auth="bearer" if config.token else "none", pid=os.getpid())
+        log_event(
+            "started",
+            out=config.out_dir,
+            fsync=config.segments.fsync.value,
+            rotate_bytes=config.segments.rotate_bytes,
+            rotate_seconds=config.segments.rotate_seconds,
+            auth="bearer" if config.token else "none",
+            pid=os.getpid(),
+        )
         return self
 
     def stop(self, *, timeout: float = 30.0) -> None:
@@ -154,8 +159,12 @@ class Receiver:
             grace.wait(timeout)
         if self.sink is not None:
             self.sink.close(timeout=timeout)
-            log_event("stopped", spans=self.sink.spans_written, lines=self.sink.lines_written,
-                      segments=self.sink.writer.sealed_count)
+            log_event(
+                "stopped",
+                spans=self.sink.spans_written,
+                lines=self.sink.lines_written,
+                segments=self.sink.writer.sealed_count,
+            )
         if self._lock_fd is not None:
             os.close(self._lock_fd)
         self.http_server = self.grpc_server = self.sink = None
@@ -164,8 +173,12 @@ class Receiver:
     def __enter__(self) -> Receiver:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     def _check_host(self) -> None:
@@ -177,8 +190,12 @@ class Receiver:
                 f"--host {host} is not a loopback address, so other machines could send spans; "
                 "pass --allow-remote to mean it (and set --token)"
             )
-        log_event("remote_listen", level=logging.WARNING, host=host,
-                  auth="bearer" if self.config.token else "none (anyone can write spans)")
+        log_event(
+            "remote_listen",
+            level=logging.WARNING,
+            host=host,
+            auth="bearer" if self.config.token else "none (anyone can write spans)",
+        )
 
     def _start_http(self, ingest: Ingest, port: int) -> None:
         try:
@@ -190,7 +207,9 @@ class Receiver:
                 "choose another --http-port, or --http-port 0 for any free port"
             ) from e
         self._http_thread = threading.Thread(
-            target=self.http_server.serve_forever, kwargs={"poll_interval": 0.1},
-            name="handoffscope-http", daemon=True,
+            target=self.http_server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="handoffscope-http",
+            daemon=True,
         )
         self._http_thread.start()

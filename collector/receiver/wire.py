@@ -192,8 +192,10 @@ def encode_message(buf: bytes, pos: int, end: int, table: Table, kv: Callable[..
             if kind == _MESSAGE:
                 sub = field.table
                 assert sub is not None
-                value = kv(buf, pos, stop) if sub.name == _KEYVALUE else (
-                    encode_message(buf, pos, stop, sub, kv)
+                value = (
+                    kv(buf, pos, stop)
+                    if sub.name == _KEYVALUE
+                    else (encode_message(buf, pos, stop, sub, kv))
                 )
             elif not n and not field.explicit:
                 pos = stop
