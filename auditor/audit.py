@@ -7,18 +7,21 @@
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures
-from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
+from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, all_rules, select_rules
 from auditor.settings import AuditSettings
+from auditor.table import SPAN_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
@@ -135,24 +138,33 @@ def run_rule(
     return out
 
 
-_SNAPSHOTS: Final = {
-    "hs_phases_all": "SELECT * EXCLUDE (attributes, events, links, resource_attributes)"
-    " FROM hs_phases(NULL, NULL, [])",
-    "hs_transitions_all": "SELECT * FROM hs_transitions(NULL, NULL, [])",
-}
-"""Views every rule reads, computed once per audit instead of once per rule."""
+@cache
+def _snapshots() -> dict[str, str]:
+    """The views every rule reads, narrowed to the columns the rules use."""
+    text = " ".join(r.sql for r in all_rules())
+    used = [
+        c
+        for c in SPAN_COLUMNS
+        if (f'"{c}"' in text if "." in c else re.search(rf"\b{re.escape(c)}\b", text))
+    ]
+    columns = ", ".join(f'"{c}"' for c in (*used, "handoff_key", "attempt_no", "latency_ms"))
+    return {
+        "hs_phases_all": f"SELECT {columns} FROM hs_phases(NULL, NULL, [])",
+        "hs_transitions_all": "SELECT * FROM hs_transitions(NULL, NULL, [])",
+    }
 
 
 @contextmanager
 def _snapshot(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Materialise the shared views for the duration of one audit, then restore them."""
+    """Materialise the shared views once for one audit (not once per rule), then restore
+    them as views."""
     try:
-        for name, select in _SNAPSHOTS.items():
+        for name, select in _snapshots().items():
             con.execute(f"DROP VIEW IF EXISTS {name}").fetchall()
             con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}").fetchall()
         yield
     finally:
-        for name in _SNAPSHOTS:
+        for name in _snapshots():
             con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
         prepare(con, force=True)
 

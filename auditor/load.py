@@ -25,7 +25,7 @@ from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
 from auditor.readers import Reader, run
 from auditor.sources import SourceFile, discover
-from auditor.table import SPANS_DDL
+from auditor.table import SPAN_COLUMNS, SPANS_DDL
 
 if TYPE_CHECKING:
     import duckdb
@@ -110,6 +110,10 @@ def load_traces(
         paths = [paths]
     path_list = list(paths)
     sources, missing = discover(path_list)
+    if con is None and not missing and _one_store(sources):
+        store = _open_store(sources)
+        if store is not None:
+            return store
     large = sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES
     ts = TraceSet(con=connect(con, on_disk=con is None and large))
     for message in missing:
@@ -156,6 +160,46 @@ def append_lines(
     if file not in trace_set.files:
         trace_set.files.append(file)
     return reader.added
+
+
+def _one_store(sources: list[SourceFile]) -> bool:
+    """True for one Parquet file, or the Parquet files of one folder ``compact`` wrote."""
+    if not sources or not all(s.parquet for s in sources):
+        return False
+    return len(sources) == 1 or all(
+        os.path.dirname(s.path) == os.path.dirname(sources[0].path)
+        and os.path.basename(s.path).startswith("spans_")
+        for s in sources
+    )
+
+
+def _open_store(sources: list[SourceFile]) -> TraceSet | None:
+    """A trace set reading a compacted store in place: ``spans`` is a view over the Parquet.
+
+    ``compact`` wrote an already de-duplicated table, so nothing is copied or parsed; the
+    set is read-only (``append_lines`` needs a loaded table). None when the files are not a
+    store ``compact`` wrote (the normal path then reports why).
+    """
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    run(con, "SET enable_progress_bar = false")
+    paths = [s.path for s in sources]
+    try:
+        names = [str(r[0]) for r in run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])]
+    except duckdb.Error:
+        con.close()
+        return None
+    if names != list(SPAN_COLUMNS):
+        con.close()
+        return None
+    listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
+    # A view's definition cannot take bound parameters; the paths are quoted literals.
+    run(con, f"CREATE VIEW spans AS SELECT * FROM read_parquet([{listed}])")
+    ts = TraceSet(con=con, files=paths)
+    if ts.span_count == 0:
+        raise AuditError(_nothing_usable(paths, sources, ts), title="no trace data")
+    return ts
 
 
 def _estimated_bytes(source: SourceFile) -> int:
