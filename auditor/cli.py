@@ -26,11 +26,19 @@ INSTALL_HINT = "handoffscope: the command line needs its extra: pip install 'han
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("auditor.commands", "audit", "Audit trace files for handshake violations."),
     "compact": ("auditor.commands", "compact", "Turn trace files into Parquet for fast audits."),
-    "simulate": ("collector.simulator.cli", "simulate", "Simulate multi-agent runs into trace files."),
+    "simulate": (
+        "collector.simulator.cli",
+        "simulate",
+        "Simulate multi-agent runs into trace files.",
+    ),
     "collect": ("collector.receiver.cli", "collect", "Receive OTLP spans and write trace files."),
     "watch": ("auditor.watch", "watch", "Alert on validation latency as traces arrive."),
     "dashboard": ("dashboard.cli", "dashboard", "Open the dashboard over a trace set."),
-    "experiment": ("auditor.experiments", "experiment", "Reproduce the protocol's reliability figures."),
+    "experiment": (
+        "auditor.experiments",
+        "experiment",
+        "Reproduce the protocol's reliability figures.",
+    ),
 }
 
 
