@@ -40,3 +40,19 @@ def test_public_surface_is_sorted_and_importable():
     assert collector.__all__ == sorted(collector.__all__)
     for name in collector.__all__:
         assert hasattr(collector, name), name
+
+
+def test_every_command_and_option_has_help_text():
+    import click
+
+    from auditor.cli import COMMANDS, cli
+
+    ctx = click.Context(cli, info_name="handoffscope")
+    assert sorted(cli.list_commands(ctx)) == sorted(COMMANDS)
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None, name
+        assert (command.help or "").strip(), f"{name} has no help text"
+        for param in command.params:
+            if isinstance(param, click.Option) and not param.hidden:
+                assert (param.help or "").strip(), f"{name} {param.opts} has no help text"
