@@ -9,8 +9,6 @@ delivery; every alert carries a stable ``id`` to deduplicate on).
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import os
 import tempfile
@@ -20,6 +18,7 @@ from typing import Any
 
 from auditor.watch.follow import Cursor
 from collector.errors import ConfigurationError
+from collector.pidlock import LockHeld, hold_lock
 
 STATE_FILE_NAME = ".handoffscope-watch.json"
 """Default state file name, inside the followed directory (hidden, so it is never followed)."""
@@ -107,18 +106,10 @@ def lock_state(path: Path) -> int:
     """
     lock = path.with_name(path.name + ".lock")
     lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
-            raise ConfigurationError(
-                f"another handoffscope watch (pid {holder}) is using the state file {path};"
-                " stop it, or give this one its own --state"
-            ) from e
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+        return hold_lock(lock)
+    except LockHeld as e:
+        raise ConfigurationError(
+            f"another handoffscope watch (pid {e.holder}) is using the state file {path};"
+            " stop it, or give this one its own --state"
+        ) from e

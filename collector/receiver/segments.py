@@ -22,8 +22,6 @@ not JSON are moved to ``quarantine/``. Every action is logged.
 from __future__ import annotations
 
 import enum
-import errno
-import fcntl
 import json
 import logging
 import os
@@ -32,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from collector.pidlock import LockHeld, hold_lock
 from collector.receiver.errors import OutDirLocked
 from collector.receiver.log import log_event
 
@@ -266,22 +265,13 @@ def lock_directory(directory: Path) -> int:
 
     Raises ``OutDirLocked`` naming the other receiver's pid when one holds it.
     """
-    path = directory / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-        os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
-            raise OutDirLocked(
-                f"{directory} is being written by another handoffscope collect (pid {holder}); "
-                "stop it or choose another --out directory"
-            ) from e
-        raise
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+        return hold_lock(directory / LOCK_NAME)
+    except LockHeld as e:
+        raise OutDirLocked(
+            f"{directory} is being written by another handoffscope collect (pid {e.holder}); "
+            "stop it or choose another --out directory"
+        ) from e
 
 
 def repair_directory(directory: Path, *, fsync: FsyncPolicy = FsyncPolicy.ALWAYS) -> int:
