@@ -64,7 +64,7 @@ def write_parquet(
         run(
             trace_set.con,
             f"COPY (SELECT * FROM spans ORDER BY trace_id, start_unix_nano) TO $out ({options})",
-            {"out": str(target)},  # type: ignore[arg-type]
+            {"out": str(target)},
         )
     except duckdb.Error as e:
         raise AuditError(f"{target}: could not write Parquet ({e})", title="write failed") from e

@@ -108,10 +108,17 @@ def python_audit(path: str) -> int:
                         if key in seen:
                             continue
                         seen.add(key)
-                        a = {kv["key"]: value(kv.get("value", {})) for kv in span.get("attributes", [])}
-                        s = {"trace": key[0], "name": span.get("name"), "a": a,
-                             "start": int(span.get("startTimeUnixNano", 0)),
-                             "end": int(span.get("endTimeUnixNano", 0))}
+                        a = {
+                            kv["key"]: value(kv.get("value", {}))
+                            for kv in span.get("attributes", [])
+                        }
+                        s = {
+                            "trace": key[0],
+                            "name": span.get("name"),
+                            "a": a,
+                            "start": int(span.get("startTimeUnixNano", 0)),
+                            "end": int(span.get("endTimeUnixNano", 0)),
+                        }
                         agent = a.get("gen_ai.agent.name")
                         if agent and "gen_ai.usage.input_tokens" in a:
                             row = spend[agent]
@@ -129,7 +136,9 @@ def python_audit(path: str) -> int:
     latencies: dict[str, list[float]] = defaultdict(list)
     executions: dict[tuple[Any, Any], int] = defaultdict(int)
     for spans in phases.values():
-        by_attempt: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+        by_attempt: dict[int, dict[str, list[dict[str, Any]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         for s in spans:
             by_attempt[int(s["a"].get("handoff.attempt", 1))][s["name"]].append(s)
         flagged: set[str] = set()
@@ -140,14 +149,24 @@ def python_audit(path: str) -> int:
                 a = p["a"]
                 if not a.get("handoff.idempotency_key"):
                     flagged.add("missing-idempotency-key")
-                if not all(a.get(k) for k in ("handoff.sender", "handoff.receiver",
-                                              "handoff.payload_version", "handoff.schema")):
+                if not all(
+                    a.get(k)
+                    for k in (
+                        "handoff.sender",
+                        "handoff.receiver",
+                        "handoff.payload_version",
+                        "handoff.schema",
+                    )
+                ):
                     flagged.add("missing-handoff-metadata")
                 if attempt > int(a.get("handoff.max_attempts") or 3):
                     flagged.add("retry-cap-exceeded")
                 status = a.get("handoff.consumed.status")
-                if status and status not in ("complete", "completed") and (
-                    p["trace"], a.get("handoff.consumed.task_id")) not in proceeds:
+                if (
+                    status
+                    and status not in ("complete", "completed")
+                    and (p["trace"], a.get("handoff.consumed.task_id")) not in proceeds
+                ):
                     flagged.add("silent-propagation")
                 deadline = a.get("handoff.deadline_unix_ms")
                 for c in commits:
@@ -197,8 +216,12 @@ def python_audit(path: str) -> int:
 
 
 def child_main(task: str, args: list[str]) -> None:
-    fn = {"parse": child_parse, "audit": child_audit, "compact": child_compact,
-          "python": child_python}[task]
+    fn = {
+        "parse": child_parse,
+        "audit": child_audit,
+        "compact": child_compact,
+        "python": child_python,
+    }[task]
     out = fn(*args)
     out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(out))
@@ -211,7 +234,9 @@ def measure(task: str, *args: str) -> dict[str, Any]:
     print(f"bench_audit: {task} {' '.join(args)} ...", file=sys.stderr, flush=True)
     done = subprocess.run(
         [sys.executable, __file__, "--child", task, *args],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
@@ -254,14 +279,20 @@ def report(figures: dict[str, Any], command: str) -> str:
             lines.append(f"| {name} | {r['seconds']:.2f} | {r['peak_mb']:.0f} MB | {goal} |")
 
     row("DuckDB parsing the file (`read_json`)", m["parse"], "baseline")
-    row("handoffscope audit, JSON lines (load + 18 rules + figures)", m["audit"],
-        "at most 2x parsing; at most 512 MB")
+    row(
+        "handoffscope audit, JSON lines (load + 18 rules + figures)",
+        m["audit"],
+        "at most 2x parsing; at most 512 MB",
+    )
     row("pure-Python audit", m["python"], "baseline")
     row("compact to Parquet", m["compact"], "-")
     row("handoffscope audit, Parquet", m["parquet"], "at most 0.2 s")
     if "10m" in figures:
-        row(f"handoffscope audit, {figures['10m'].get('spans', '10M')} spans", figures["10m"]["audit"],
-            "must finish")
+        row(
+            f"handoffscope audit, {figures['10m'].get('spans', '10M')} spans",
+            figures["10m"]["audit"],
+            "must finish",
+        )
     ratios = figures["ratios"]
     lines += [
         "",
@@ -289,13 +320,15 @@ def main(argv: list[str] | None = None) -> int:
     path = args.dir / f"{args.spans}.jsonl"
     info = ensure(path, args.spans)
     load = os.getloadavg()[0]
-    machine = (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-               f"Python {platform.python_version()}, load average {load:.1f} at start")
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}, load average {load:.1f} at start"
+    )
     m: dict[str, Any] = {"file": info}
     m["parse"] = measure("parse", str(path))
     m["audit"] = measure("audit", str(path))
     m["file"]["spans"] = m["audit"].get("spans")
-    m["python"] = ({"error": "skipped"} if args.skip_python else measure("python", str(path)))
+    m["python"] = {"error": "skipped"} if args.skip_python else measure("python", str(path))
     store = args.dir / f"{args.spans}.parquet"
     m["compact"] = measure("compact", str(path), str(store))
     m["parquet"] = measure("audit", str(store))

@@ -105,8 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, required=True, help="spans to write (at least)")
     parser.add_argument("--out", type=Path, required=True, help="output file (.jsonl[.zst|.gz])")
-    parser.add_argument("--template", type=Path, default=DEFAULT_TEMPLATE,
-                        help="folder of trace files to copy (default: sample_traces/fault-mix)")
+    parser.add_argument(
+        "--template",
+        type=Path,
+        default=DEFAULT_TEMPLATE,
+        help="folder of trace files to copy (default: sample_traces/fault-mix)",
+    )
     args = parser.parse_args(argv)
     print(json.dumps(generate(args.out, spans=args.spans, template=args.template)))
     return 0
