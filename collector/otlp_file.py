@@ -1,0 +1,371 @@
+"""OTLP JSON-lines span files, written at a fraction of the reference exporter's cost.
+
+``OtlpJsonLinesExporter`` is a span exporter for the OpenTelemetry SDK that writes one OTLP
+``ExportTraceServiceRequest`` per line, as the official ``opentelemetry-exporter-otlp-json-file``
+exporter does, and writes the same bytes: spans grouped by resource then instrumentation
+scope in order of first appearance, hex trace and span ids, 64-bit integers and nanosecond
+times as strings, enum values as numbers, every attribute typed as an ``AnyValue`` (strings,
+booleans, integers, doubles incl. ``NaN``/``Infinity``, bytes as base64, sequences as
+``arrayValue``, mappings as ``kvlistValue``), ASCII-escaped JSON without spaces, and a
+flush after every line.
+
+The reference builds a tree of message objects per batch and then serialises it; this one
+writes the JSON text directly from the SDK's ``ReadableSpan`` objects and keeps the text of
+things that repeat (a resource's and a scope's block, an attribute's key, a string
+attribute's whole key/value pair) so that they are escaped once::
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from collector.otlp_file import OtlpJsonLinesExporter
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(OtlpJsonLinesExporter("spans.jsonl")))
+
+Importing this module does not load the SDK (it is an optional extra); creating an exporter
+does.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import math
+import sys
+import threading
+from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii as _quote
+from os import PathLike
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+__all__ = ["OtlpJsonLinesExporter", "SpanLineEncoder"]
+
+_logger = logging.getLogger(__name__)
+
+CACHE_LIMIT = 65_536
+"""Most remembered key/value fragments before the cache starts again (bounds memory when
+attribute values never repeat, as ids do)."""
+
+# SDK SpanKind value -> OTLP Span.SpanKind number (0 is SPAN_KIND_UNSPECIFIED).
+_KINDS = ("1", "2", "3", "4", "5")
+_FLAGS_LOCAL = '"flags":256'
+_FLAGS_REMOTE = '"flags":768'
+
+
+def _double(value: float) -> str:
+    if math.isnan(value):
+        return '"NaN"'
+    if math.isinf(value):
+        return '"Infinity"' if value > 0 else '"-Infinity"'
+    return float.__repr__(value)
+
+
+def _any_value(value: Any) -> str:
+    """The JSON of an ``AnyValue`` holding ``value``; the reference's type order."""
+    if value is None:
+        return "{}"
+    if isinstance(value, bool):
+        return '{"boolValue":true}' if value else '{"boolValue":false}'
+    if isinstance(value, str):
+        return '{"stringValue":' + _quote(value) + "}"
+    if isinstance(value, int):
+        return '{"intValue":"' + str(value) + '"}'
+    if isinstance(value, float):
+        return '{"doubleValue":' + _double(value) + "}"
+    if isinstance(value, bytes):
+        return '{"bytesValue":"' + base64.b64encode(value).decode("ascii") + '"}'
+    if isinstance(value, Sequence):
+        if not value:
+            return '{"arrayValue":{}}'
+        return '{"arrayValue":{"values":[' + ",".join(_any_value(v) for v in value) + "]}}"
+    if isinstance(value, Mapping):
+        if not value:
+            return '{"kvlistValue":{}}'
+        return (
+            '{"kvlistValue":{"values":['
+            + ",".join(_key_value(str(k), v) for k, v in value.items())
+            + "]}}"
+        )
+    raise TypeError(f"Invalid type {type(value)} of value {value}")
+
+
+def _key_value(key: str, value: Any) -> str:
+    if key:
+        return '{"key":' + _quote(key) + ',"value":' + _any_value(value) + "}"
+    return '{"value":' + _any_value(value) + "}"
+
+
+class SpanLineEncoder:
+    """Turns batches of SDK spans into OTLP JSON lines, remembering repeated fragments.
+
+    Not thread-safe on its own; ``OtlpJsonLinesExporter`` serialises calls.
+    """
+
+    def __init__(self, *, cache_limit: int = CACHE_LIMIT) -> None:
+        self._cache_limit = cache_limit
+        self._strings: dict[tuple[str, str], str] = {}
+        self._keys: dict[str, str] = {}
+        # id(object) -> (object, its JSON head, grouping key); holding the object keeps
+        # its id from being reused while the entry lives.
+        self._resources: dict[int, tuple[Any, str, str]] = {}
+        self._scopes: dict[int, tuple[Any, str, str]] = {}
+
+    # ------------------------------------------------------------------ attributes
+    def attributes(self, attributes: Mapping[str, Any] | None) -> str:
+        """The comma-separated ``KeyValue`` objects of ``attributes`` ('' when none).
+
+        A value of a type OTLP cannot hold is logged and left out, as the reference does.
+        """
+        if not attributes:
+            return ""
+        strings = self._strings
+        out = []
+        for key, value in attributes.items():
+            if type(value) is str:
+                fragment = strings.get((key, value))
+                if fragment is None:
+                    if len(strings) >= self._cache_limit:
+                        strings.clear()
+                    fragment = strings[(key, value)] = (
+                        self._key_head(key) + '{"stringValue":' + _quote(value) + "}}"
+                    )
+                out.append(fragment)
+                continue
+            try:
+                out.append(self._key_head(key) + _any_value(value) + "}")
+            except Exception as error:  # noqa: BLE001 - one bad value must not lose the span
+                _logger.exception("Failed to encode key %s: %s", key, error)
+        return ",".join(out)
+
+    def _key_head(self, key: str) -> str:
+        head = self._keys.get(key)
+        if head is None:
+            if len(self._keys) >= self._cache_limit:
+                self._keys.clear()
+            head = self._keys[key] = ('{"key":' + _quote(key) + ',"value":') if key else '{"value":'
+        return head
+
+    # ------------------------------------------------------------------ spans
+    def span(self, span: ReadableSpan) -> str:
+        """One span's JSON object."""
+        ctx = span.get_span_context()
+        trace_id = ctx.trace_id if ctx else 0
+        span_id = ctx.span_id if ctx else 0
+        parts = ['{"traceId":"', format(trace_id, "032x"), '","spanId":"', format(span_id, "016x")]
+        trace_state = ctx.trace_state if ctx else None
+        if trace_state:
+            parts.append('","traceState":')
+            parts.append(_quote(",".join(f"{k}={v}" for k, v in trace_state.items())))
+            parts.append(",")
+        else:
+            parts.append('",')
+        parent = span.parent
+        if parent is not None:
+            parts.append('"parentSpanId":"' + format(parent.span_id, "016x") + '",')
+            parts.append(_FLAGS_REMOTE if parent.is_remote else _FLAGS_LOCAL)
+        else:
+            parts.append(_FLAGS_LOCAL)
+        if span.name:
+            parts.append(',"name":' + _quote(span.name))
+        parts.append(',"kind":' + _KINDS[span.kind.value])
+        if span.start_time:
+            parts.append(',"startTimeUnixNano":"' + str(span.start_time) + '"')
+        if span.end_time:
+            parts.append(',"endTimeUnixNano":"' + str(span.end_time) + '"')
+        attributes = self.attributes(span.attributes)
+        if attributes:
+            parts.append(',"attributes":[' + attributes + "]")
+        if span.dropped_attributes:
+            parts.append(',"droppedAttributesCount":' + str(span.dropped_attributes))
+        events = span.events
+        if events:
+            parts.append(',"events":[' + ",".join(self._event(e) for e in events) + "]")
+        if span.dropped_events:
+            parts.append(',"droppedEventsCount":' + str(span.dropped_events))
+        links = span.links
+        if links:
+            parts.append(',"links":[' + ",".join(self._link(link) for link in links) + "]")
+        if span.dropped_links:
+            parts.append(',"droppedLinksCount":' + str(span.dropped_links))
+        status = span.status
+        if status is not None:
+            fields = []
+            if status.description:
+                fields.append('"message":' + _quote(status.description))
+            if status.status_code.value:
+                fields.append('"code":' + str(status.status_code.value))
+            parts.append(',"status":{' + ",".join(fields) + "}}")
+        else:
+            parts.append("}")
+        return "".join(parts)
+
+    def _event(self, event: Any) -> str:
+        fields = []
+        if event.timestamp:
+            fields.append('"timeUnixNano":"' + str(event.timestamp) + '"')
+        if event.name:
+            fields.append('"name":' + _quote(event.name))
+        attributes = self.attributes(event.attributes)
+        if attributes:
+            fields.append('"attributes":[' + attributes + "]")
+        if event.dropped_attributes:
+            fields.append('"droppedAttributesCount":' + str(event.dropped_attributes))
+        return "{" + ",".join(fields) + "}"
+
+    def _link(self, link: Any) -> str:
+        ctx = link.context
+        fields = [
+            '"traceId":"' + format(ctx.trace_id, "032x") + '"',
+            '"spanId":"' + format(ctx.span_id, "016x") + '"',
+        ]
+        # The reference leaves a link's trace state out, so it is left out here too.
+        attributes = self.attributes(link.attributes)
+        if attributes:
+            fields.append('"attributes":[' + attributes + "]")
+        if link.dropped_attributes:
+            fields.append('"droppedAttributesCount":' + str(link.dropped_attributes))
+        fields.append(_FLAGS_REMOTE if ctx.is_remote else _FLAGS_LOCAL)
+        return "{" + ",".join(fields) + "}"
+
+    # ------------------------------------------------------------------ grouping
+    def _resource(self, resource: Any) -> tuple[str, str]:
+        found = self._resources.get(id(resource))
+        if found is None or found[0] is not resource:
+            if len(self._resources) >= self._cache_limit:
+                self._resources.clear()
+            attributes = self.attributes(resource.attributes)
+            head = '{"resource":{' + ('"attributes":[' + attributes + "]" if attributes else "")
+            tail = "]"
+            if resource.schema_url:
+                tail += ',"schemaUrl":' + _quote(resource.schema_url)
+            found = self._resources[id(resource)] = (
+                resource,
+                head + '},"scopeSpans":[',
+                tail + "}",
+            )
+        return found[1], found[2]
+
+    def _scope(self, scope: Any) -> tuple[str, str]:
+        found = self._scopes.get(id(scope))
+        if found is None or found[0] is not scope:
+            if len(self._scopes) >= self._cache_limit:
+                self._scopes.clear()
+            fields = []
+            if scope is not None:
+                if scope.name:
+                    fields.append('"name":' + _quote(scope.name))
+                if scope.version:
+                    fields.append('"version":' + _quote(scope.version))
+                attributes = self.attributes(scope.attributes)
+                if attributes:
+                    fields.append('"attributes":[' + attributes + "]")
+            head = '{"scope":{' + ",".join(fields) + '},"spans":['
+            tail = "]"
+            if scope is not None and scope.schema_url:
+                tail += ',"schemaUrl":' + _quote(scope.schema_url)
+            found = self._scopes[id(scope)] = (scope, head, tail + "}")
+        return found[1], found[2]
+
+    def line(self, spans: Sequence[ReadableSpan]) -> str | None:
+        """One ``ExportTraceServiceRequest`` line (with its newline); None for no spans."""
+        if not spans:
+            return None
+        # Keyed by the SDK objects themselves, so that equal resources (and scopes) share a
+        # block in order of first appearance, exactly as the reference groups them.
+        groups: dict[Any, tuple[str, str, dict[Any, tuple[str, str, list[str]]]]] = {}
+        last_resource: Any = None
+        last_scope: Any = None
+        scope_spans: list[str] = []
+        for span in spans:
+            resource = span.resource
+            scope = span.instrumentation_scope or None
+            if resource is not last_resource or scope is not last_scope:
+                group = groups.get(resource)
+                if group is None:
+                    group = groups[resource] = (*self._resource(resource), {})
+                s_head, s_tail = self._scope(scope)
+                scopes = group[2]
+                entry = scopes.get(scope)
+                if entry is None:
+                    entry = scopes[scope] = (s_head, s_tail, [])
+                scope_spans = entry[2]
+                last_resource, last_scope = resource, scope
+            scope_spans.append(self.span(span))
+        blocks = []
+        for r_head, r_tail, scopes in groups.values():
+            inner = ",".join(
+                s_head + ",".join(encoded) + s_tail for s_head, s_tail, encoded in scopes.values()
+            )
+            blocks.append(r_head + inner + r_tail)
+        return '{"resourceSpans":[' + ",".join(blocks) + "]}\n"
+
+
+class OtlpJsonLinesExporter:
+    """An OpenTelemetry SDK span exporter writing OTLP JSON lines to a file or stream.
+
+    ``OtlpJsonLinesExporter(path)`` appends to ``path`` (and closes it on ``shutdown``);
+    ``OtlpJsonLinesExporter(stream=s)`` writes to an open text stream that the caller
+    closes; with neither, it writes to standard output. Each ``export`` writes one line and
+    flushes, so a reader tailing the file sees whole batches. A failed write is logged and
+    reported as ``FAILURE``; it never raises into the span processor.
+    """
+
+    def __init__(
+        self,
+        path: str | PathLike[str] | None = None,
+        *,
+        stream: IO[str] | None = None,
+        cache_limit: int = CACHE_LIMIT,
+    ) -> None:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if path is not None and stream is not None:
+            raise ValueError("Cannot specify both 'path' and 'stream'")
+        self._result = SpanExportResult
+        if path is not None:
+            self._stream: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115
+            self._owns_stream = True
+        else:
+            self._stream = stream if stream is not None else sys.stdout
+            self._owns_stream = False
+        self._encoder = SpanLineEncoder(cache_limit=cache_limit)
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Write ``spans`` as one line; ``SUCCESS`` or ``FAILURE`` (logged), never raises."""
+        if self._shutdown:
+            _logger.warning("Exporter already shutdown, ignoring call")
+            return self._result.FAILURE
+        try:
+            with self._lock:
+                line = self._encoder.line(spans)
+                if self._stream.closed:
+                    _logger.warning("Stream is closed, ignoring spans export call")
+                    return self._result.FAILURE
+                if line is not None:
+                    self._stream.write(line)
+                self._stream.flush()
+        except Exception as error:  # noqa: BLE001 - telemetry failure logs, never raises
+            _logger.exception(
+                "Failed to write spans batch to stream: %s: %s", type(error).__name__, error
+            )
+            return self._result.FAILURE
+        return self._result.SUCCESS
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        """Stop exporting; close the file if this exporter opened it."""
+        if self._shutdown:
+            _logger.warning("Exporter already shutdown, ignoring call")
+            return
+        self._shutdown = True
+        if self._owns_stream:
+            with self._lock:
+                self._stream.close()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Every export is already flushed."""
+        return True
