@@ -105,13 +105,29 @@ class SpanLineEncoder:
     """
 
     def __init__(self, *, cache_limit: int = CACHE_LIMIT) -> None:
+        from opentelemetry.sdk.trace import ReadableSpan
+
+        # The SDK's own spans hand out their attributes through a read-only proxy, which
+        # would hide the dict under them; for exactly that class they are read directly.
+        self._readable: type = ReadableSpan
         self._cache_limit = cache_limit
-        self._strings: dict[tuple[str, str], str] = {}
+        # (key, value) -> the whole KeyValue text, one cache per exact value type.
+        self._fragments: dict[type, dict[tuple[str, Any], str]] = {
+            str: {},
+            int: {},
+            bool: {},
+            tuple: {},
+        }
         self._keys: dict[str, str] = {}
         # id(object) -> (object, its JSON head, grouping key); holding the object keeps
         # its id from being reused while the entry lives.
-        self._resources: dict[int, tuple[Any, str, str]] = {}
-        self._scopes: dict[int, tuple[Any, str, str]] = {}
+        self._resources: dict[int, tuple[Any, str, str, int]] = {}
+        self._scopes: dict[int, tuple[Any, str, str, int]] = {}
+        # Equal resources (and scopes) share one block per line, as the reference groups
+        # them; each distinct value gets a small token so that grouping hashes an int, not
+        # the resource (whose hash serialises all its attributes).
+        self._resource_tokens: dict[Any, int] = {}
+        self._scope_tokens: dict[Any, int] = {}
 
     # ------------------------------------------------------------------ attributes
     def attributes(self, attributes: Mapping[str, Any] | None) -> str:
@@ -121,23 +137,34 @@ class SpanLineEncoder:
         """
         if not attributes:
             return ""
-        strings = self._strings
+        # The SDK's BoundedAttributes keeps a plain dict; iterating it directly skips a
+        # Python-level __iter__/__getitem__ per attribute.
+        items = getattr(attributes, "_dict", attributes).items()
+        caches = self._fragments
         out = []
-        for key, value in attributes.items():
-            if type(value) is str:
-                fragment = strings.get((key, value))
-                if fragment is None:
-                    if len(strings) >= self._cache_limit:
-                        strings.clear()
-                    fragment = strings[(key, value)] = (
-                        self._key_head(key) + '{"stringValue":' + _quote(value) + "}}"
-                    )
-                out.append(fragment)
-                continue
+        for item in items:
+            kind = type(item[1])
+            cache = caches.get(kind)
+            if cache is not None:
+                try:
+                    fragment = cache.get(item)
+                except TypeError:  # a sequence holding a mapping is not hashable
+                    fragment = None
+                if fragment is not None:
+                    out.append(fragment)
+                    continue
             try:
-                out.append(self._key_head(key) + _any_value(value) + "}")
+                fragment = self._key_head(item[0]) + _any_value(item[1]) + "}"
             except Exception as error:  # noqa: BLE001 - one bad value must not lose the span
-                _logger.exception("Failed to encode key %s: %s", key, error)
+                _logger.exception("Failed to encode key %s: %s", item[0], error)
+                continue
+            # Each cache holds one exact value type, so 1, 1.0 and True (equal as keys)
+            # never share an entry; tuples only when all strings, for the same reason.
+            if cache is not None and (kind is not tuple or all(type(v) is str for v in item[1])):
+                if len(cache) >= self._cache_limit:
+                    cache.clear()
+                cache[item] = fragment
+            out.append(fragment)
         return ",".join(out)
 
     def _key_head(self, key: str) -> str:
@@ -175,7 +202,9 @@ class SpanLineEncoder:
             parts.append(',"startTimeUnixNano":"' + str(span.start_time) + '"')
         if span.end_time:
             parts.append(',"endTimeUnixNano":"' + str(span.end_time) + '"')
-        attributes = self.attributes(span.attributes)
+        attributes = self.attributes(
+            span._attributes if type(span) is self._readable else span.attributes  # noqa: SLF001
+        )
         if attributes:
             parts.append(',"attributes":[' + attributes + "]")
         if span.dropped_attributes:
@@ -231,11 +260,13 @@ class SpanLineEncoder:
         return "{" + ",".join(fields) + "}"
 
     # ------------------------------------------------------------------ grouping
-    def _resource(self, resource: Any) -> tuple[str, str]:
+    def _resource(self, resource: Any) -> tuple[Any, str, str, int]:
         found = self._resources.get(id(resource))
         if found is None or found[0] is not resource:
             if len(self._resources) >= self._cache_limit:
                 self._resources.clear()
+                self._resource_tokens.clear()
+            tokens = self._resource_tokens
             attributes = self.attributes(resource.attributes)
             head = '{"resource":{' + ('"attributes":[' + attributes + "]" if attributes else "")
             tail = "]"
@@ -245,14 +276,17 @@ class SpanLineEncoder:
                 resource,
                 head + '},"scopeSpans":[',
                 tail + "}",
+                tokens.setdefault(resource, len(tokens)),
             )
-        return found[1], found[2]
+        return found
 
-    def _scope(self, scope: Any) -> tuple[str, str]:
+    def _scope(self, scope: Any) -> tuple[Any, str, str, int]:
         found = self._scopes.get(id(scope))
         if found is None or found[0] is not scope:
             if len(self._scopes) >= self._cache_limit:
                 self._scopes.clear()
+                self._scope_tokens.clear()
+            tokens = self._scope_tokens
             fields = []
             if scope is not None:
                 if scope.name:
@@ -266,16 +300,22 @@ class SpanLineEncoder:
             tail = "]"
             if scope is not None and scope.schema_url:
                 tail += ',"schemaUrl":' + _quote(scope.schema_url)
-            found = self._scopes[id(scope)] = (scope, head, tail + "}")
-        return found[1], found[2]
+            found = self._scopes[id(scope)] = (
+                scope,
+                head,
+                tail + "}",
+                tokens.setdefault(scope, len(tokens)),
+            )
+        return found
 
     def line(self, spans: Sequence[ReadableSpan]) -> str | None:
         """One ``ExportTraceServiceRequest`` line (with its newline); None for no spans."""
         if not spans:
             return None
-        # Keyed by the SDK objects themselves, so that equal resources (and scopes) share a
-        # block in order of first appearance, exactly as the reference groups them.
-        groups: dict[Any, tuple[str, str, dict[Any, tuple[str, str, list[str]]]]] = {}
+        # resource token -> (head, tail, {scope token -> (head, tail, encoded spans)}), in
+        # order of first appearance; a group takes the text of its first member, as the
+        # reference's dict keeps its first key.
+        groups: dict[int, tuple[str, str, dict[int, tuple[str, str, list[str]]]]] = {}
         last_resource: Any = None
         last_scope: Any = None
         scope_spans: list[str] = []
@@ -283,14 +323,15 @@ class SpanLineEncoder:
             resource = span.resource
             scope = span.instrumentation_scope or None
             if resource is not last_resource or scope is not last_scope:
-                group = groups.get(resource)
+                _, r_head, r_tail, r_token = self._resource(resource)
+                group = groups.get(r_token)
                 if group is None:
-                    group = groups[resource] = (*self._resource(resource), {})
-                s_head, s_tail = self._scope(scope)
+                    group = groups[r_token] = (r_head, r_tail, {})
+                _, s_head, s_tail, s_token = self._scope(scope)
                 scopes = group[2]
-                entry = scopes.get(scope)
+                entry = scopes.get(s_token)
                 if entry is None:
-                    entry = scopes[scope] = (s_head, s_tail, [])
+                    entry = scopes[s_token] = (s_head, s_tail, [])
                 scope_spans = entry[2]
                 last_resource, last_scope = resource, scope
             scope_spans.append(self.span(span))
