@@ -94,16 +94,26 @@ class ValidationRound:
         self.span = span
         self.sent_ns = sent_ns
         self.t0 = handoff.clock.monotonic()
-        self._lock = threading.Lock()
+        self._lock: threading.Lock | None = None
         self._closed = False
 
     def _claim(self) -> bool:
         """Exactly one of the late answer and the window timer may end the span."""
-        with self._lock:
+        with self._lock_for_claims():
             if self._closed:
                 return False
             self._closed = True
             return True
+
+    def _lock_for_claims(self) -> threading.Lock:
+        # Made on first use: only a real-clock race has two parties that may end the span.
+        lock = self._lock
+        if lock is None:
+            with _pool_lock:
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = threading.Lock()
+        return lock
 
     # ------------------------------------------------------------------ waiting
     def race(self, proposal: Proposal) -> Answer | None:
@@ -206,9 +216,11 @@ class ValidationRound:
             attrs[schema.STATE] = state
             return attrs
 
-        h.tel.end(span, end_ns=now_ns, attributes=attributes)
-        h.tel.count(schema.PHASE_VALIDATE, outcome, reply.reason)
-        self._metrics(reply, latency_s, outcome)
+        if span is not trace.INVALID_SPAN:
+            h.tel.end(span, end_ns=now_ns, attributes=attributes)
+        if h.tel.metering:
+            h.tel.count(schema.PHASE_VALIDATE, outcome, reply.reason)
+            self._metrics(reply, latency_s, outcome)
         return reply
 
     def timed_out(self) -> None:

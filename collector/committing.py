@@ -40,6 +40,7 @@ LEGACY_MODE_REFUSED = schema.COMMIT_ERROR_LEGACY_MODE
 
 # Results that cannot be coroutines, checked by exact type before ``asyncio.iscoroutine``.
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+_INVALID = trace.INVALID_SPAN
 
 
 class CommitRun:
@@ -121,7 +122,7 @@ class CommitRun:
             schema.SPAN_COMMIT,
             start_ns=self.start_ns,
             attributes=attributes,
-            parent=self.tel.extract(c.trace),
+            parent=self.tel.extract(c.trace) if c.trace else None,
         )
         return self._check()
 
@@ -188,7 +189,7 @@ class CommitRun:
 
     def _execute_sync(self, token: str | None) -> CommitResult:
         work = self._work()
-        ctx_token = self.tel.activate(self.span)
+        ctx_token = None if self.span is _INVALID else self.tel.activate(self.span)
         try:
             out = self.r.executor(work)
             if type(out) not in _PLAIN and asyncio.iscoroutine(out):
@@ -198,7 +199,8 @@ class CommitRun:
         except Exception as e:  # noqa: BLE001 - the executor is application code
             return self._failed(e, token, work)
         finally:
-            self.tel.deactivate(ctx_token)
+            if ctx_token is not None:
+                self.tel.deactivate(ctx_token)
 
     async def _execute_async(self, token: str | None) -> CommitResult:
         work = self._work()
@@ -240,13 +242,14 @@ class CommitRun:
             r.store.set_acceptance_state(
                 r.name, c.handoff_id, c.attempt, expect=before, state=schema.STATE_COMMITTED
             )
-        self.tel.transition(
-            self.span,
-            before or "start",
-            schema.STATE_COMMITTED,
-            "executed",
-            at_ns=self.clock.time_ns(),
-        )
+        if self.span is not _INVALID:
+            self.tel.transition(
+                self.span,
+                before or "start",
+                schema.STATE_COMMITTED,
+                "executed",
+                at_ns=self.clock.time_ns(),
+            )
         # The caller gets its own copy: changing it must not change what replays return.
         mine = json_copy(result)
         return self._finish(schema.OUTCOME_EXECUTED, status, mine, None, None, work, extra)
@@ -309,12 +312,14 @@ class CommitRun:
             attrs.update(extra)
             return attrs
 
-        if error is not None:
-            self.tel.error(self.span, detail or error)
-        self.tel.end(self.span, end_ns=self.clock.time_ns(), attributes=attributes)
-        self.tel.count(schema.PHASE_COMMIT, outcome, error)
-        if usage is not None:
-            self.tel.usage(r.name, schema.PHASE_COMMIT, usage, r.phase_attributes(usage)[1])
+        if self.span is not _INVALID:
+            if error is not None:
+                self.tel.error(self.span, detail or error)
+            self.tel.end(self.span, end_ns=self.clock.time_ns(), attributes=attributes)
+        if self.tel.metering:
+            self.tel.count(schema.PHASE_COMMIT, outcome, error)
+            if usage is not None:
+                self.tel.usage(r.name, schema.PHASE_COMMIT, usage, r.phase_attributes(usage)[1])
         return CommitResult(
             handoff_id=c.handoff_id,
             attempt=c.attempt,

@@ -45,6 +45,7 @@ from collector.messages import (
     fingerprint,
 )
 from collector.protocol import StateMachine
+from collector.records import fast_init
 from collector.telemetry import usage_attributes
 
 if TYPE_CHECKING:
@@ -52,7 +53,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Handoff", "HandoffSpec"]
 
+_INVALID = trace.INVALID_SPAN
 
+
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HandoffSpec:
     """What a handoff is about; fixed for all its attempts."""
@@ -103,8 +107,13 @@ class Handoff:
         )
         # The phase spans' parent, built once; None when nothing is recorded.
         self._context = (
-            trace.set_span_in_context(self.span) if self.span.get_span_context().is_valid else None
+            None
+            if self.span is _INVALID or not self.span.get_span_context().is_valid
+            else trace.set_span_in_context(self.span)
         )
+        # Messages objects go straight to an in-process peer; others take the dict form.
+        self._exchange_fn = getattr(channel, "exchange", None)
+        self._aexchange_fn = getattr(channel, "aexchange", None)
 
     # ------------------------------------------------------------------ state
     @property
@@ -160,7 +169,8 @@ class Handoff:
     def _move(self, target: str, reason: str, *, span: trace.Span, at_ns: int) -> None:
         assert self.machine is not None
         t = self.machine.move(target, reason)
-        self.tel.transition(span, t.source, t.target, t.reason, at_ns=at_ns)
+        if span is not _INVALID:  # nothing to record on a span that is not
+            self.tel.transition(span, t.source, t.target, t.reason, at_ns=at_ns)
 
     # ------------------------------------------------------------------ propose
     def _next_attempt(self) -> None:
@@ -248,7 +258,7 @@ class Handoff:
             validation_timeout_ms=round(s.validation_timeout_s * 1000),
             max_attempts=s.max_attempts,
             mode=s.mode,
-            trace=self.tel.inject(carrier_span),
+            trace={} if carrier_span is _INVALID else self.tel.inject(carrier_span),
             consumed_task_id=s.consumed[0] if s.consumed else None,
             consumed_status=s.consumed[1] if s.consumed else None,
         )
@@ -256,11 +266,12 @@ class Handoff:
         return proposal, validate, sent_ns
 
     def _end_propose(self, acknowledged: bool) -> None:
-        self.tel.end(
-            self._propose_span,
-            end_ns=self.clock.time_ns(),
-            attributes={schema.ACKNOWLEDGED: acknowledged, schema.STATE: schema.STATE_PROPOSED},
-        )
+        if self._propose_span is not _INVALID:
+            self.tel.end(
+                self._propose_span,
+                end_ns=self.clock.time_ns(),
+                attributes={schema.ACKNOWLEDGED: acknowledged, schema.STATE: schema.STATE_PROPOSED},
+            )
         self.tel.count(schema.PHASE_PROPOSE, schema.OUTCOME_SENT)
 
     def propose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
@@ -295,14 +306,14 @@ class Handoff:
 
     # ------------------------------------------------------------------ transport
     def _exchange(self, message: Message) -> Message:
-        exchange = getattr(self.channel, "exchange", None)
+        exchange = self._exchange_fn
         if exchange is not None:  # a transport that passes message objects as they are
             reply: Message = exchange(message)
             return reply
         return decode(self.channel.request(message.to_dict()))
 
     async def _aexchange(self, message: Message) -> Message:
-        exchange = getattr(self.channel, "aexchange", None)
+        exchange = self._aexchange_fn
         if exchange is not None:
             reply: Message = await exchange(message)
             return reply
@@ -380,7 +391,7 @@ class Handoff:
             payload_fingerprint=self.fingerprint,
             mode=mode,
             max_attempts=self.spec.max_attempts,
-            trace=self.tel.inject(self._context),
+            trace={} if self._context is None else self.tel.inject(self._context),
         )
 
     def commit(self, *, unchecked: bool = False) -> CommitResult:
@@ -439,7 +450,8 @@ class Handoff:
             and now_ns // 1_000_000 > self.spec.deadline_unix_ms
         ):
             self._void("commit deadline passed (presumed abort)", at_ns=now_ns)
-        attrs: dict[str, Any] = {schema.ATTEMPTS: self.attempt}
-        if self.state is not None:
-            attrs[schema.STATE] = self.state
-        self.tel.end(self.span, end_ns=now_ns, attributes=attrs)
+        if self.span is not _INVALID:
+            attrs: dict[str, Any] = {schema.ATTEMPTS: self.attempt}
+            if self.state is not None:
+                attrs[schema.STATE] = self.state
+            self.tel.end(self.span, end_ns=now_ns, attributes=attrs)

@@ -23,10 +23,13 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
+from json.encoder import c_make_encoder as _c_make_encoder  # type: ignore[attr-defined]
+from json.encoder import encode_basestring as _encode_str  # type: ignore[attr-defined]
 from typing import Any, ClassVar
 
 from collector import schema
 from collector.errors import MessageError
+from collector.records import fast_init
 
 __all__ = [
     "Ack",
@@ -64,7 +67,7 @@ def fingerprint(payload: Any) -> str:
     order. Raises ``MessageError`` if the payload is not JSON-serialisable.
     """
     try:
-        text = _CANONICAL.encode(payload)
+        text = canonical_json(payload)
     except (TypeError, ValueError) as e:
         raise MessageError(f"payload is not JSON-serialisable: {e}") from e
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -72,6 +75,35 @@ def fingerprint(payload: Any) -> str:
 
 # One encoder for every fingerprint: ``json.dumps`` with options builds a new one per call.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical_c(value: Any) -> str:
+    # What ``_CANONICAL.encode`` does on CPython, minus its two Python-level layers and the
+    # float-formatting closure it builds per call for the pure-Python fallback. A fresh
+    # ``markers`` dict per call keeps circular references detected (and threads apart).
+    return "".join(
+        _c_make_encoder({}, _CANONICAL.default, _encode_str, None, ":", ",", True, False, True)(
+            value, 0
+        )
+    )
+
+
+def _canonical_checked() -> Any:
+    """The direct C encoder, if this interpreter has one that agrees with the reference."""
+    if _c_make_encoder is None:
+        return _CANONICAL.encode
+    probe = {"b": [1, 2.5, None, True, "\u00e9\n"], "a": {"z": -0.0, "y": 10**20}}
+    try:
+        if _canonical_c(probe) == _CANONICAL.encode(probe):
+            return _canonical_c
+    except Exception:  # noqa: BLE001 - another signature: keep the reference encoder
+        pass
+    return _CANONICAL.encode
+
+
+canonical_json = _canonical_checked()
+"""The canonical JSON text of a value (sorted keys, no spaces, UTF-8 kept): the input of
+``fingerprint``. Raises ``TypeError``/``ValueError`` as ``json.dumps`` does."""
 
 
 def json_copy(value: Any) -> Any:
@@ -112,6 +144,7 @@ def _copy(v: Any, depth: int) -> Any:
     raise _NotPlain
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class OutputSchema:
     """The output a sender expects: a schema name and version (``name@version``)."""
@@ -142,6 +175,7 @@ class OutputSchema:
 _PARSED: dict[str, OutputSchema] = {}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Model usage an agent reports for one phase; cost is filled from the price table if None."""
@@ -193,6 +227,7 @@ class Message:
         return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Proposal(Message):
     """A sender's proposal: what to do, for whom, by when, under which key."""
@@ -217,6 +252,7 @@ class Proposal(Message):
     consumed_status: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Answer(Message):
     """The receiver's validation answer: accept with an ETA, or reject with a reason code."""
@@ -237,6 +273,7 @@ class Answer(Message):
         return self.decision == schema.DECISION_ACCEPT
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Ack(Message):
     """Two-step mode only: the receiver registered the proposal; no validation happened."""
@@ -247,6 +284,7 @@ class Ack(Message):
     receiver: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CommitRequest(Message):
     """Run the accepted task (or, in legacy modes, just run it)."""
@@ -265,6 +303,7 @@ class CommitRequest(Message):
     trace: dict[str, str] = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CommitResult(Message):
     """What a commit did: executed, replayed (stored result), refused or failed."""
@@ -290,6 +329,7 @@ class CommitResult(Message):
         return self.outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class VoidNotice(Message):
     """The sender voided an attempt (timeout, reject, cancel); the receiver drops its accept."""

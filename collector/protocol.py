@@ -22,6 +22,7 @@ from enum import StrEnum
 from collector import schema
 from collector.errors import IllegalTransition
 from collector.messages import MODE_FIRE_AND_FORGET, MODE_HANDSHAKE, MODE_TWO_STEP
+from collector.records import fast_init
 
 __all__ = ["RejectReason", "StateMachine", "Transition", "is_on_time"]
 
@@ -57,6 +58,7 @@ class RejectReason(StrEnum):
     DEADLINE_UNREACHABLE = schema.REJECT_DEADLINE_UNREACHABLE
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Transition:
     """One state change: from, to, and why."""

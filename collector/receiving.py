@@ -152,13 +152,14 @@ class Receiver:
         verdict = self._precheck(p)
         work = self._work(p)
         if verdict is None:
-            token = self._attach(p.trace)
+            token = self._attach(p.trace) if p.trace else None
             try:
                 verdict = _call_sync(self._validate_fn(), work)
             except Exception as e:  # noqa: BLE001 - the validator is application code
                 verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
             finally:
-                self._detach(token)
+                if token is not None:
+                    otel_context.detach(token)  # type: ignore[arg-type]
         return self._answer(p, verdict, work, t0)
 
     async def aon_proposal(self, p: Proposal) -> Answer | Ack:

@@ -39,6 +39,7 @@ from collector.messages import (
     Usage,
 )
 from collector.pricing import PriceTable
+from collector.records import fast_init
 from collector.telemetry import Telemetry
 
 __all__ = ["DEFAULT_DEADLINE_S", "HandoffOutcome", "RETRYABLE_REJECTS", "Sender"]
@@ -51,6 +52,7 @@ RETRYABLE_REJECTS = frozenset({schema.REJECT_RESOURCE_UNAVAILABLE})
 """Reject reasons ``Sender.handoff()`` retries; others would fail the same way again."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class HandoffOutcome:
     """How ``Sender.handoff()`` ended: final state, attempts, last answer and commit result."""
@@ -160,10 +162,10 @@ class Sender:
             idempotency_key=idempotency_key,
             deadline_unix_ms=deadline_unix_ms,
             payload_version=payload_version,
-            mode=_check_mode(mode or self.mode),
+            mode=_check_mode(mode) if mode else self.mode,
             max_attempts=max_attempts or self.max_attempts,
             validation_timeout_s=validation_timeout_s or self.validation_timeout_s,
-            consumed=_consumed(consumes),
+            consumed=None if consumes is None else _consumed(consumes),
         )
         return Handoff(self, channel, spec, parent=parent)
 

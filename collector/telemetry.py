@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
-from collector import schema
+from collector import propagation, schema
 from collector.messages import Usage
 from collector.pricing import PriceTable, default_prices
 
@@ -29,13 +29,6 @@ _INVALID = trace.INVALID_SPAN
 
 Attributes = Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None
 """Span attributes, or a function that builds them only when spans are recorded."""
-
-
-def _propagate() -> Any:
-    # Imported on first use: an agent whose spans go nowhere never loads the propagators.
-    from opentelemetry import propagate
-
-    return propagate
 
 
 def _version() -> str:
@@ -258,25 +251,24 @@ class Telemetry:
 
         Empty when nothing is recorded.
         """
-        carrier: dict[str, str] = {}
         if span is None or span is _INVALID:
-            return carrier
+            return {}
         try:
             if not isinstance(span, otel_context.Context):
                 if not span.get_span_context().is_valid:
-                    return carrier
+                    return {}
                 span = trace.set_span_in_context(span)
-            _propagate().inject(carrier, context=span)
+            return propagation.inject(span)
         except Exception as e:  # noqa: BLE001
             self._failed("injecting trace context", e)
-        return carrier
+            return {}
 
     def extract(self, carrier: Mapping[str, str]) -> otel_context.Context | None:
         """The context a remote sender injected, or None (then spans use the current one)."""
         if not carrier:
             return None
         try:
-            return _propagate().extract(dict(carrier))
+            return propagation.extract(carrier)
         except Exception as e:  # noqa: BLE001
             self._failed("extracting trace context", e)
             return None

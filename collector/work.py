@@ -17,10 +17,12 @@ from typing import Any
 from collector import schema
 from collector.clock import Clock
 from collector.messages import CommitRequest, Proposal, Usage
+from collector.records import fast_init
 
 __all__ = ["Executor", "Validator", "Verdict", "Work", "accept", "reject"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A validator's answer. Build it with ``accept()`` or ``reject()``."""
