@@ -135,18 +135,15 @@ def _query(
     return _function(_con, **dict(options))
 
 
-def watch_alerts(
-    loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float
-) -> tuple[Any, list[str]]:
-    """What ``watch --once`` raises on ``loaded``'s files (cached per source and thresholds)."""
-    return _watch_alerts(loaded.key, loaded.paths, validation_timeout_s, p95_budget_s)
-
-
-@st.cache_data(show_spinner="Running watch's alert rules over the trace files…", max_entries=16)
-def _watch_alerts(
-    key: str, paths: tuple[str, ...], timeout_s: float, budget_s: float
-) -> tuple[Any, list[str]]:
-    del key  # cache key only
-    return alerts.watch_alerts(
-        [Path(p) for p in paths], validation_timeout_s=timeout_s, p95_budget_s=budget_s
+def watch_alerts(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float) -> Any:
+    """What ``watch --once`` raises on ``loaded`` (cached per source and thresholds)."""
+    assert loaded.trace_set is not None, "watch_alerts() needs a loaded trace set"
+    return _watch_alerts(
+        loaded.key, validation_timeout_s, p95_budget_s, _trace_set=loaded.trace_set
     )
+
+
+@st.cache_data(show_spinner="Running watch's alert rules…", max_entries=16)
+def _watch_alerts(key: str, timeout_s: float, budget_s: float, *, _trace_set: TraceSet) -> Any:
+    del key  # cache key only
+    return alerts.watch_alerts(_trace_set, validation_timeout_s=timeout_s, p95_budget_s=budget_s)

@@ -200,26 +200,19 @@ def on_request(current: View, key: str, label: str, *, help: str) -> bool:
 
 def watch_alerts(current: View) -> None:
     """The alerts ``handoffscope watch --once`` would raise on these traces, filtered."""
-    files = current.loaded.trace_set.files if current.loaded.trace_set else []
-    if files and all(str(f).endswith(".parquet") for f in files):
-        st.caption(
-            "`watch` follows trace files as they are written, not Parquet stores; the "
-            "Findings page lists the auditor's slow-validation findings instead."
-        )
-        return
     t = current.thresholds
     st.caption(
         f"`handoffscope watch --once --validation-timeout {t.validation_timeout_s:g}s "
-        f"--p95-budget {t.budget_ms:g}ms`, run over the same files by watch's own code."
+        f"--p95-budget {t.budget_ms:g}ms`, evaluated on the loaded traces by watch's own code."
     )
     if not on_request(
         current,
         "watch",
         "Evaluate watch's rules",
-        help="Re-reads every trace file; can take a while on large sets.",
+        help="Runs watch's alert rules over every loaded span; can take a while on large sets.",
     ):
         return
-    raised, problems = cache.watch_alerts(
+    raised = cache.watch_alerts(
         current.loaded, validation_timeout_s=t.validation_timeout_s, p95_budget_s=t.p95_budget_s
     )
     selected = alerts_module.filter_alerts(
@@ -233,6 +226,3 @@ def watch_alerts(current: View) -> None:
         for col, row in zip(cols, counts.itertuples(), strict=True):
             col.metric(f"{row.rule} ({row.status})", format.count(row.alerts), border=True)
         table(trace_links(selected), column_config={"trace_id": trace_link_column()})
-    if problems:
-        with st.expander(f"watch reported {len(problems)} input problems"):
-            st.code("\n".join(problems[:50]), language=None, wrap_lines=True)

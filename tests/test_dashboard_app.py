@@ -136,6 +136,21 @@ def test_the_latency_page_shows_late_answers_and_receivers_over_budget(
     assert len(fired) == len({(f.trace_id, f.task_id, f.receiver) for f in slow}) > 0
 
 
+def test_a_parquet_store_gets_the_same_watch_alerts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: AppTest
+) -> None:
+    from auditor.compact import write_parquet
+
+    store = tmp_path / "store.parquet"
+    write_parquet(load_traces(SAMPLE), store)
+    at = _page(_app(monkeypatch, [store]).run(), "latency")
+    _no_trouble(at)
+    from_files = _page(app, "latency").dataframe[0].value
+    from_store = at.dataframe[0].value
+    assert len(from_store) == len(from_files) > 0
+    assert from_store.to_dict("records") == from_files.to_dict("records")
+
+
 def test_the_handoffs_page_shows_the_funnel_and_the_flows(app: AppTest) -> None:
     at = _page(app, "handoffs")
     _no_trouble(at)

@@ -23,12 +23,16 @@ From Python, the same loop with your own sinks (this runs as is)::
 
 ``docs/watch.md`` documents the alert payload, the state file and how to alert from
 Prometheus on the library's validation-latency histogram instead.
+
+Over traces already loaded (files or a Parquet store), the alerts ``watch --once`` would
+raise: ``evaluate_traces(load_traces("store.parquet"), WatchSettings())``.
 """
 
 from __future__ import annotations
 
 from auditor.watch.alert import Alert
 from auditor.watch.cli import watch
+from auditor.watch.evaluate import evaluate_traces
 from auditor.watch.settings import WatchSettings
 from auditor.watch.sinks import ExecSink, JsonlSink, StreamSink, WebhookSink
 from auditor.watch.watcher import RunSummary, Watcher
@@ -42,5 +46,6 @@ __all__ = [
     "WatchSettings",
     "Watcher",
     "WebhookSink",
+    "evaluate_traces",
     "watch",
 ]

@@ -61,9 +61,10 @@ class Engine:
         *,
         dedupe: Deduper,
         cooldown: Cooldown,
+        trace_set: TraceSet | None = None,
     ) -> None:
         self.settings = settings
-        self.trace_set = TraceSet(con=connect())
+        self.trace_set = trace_set if trace_set is not None else TraceSet(con=connect())
         self.con = self.trace_set.con
         watch_rules.prepare(self.con)
         self.audit_settings = AuditSettings(
@@ -202,6 +203,26 @@ class Engine:
         self.con.execute("DELETE FROM spans WHERE end_unix_nano < $cut", {"cut": cut})
         self.samples.prune(cut)
         self.dedupe.forget_before(self.watermark_ns)
+
+
+def evaluate_traces(trace_set: TraceSet, settings: WatchSettings | None = None) -> list[Alert]:
+    """The alerts ``watch --once`` raises on an already loaded trace set, in event order.
+
+    Works on anything :func:`auditor.load_traces` returns, including a Parquet store (which
+    ``watch`` itself cannot follow). The trace set is only read: the evaluation runs on a
+    cursor of its own, so its temporary tables never meet another caller's.
+    """
+    settings = settings or WatchSettings()
+    view = TraceSet(con=trace_set.con.cursor(), files=list(trace_set.files))
+    engine = Engine(
+        settings,
+        dedupe=Deduper(),
+        cooldown=Cooldown(cooldown_s=settings.cooldown_s),
+        trace_set=view,
+    )
+    row = view.con.execute("SELECT max(end_unix_nano) FROM spans").fetchone()
+    engine.watermark_ns = int(row[0]) if row and row[0] is not None else 0
+    return engine.evaluate(changed=True, final=True)
 
 
 def _handoff_key(finding: Finding) -> str:

@@ -26,8 +26,9 @@ from auditor.watch.alert import FIRING, RESOLVED, RULE_P95, Alert
 from auditor.watch.dedupe import Cooldown
 from collector import schema as s
 
+# TEMP: each connection (or cursor) evaluating alerts keeps samples of its own.
 SAMPLES_DDL = """
-CREATE TABLE IF NOT EXISTS watch_samples (
+CREATE TEMP TABLE IF NOT EXISTS watch_samples (
     trace_id VARCHAR,
     span_id VARCHAR,
     receiver VARCHAR,
