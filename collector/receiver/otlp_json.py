@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Final
 
+from collector.receiver.sdk_spans import SdkSpans
 from collector.receiver.wire import (
     FIXED32,
     FIXED64,
@@ -78,11 +79,14 @@ class SpanEncoder:
     def __init__(self) -> None:
         self._kv_cache: dict[bytes, str] = {}
         self._event_cache: dict[bytes, str] = {}
+        self._sdk = SdkSpans(self.keyvalue)
 
     def encode(self, body: bytes) -> EncodedRequest:
         """Encode one request; spans with unusable ids are left out and counted."""
         counts = _Counts()
-        resources: list[str] = []
+        # The whole line is built as one list of pieces and joined once: joining each
+        # level separately would copy every span's JSON once per level.
+        out = ['{"resourceSpans":[']
         pos, end = 0, len(body)
         index = 0
         while pos < end:
@@ -91,15 +95,15 @@ class SpanEncoder:
                 pos = skip(body, pos, tag)
                 continue
             n, pos = varint(body, pos)
-            text = self._group(body, pos, pos + n, counts, f"resourceSpans[{index}]", False)
-            if text:
-                resources.append(text)
+            self._group(body, pos, pos + n, counts, f"resourceSpans[{index}]", False, out)
             index += 1
             pos += n
-        if not resources:
+        if len(out) == 1:
             return EncodedRequest(b"", 0, counts.rejected, counts.message())
-        line = '{"resourceSpans":[' + ",".join(resources) + "]}\n"
-        return EncodedRequest(line.encode(), counts.kept, counts.rejected, counts.message())
+        out[1] = out[1][1:]
+        out.append("]}\n")
+        line = "".join(out).encode()
+        return EncodedRequest(line, counts.kept, counts.rejected, counts.message())
 
     def keyvalue(self, buf: bytes, pos: int, end: int) -> str:
         """Encode one ``KeyValue``, remembering the result for identical bytes."""
@@ -141,16 +145,25 @@ class SpanEncoder:
         return '{"key":' + key + ',"value":' + value + strindex + "}"
 
     def _group(
-        self, buf: bytes, pos: int, end: int, counts: _Counts, where: str, scope_level: bool
-    ) -> str:
-        """Encode a ``ResourceSpans`` or (``scope_level``) a ``ScopeSpans``.
+        self,
+        buf: bytes,
+        pos: int,
+        end: int,
+        counts: _Counts,
+        where: str,
+        scope_level: bool,
+        out: list[str],
+    ) -> None:
+        """Append ``,{...}`` for a ``ResourceSpans`` or (``scope_level``) a ``ScopeSpans``.
 
         Both are a head message (field 1), children (field 2) and a schema URL (field 3).
         A group whose children were all rejected is left out.
         """
         head = schema_url = ""
-        children: list[str] = []
-        index = 0
+        mark = len(out)
+        out.append("")  # the opening, with the head, once the head has been read
+        kept = index = 0
+        fast = self._sdk.span
         while pos < end:
             tag = buf[pos]
             pos += 1
@@ -161,18 +174,27 @@ class SpanEncoder:
             n = buf[pos]
             if n < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:
+                n = (n & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
                 n, pos = varint(buf, pos)
             stop = pos + n
             if tag == 0x12:
                 if scope_level:
-                    problem = self._span(buf, pos, stop, children)
+                    problem = fast(buf, pos, stop, out)
+                    if problem is None:
+                        general: list[str] = []
+                        problem = self._span(buf, pos, stop, general)
+                        out.extend("," + text for text in general)
                     if problem:
                         counts.reject(f"{where}.spans[{index}]: {problem}")
+                    else:
+                        kept += 1
                 else:
-                    text = self._group(buf, pos, stop, counts, f"{where}.scopeSpans[{index}]", True)
-                    if text:
-                        children.append(text)
+                    size = len(out)
+                    self._group(buf, pos, stop, counts, f"{where}.scopeSpans[{index}]", True, out)
+                    kept += len(out) > size
                 index += 1
             elif tag == 0x0A:
                 head = encode_message(
@@ -181,18 +203,19 @@ class SpanEncoder:
             elif n:
                 schema_url = encode_basestring(buf[pos:stop].decode())
             pos = stop
-        if not children:
-            return ""
+        if not kept:
+            del out[mark:]
+            return
+        out[mark + 1] = out[mark + 1][1:]  # the first child's separating comma
         if scope_level:
-            counts.kept += len(children)
-            parts = [f'"scope":{head}'] if head else []
-            parts.append('"spans":[' + ",".join(children) + "]")
+            counts.kept += kept
+            out[mark] = (',{"scope":' + head + ',"spans":[') if head else ',{"spans":['
         else:
-            parts = [f'"resource":{head}'] if head else []
-            parts.append('"scopeSpans":[' + ",".join(children) + "]")
+            out[mark] = (',{"resource":' + head + ',"scopeSpans":[') if head else ',{"scopeSpans":['
+        out.append("]")
         if schema_url:
-            parts.append(f'"schemaUrl":{schema_url}')
-        return "{" + ",".join(parts) + "}"
+            out.append(',"schemaUrl":' + schema_url)
+        out.append("}")
 
     def _span(self, buf: bytes, pos: int, end: int, out: list[str]) -> str:
         """Append the span's JSON to ``out``; return why it was rejected, or ``""``.
