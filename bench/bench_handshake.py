@@ -10,6 +10,7 @@ Measures, per handshake (propose, validate, commit; four spans):
   handshake recorded (captured first, then replayed through the bare SDK);
 * ``propagation``: the two W3C trace-context injects and extracts a handshake makes;
 * ``telemetry_on``: a full in-process handshake with the SDK installed (same processor);
+  ``telemetry_on_metered`` also records the library's metrics into an SDK meter provider;
 * ``telemetry_off``: the same handshake with no SDK (the API's no-op provider), on the
   virtual clock (the receiver is called inline) and on the real clock (the answer races the
   timeout on a worker thread).
@@ -39,6 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from opentelemetry import trace  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import (  # noqa: E402
     BatchSpanProcessor,
@@ -69,14 +72,21 @@ class Drop(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+def meters() -> MeterProvider:
+    """An SDK meter provider aggregating in memory (read on demand, never exported)."""
+    return MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+
 def provider() -> TracerProvider:
     tp = TracerProvider()
     tp.add_span_processor(BatchSpanProcessor(Drop(), max_queue_size=1 << 16))
     return tp
 
 
-def agents(*, tracer_provider: object, clock: object) -> tuple[Sender, InProcessChannel]:
-    tel = Telemetry(tracer_provider=tracer_provider)  # type: ignore[arg-type]
+def agents(
+    *, tracer_provider: object, clock: object, meter_provider: object = None
+) -> tuple[Sender, InProcessChannel]:
+    tel = Telemetry(tracer_provider=tracer_provider, meter_provider=meter_provider)  # type: ignore[arg-type]
     recv = Receiver(
         "writer",
         validator=lambda w: accept(eta_ms=100),
@@ -273,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
         "propagation_us": propagation_loop(tp),
         "telemetry_on_virtual_us": handshake_loop(
             *agents(tracer_provider=tp, clock=VirtualClock())
+        ),
+        "telemetry_on_metered_us": handshake_loop(
+            *agents(tracer_provider=tp, clock=VirtualClock(), meter_provider=meters())
         ),
         "telemetry_on_real_us": handshake_loop(*agents(tracer_provider=tp, clock=SystemClock())),
         "telemetry_off_virtual_us": handshake_loop(

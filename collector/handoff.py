@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["Handoff", "HandoffSpec"]
 
 _INVALID = trace.INVALID_SPAN
+_PROPOSE_END_HANDSHAKE = {schema.ACKNOWLEDGED: True, schema.STATE: schema.STATE_PROPOSED}
 
 
 @fast_init
@@ -215,6 +216,10 @@ class Handoff:
                 attrs[schema.CONSUMED_TASK_ID], attrs[schema.CONSUMED_STATUS] = s.consumed
             attrs.update(usage_attributes(sender.name, usage, sender.prices)[0])
             attrs.update(sender.role.attributes())
+            if s.mode == MODE_HANDSHAKE:
+                # Known already: a handshake proposal ends acknowledged (see ``propose``), so
+                # the span gets these now rather than in a second write when it ends.
+                attrs.update(_PROPOSE_END_HANDSHAKE)
             return attrs
 
         propose = self.tel.start(
@@ -267,10 +272,14 @@ class Handoff:
 
     def _end_propose(self, acknowledged: bool) -> None:
         if self._propose_span is not _INVALID:
+            # A handshake proposal got these when its span started.
+            known = acknowledged and self.spec.mode == MODE_HANDSHAKE
             self.tel.end(
                 self._propose_span,
                 end_ns=self.clock.time_ns(),
-                attributes={schema.ACKNOWLEDGED: acknowledged, schema.STATE: schema.STATE_PROPOSED},
+                attributes=None
+                if known
+                else {schema.ACKNOWLEDGED: acknowledged, schema.STATE: schema.STATE_PROPOSED},
             )
         self.tel.count(schema.PHASE_PROPOSE, schema.OUTCOME_SENT)
 

@@ -21,7 +21,7 @@ from typing import Any
 from opentelemetry import baggage, trace
 from opentelemetry.context import Context
 
-__all__ = ["extract", "inject"]
+__all__ = ["extract", "inject", "inject_span"]
 
 _TRACEPARENT = "traceparent"
 # Exactly what the default propagator writes: version 00, lower-case hex, nothing around it.
@@ -64,16 +64,32 @@ def inject(context: Context) -> dict[str, str]:
     """The carrier ``opentelemetry.propagate.inject`` fills for ``context``."""
     propagate = _api()
     if _default(propagate.get_global_textmap()) and not baggage.get_all(context):
-        sc = trace.get_current_span(context).get_span_context()
-        if sc.is_valid:
-            carrier = {
-                _TRACEPARENT: f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"
-            }
-            if sc.trace_state:
-                carrier["tracestate"] = sc.trace_state.to_header()
+        carrier = _traceparent(trace.get_current_span(context).get_span_context())
+        if carrier is not None:
             return carrier
     carrier = {}
     propagate.inject(carrier, context=context)
+    return carrier
+
+
+def inject_span(span: trace.Span) -> dict[str, str]:
+    """``inject()`` of the current context with ``span`` made current in it."""
+    propagate = _api()
+    if _default(propagate.get_global_textmap()) and not baggage.get_all():
+        carrier = _traceparent(span.get_span_context())
+        if carrier is not None:
+            return carrier
+    carrier = {}
+    propagate.inject(carrier, context=trace.set_span_in_context(span))
+    return carrier
+
+
+def _traceparent(sc: trace.SpanContext) -> dict[str, str] | None:
+    if not sc.is_valid:
+        return None  # the propagator's own rules for odd ids apply
+    carrier = {_TRACEPARENT: f"00-{sc.trace_id:032x}-{sc.span_id:016x}-{sc.trace_flags:02x}"}
+    if sc.trace_state:
+        carrier["tracestate"] = sc.trace_state.to_header()
     return carrier
 
 

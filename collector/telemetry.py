@@ -254,11 +254,11 @@ class Telemetry:
         if span is None or span is _INVALID:
             return {}
         try:
-            if not isinstance(span, otel_context.Context):
-                if not span.get_span_context().is_valid:
-                    return {}
-                span = trace.set_span_in_context(span)
-            return propagation.inject(span)
+            if isinstance(span, otel_context.Context):
+                return propagation.inject(span)
+            if not span.get_span_context().is_valid:
+                return {}
+            return propagation.inject_span(span)
         except Exception as e:  # noqa: BLE001
             self._failed("injecting trace context", e)
             return {}

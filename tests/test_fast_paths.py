@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from opentelemetry import baggage, propagate, trace
+from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.context import Context
 from opentelemetry.propagators.composite import CompositePropagator
@@ -298,6 +299,20 @@ def test_inject_carries_baggage_and_odd_contexts_as_the_global_propagator_does(d
     for c in (with_baggage, zero_span, Context()):
         assert propagation.inject(c) == _reference_inject(c)
     assert propagation.inject(with_baggage)["baggage"] == "tenant=acme"
+
+
+def test_inject_of_a_span_carries_the_current_baggage_as_the_global_propagator_does(
+    default_textmap,
+):
+    span = trace.NonRecordingSpan(trace.SpanContext(3, 4, is_remote=False))
+    assert propagation.inject_span(span) == _reference_inject(trace.set_span_in_context(span))
+    token = otel_context.attach(baggage.set_baggage("tenant", "acme"))
+    try:
+        carrier = propagation.inject_span(span)
+        assert carrier == _reference_inject(trace.set_span_in_context(span))
+        assert carrier["baggage"] == "tenant=acme"
+    finally:
+        otel_context.detach(token)
 
 
 def _carriers() -> list[dict[str, str]]:
