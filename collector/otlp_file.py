@@ -128,6 +128,7 @@ class SpanLineEncoder:
         # the resource (whose hash serialises all its attributes).
         self._resource_tokens: dict[Any, int] = {}
         self._scope_tokens: dict[Any, int] = {}
+        self._next_token = 0
 
     # ------------------------------------------------------------------ attributes
     def attributes(self, attributes: Mapping[str, Any] | None) -> str:
@@ -263,9 +264,6 @@ class SpanLineEncoder:
     def _resource(self, resource: Any) -> tuple[Any, str, str, int]:
         found = self._resources.get(id(resource))
         if found is None or found[0] is not resource:
-            if len(self._resources) >= self._cache_limit:
-                self._resources.clear()
-                self._resource_tokens.clear()
             tokens = self._resource_tokens
             attributes = self.attributes(resource.attributes)
             head = '{"resource":{' + ('"attributes":[' + attributes + "]" if attributes else "")
@@ -276,16 +274,13 @@ class SpanLineEncoder:
                 resource,
                 head + '},"scopeSpans":[',
                 tail + "}",
-                tokens.setdefault(resource, len(tokens)),
+                self._token(tokens, resource),
             )
         return found
 
     def _scope(self, scope: Any) -> tuple[Any, str, str, int]:
         found = self._scopes.get(id(scope))
         if found is None or found[0] is not scope:
-            if len(self._scopes) >= self._cache_limit:
-                self._scopes.clear()
-                self._scope_tokens.clear()
             tokens = self._scope_tokens
             fields = []
             if scope is not None:
@@ -304,14 +299,26 @@ class SpanLineEncoder:
                 scope,
                 head,
                 tail + "}",
-                tokens.setdefault(scope, len(tokens)),
+                self._token(tokens, scope),
             )
         return found
+
+    def _token(self, tokens: dict[Any, int], value: Any) -> int:
+        token = tokens.get(value)
+        if token is None:
+            token = tokens[value] = self._next_token
+            self._next_token += 1
+        return token
 
     def line(self, spans: Sequence[ReadableSpan]) -> str | None:
         """One ``ExportTraceServiceRequest`` line (with its newline); None for no spans."""
         if not spans:
             return None
+        # Started over only between lines, so that equal resources met in one line always
+        # share a token (and so a block).
+        if len(self._resources) + len(self._scopes) >= self._cache_limit:
+            for cache in (self._resources, self._scopes, self._resource_tokens, self._scope_tokens):
+                cache.clear()
         # resource token -> (head, tail, {scope token -> (head, tail, encoded spans)}), in
         # order of first appearance; a group takes the text of its first member, as the
         # reference's dict keeps its first key.
