@@ -347,25 +347,12 @@ def edge_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING)
 
 
 def voided_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
-    """Spend that bought nothing: the cost of every phase of attempts that ended void, per
-    edge: ``sender``, ``receiver``, ``handoffs``, ``attempts``, ``cost_usd``."""
+    """``auditor.figures.voided_spend`` per edge: spend that bought nothing, the cost of
+    every phase of attempts that ended void (``sender``, ``receiver``, ``handoffs``,
+    ``attempts``, ``cost_usd`` ...); edges whose voided attempts cost nothing are left out."""
     with cursor(con, filters) as cur:
-        return _frame(
-            cur,
-            f"""
-            WITH attempts AS (
-                SELECT handoff_key, attempt_no, any_value("{s.SENDER}") AS sender,
-                       any_value("{s.RECEIVER}") AS receiver, sum(cost_usd) AS cost_usd,
-                       bool_or("{s.STATE}" = $void) AS voided
-                FROM hs_phases_all GROUP BY handoff_key, attempt_no
-            )
-            SELECT sender, receiver, count(DISTINCT handoff_key) AS handoffs,
-                   count(*) AS attempts, sum(cost_usd) AS cost_usd
-            FROM attempts WHERE voided AND cost_usd > 0
-            GROUP BY ALL ORDER BY cost_usd DESC, sender, receiver
-            """,
-            {"void": s.STATE_VOID},
-        )
+        out = figures.voided_spend(cur, by="edge").df()
+    return out[out["cost_usd"] > 0].reset_index(drop=True)
 
 
 # -----------------------------------------------------------------------------------------

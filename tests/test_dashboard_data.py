@@ -198,6 +198,20 @@ def test_voided_spend_is_the_cost_of_attempts_that_ended_void(scenario: Scenario
     assert frame["attempts"].sum() == len(voided) == 5
     assert frame["handoffs"].sum() == 3
     assert data.edge_spend(con)["cost_usd"].sum() > frame["cost_usd"].sum()
+    # The auditor's figure behind it, per agent: the same spend, the same attempts.
+    from auditor.figures import voided_spend
+
+    with data.cursor(con, data.EVERYTHING) as cur:
+        per_agent = voided_spend(cur, by="agent").df()
+        with pytest.raises(ValueError, match="by must be one of"):
+            voided_spend(cur, by="model")
+    assert per_agent["cost_usd"].sum() == pytest.approx(wasted)
+    tokens = sum(
+        p.get(s.GEN_AI_USAGE_INPUT_TOKENS, 0) + p.get(s.GEN_AI_USAGE_OUTPUT_TOKENS, 0)
+        for phases in voided
+        for p in phases
+    )
+    assert per_agent["tokens"].sum() == tokens > 0
 
 
 def test_the_overview_matches_the_workflow_roots_and_handoffs(scenario: Scenario, con: Any) -> None:

@@ -11,7 +11,7 @@ so that "attempt", "usable result" and "run" mean what they mean in the audit:
 * ``sql/workflows.sql``: one row per workflow (end-to-end time, validation time, time and
   executions lost to failures, spend and spend on voided attempts), for intervals;
 * ``sql/prefix.sql``: success of the first n agents of every workflow;
-* ``sql/spend.sql``: spend per agent on voided attempts.
+* the auditor's ``voided_spend``: spend per agent on voided attempts.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _dicts(relation: Any) -> list[dict[str, Any]]:
 def measure(trace_set: TraceSet, *, agents: int) -> Measurement:
     """Read one run's figures from ``trace_set`` (a chain of ``agents`` agents)."""
     from auditor import prepare
-    from auditor.figures import agent_reliability, agent_spend, end_to_end
+    from auditor.figures import agent_reliability, agent_spend, end_to_end, voided_spend
 
     con = trace_set.con
     prepare(con)
@@ -238,10 +238,8 @@ def measure(trace_set: TraceSet, *, agents: int) -> Measurement:
         for a in _dicts(agent_reliability(con))
     ]
     voided = {
-        str(agent): (float(cost or 0), int(tokens or 0))
-        for agent, cost, tokens in con.execute(
-            _sql("spend"), {"void": schema.STATE_VOID}
-        ).fetchall()
+        str(v["agent"]): (float(v["cost_usd"]), int(v["tokens"]))
+        for v in _dicts(voided_spend(con, by="agent"))
     }
     spend = [
         AgentSpend(

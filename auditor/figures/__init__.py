@@ -31,6 +31,7 @@ from auditor.figures.spend import (
     agent_phase_spend,
     agent_spend,
     edge_spend,
+    voided_spend,
     workflow_cost_summary,
     workflow_spend,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "end_to_end",
     "summary",
     "validation_latency",
+    "voided_spend",
     "workflow_cost_summary",
     "workflow_spend",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from auditor.figures.base import FILTER_ARGS, Filters, query
+from collector import schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -13,6 +14,7 @@ __all__ = [
     "agent_phase_spend",
     "agent_spend",
     "edge_spend",
+    "voided_spend",
     "workflow_cost_summary",
     "workflow_spend",
 ]
@@ -128,4 +130,47 @@ def workflow_cost_summary(
         FROM ({_WORKFLOW_COSTS})
         """,
         filters,
+    )
+
+
+_VOIDED_GROUPS = {
+    "agent": ("agent",),
+    "edge": (f'"{schema.SENDER}" AS sender', f'"{schema.RECEIVER}" AS receiver'),
+}
+
+
+def voided_spend(
+    con: duckdb.DuckDBPyConnection, *, by: str = "agent", filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """Spend that bought nothing: every phase of the attempts that ended void, per ``agent``
+    (the agent of each phase span) or per ``edge`` (sender, receiver).
+
+    An attempt is void when any of its phase spans ended in the ``void`` state.
+    Columns: the group (``agent``, or ``sender`` and ``receiver``), handoffs, attempts,
+    input_tokens, output_tokens, tokens, cost_usd; most expensive first.
+    """
+    if by not in _VOIDED_GROUPS:
+        raise ValueError(f"by must be one of {sorted(_VOIDED_GROUPS)}, not {by!r}")
+    keys = ", ".join(_VOIDED_GROUPS[by])
+    return query(
+        con,
+        f"""
+        WITH phases AS (SELECT * FROM hs_phases({FILTER_ARGS})),
+        voided AS (
+            SELECT handoff_key, attempt_no FROM phases
+            GROUP BY ALL HAVING bool_or("{schema.STATE}" = $void)
+        )
+        SELECT {keys},
+               count(DISTINCT p.handoff_key) AS handoffs,
+               count(DISTINCT (p.handoff_key, p.attempt_no)) AS attempts,
+               coalesce(sum(p.input_tokens), 0) AS input_tokens,
+               coalesce(sum(p.output_tokens), 0) AS output_tokens,
+               coalesce(sum(p.input_tokens), 0) + coalesce(sum(p.output_tokens), 0) AS tokens,
+               coalesce(sum(p.cost_usd), 0) AS cost_usd
+        FROM phases AS p JOIN voided USING (handoff_key, attempt_no)
+        GROUP BY ALL
+        ORDER BY cost_usd DESC, {", ".join(k.split(" AS ")[-1] for k in _VOIDED_GROUPS[by])}
+        """,
+        filters,
+        {"void": schema.STATE_VOID},
     )
