@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_receiver.py [--seconds S] [--clients C] [--repeats R]
                                              [--fsync always|interval|never]
                                              [--server stdlib|uvicorn] [--json]
+                                             [--keep-payloads FILE]
 
 * **Payloads**: 160 distinct ``ExportTraceServiceRequest`` messages of 512 spans each (the
   SDK's default batch), made by the handshake library (propose, validate, commit and handoff
@@ -339,6 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=["stdlib", "uvicorn"], default="stdlib")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
+        "--keep-payloads",
+        type=Path,
+        metavar="FILE",
+        help="reuse the payloads saved in FILE, or make and save them there "
+        "(making them runs thousands of handshakes)",
+    )
+    parser.add_argument(
         "--role",
         choices=["bench", "client", "decode", "encode"],
         default="bench",
@@ -357,8 +365,11 @@ def main(argv: list[str] | None = None) -> int:
         print("bench_receiver: needs two CPUs (server and clients apart)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="bench-payloads-") as tmp:
-        payload_file = Path(tmp) / "payloads.bin"
-        payloads = make_payloads(payload_file)
+        payload_file = args.keep_payloads or Path(tmp) / "payloads.bin"
+        if payload_file.exists():
+            payloads = load_payloads(payload_file)
+        else:
+            payloads = make_payloads(payload_file)
         runs: dict[str, list[dict[str, float]]] = {"received": [], "decode": [], "encode": []}
         for _ in range(args.repeats):
             runs["decode"].append(measure_ceiling(payload_file, args.seconds / 2, "decode"))

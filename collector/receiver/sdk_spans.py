@@ -119,6 +119,9 @@ class SdkSpans:
                 add(f',"droppedAttributesCount":{n}')
             tag = buf[pos] if pos < end else 0
         if tag == 0x5A:
+            # Events differ mostly in their time, which SDKs write first: the JSON of the
+            # rest is remembered like attributes are.
+            events = self._events.get
             first = ',"events":['
             while pos < end and buf[pos] == 0x5A:
                 n = buf[pos + 1]
@@ -127,11 +130,16 @@ class SdkSpans:
                 else:
                     n, pos = varint(buf, pos + 1)
                 stop = pos + n
-                text = self._event(buf, pos, stop)
-                if text is None:
+                time_ns = FIXED64(buf, pos + 1)[0] if n >= 9 and buf[pos] == 0x09 else 0
+                body = (
+                    (events(buf[pos + 9 : stop]) or self._event_body(buf[pos + 9 : stop]))
+                    if time_ns
+                    else None
+                )
+                if body is None:  # no time, or not first, or an unusual event
                     del out[mark:]
                     return None
-                add(first + text)
+                add(f'{first}{{"timeUnixNano":"{time_ns}"{body}')
                 first = ","
                 pos = stop
             add("]")
@@ -233,6 +241,8 @@ class SdkSpans:
             pos = stop
             entry = get(raw)
             if entry is None:
+                if pos > end:  # not an attribute of this span: ``span`` hands it on
+                    return pos
                 entry = self._attribute(raw)
             elif entry.hits >= STABLE:
                 add(entry.text)
@@ -301,22 +311,6 @@ class SdkSpans:
         self._attributes[raw] = entry
         return entry
 
-    def _event(self, buf: bytes, pos: int, end: int) -> str | None:
-        """``{...}`` for an event whose time comes first (as SDKs write it), else ``None``."""
-        if end - pos < 9 or buf[pos] != 0x09:
-            return None
-        time_ns = FIXED64(buf, pos + 1)[0]
-        if not time_ns:
-            return None  # written explicitly as zero: the general walk leaves it out
-        rest = buf[pos + 9 : end]
-        body = self._events.get(rest)
-        if body is None:
-            body = self._event_body(rest)
-            if body is None:
-                return None
-            _remember(self._events, rest, body)
-        return f'{{"timeUnixNano":"{time_ns}"{body}'
-
     def _event_body(self, raw: bytes) -> str | None:
         """``,"name":...,"attributes":[...]}``: an event's fields after its time."""
         pos, end = 0, len(raw)
@@ -347,7 +341,9 @@ class SdkSpans:
             parts.append(',"attributes":[' + "".join(attributes)[1:] + "]")
         if dropped:
             parts.append(f',"droppedAttributesCount":{dropped}')
-        return "".join(parts) + "}"
+        body = "".join(parts) + "}"
+        _remember(self._events, raw, body)
+        return body
 
 
 class _Entry:
