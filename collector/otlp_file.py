@@ -20,6 +20,8 @@ attribute's whole key/value pair) so that they are escaped once::
 
     provider = TracerProvider()
     provider.add_span_processor(BatchSpanProcessor(OtlpJsonLinesExporter("spans.jsonl")))
+    provider.get_tracer("example").start_span("hello").end()
+    provider.shutdown()  # exports what is pending and closes spans.jsonl
 
 Importing this module does not load the SDK (it is an optional extra); creating an exporter
 does.

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import base64
 import io
+import itertools
 import json
 import logging
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -406,3 +408,32 @@ def test_importing_the_module_does_not_load_the_sdk():
     code = "import sys, collector.otlp_file; print(sorted(m for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "opentelemetry.sdk" not in out.stdout and "duckdb" not in out.stdout
+
+
+def test_public_surface_is_pinned():
+    import collector.otlp_file as module
+
+    assert module.__all__ == ["OtlpJsonLinesExporter", "SpanLineEncoder"]
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "simulator.md"
+
+
+@pytest.mark.parametrize("where", ["docs/simulator.md", "module docstring"])
+def test_the_documented_example_writes_a_loadable_file(where, tmp_path, monkeypatch):
+    import collector.otlp_file as module
+
+    if where == "module docstring":
+        # The indented literal block after "::", up to the next unindented line.
+        lines = (module.__doc__ or "").split("::\n", 1)[1].splitlines()
+        body = [x for x in itertools.takewhile(lambda x: not x or x.startswith("    "), lines)]
+        block = textwrap.dedent("\n".join(body))
+    else:
+        blocks = DOC.read_text(encoding="utf-8").split("```python\n")[1:]
+        block = next(b.split("```")[0] for b in blocks if "OtlpJsonLinesExporter" in b)
+    assert "OtlpJsonLinesExporter" in block
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, where, "exec"), {"__name__": "__docs__"})
+    line = json.loads((tmp_path / "spans.jsonl").read_text())
+    assert line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] == "hello"
+    assert load_traces(tmp_path / "spans.jsonl").span_count == 1
