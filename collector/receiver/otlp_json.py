@@ -10,10 +10,12 @@ what the official JSON file exporter writes (a test holds them equal):
 - fields at their default value left out, except members of a ``oneof`` (``AnyValue``).
 
 ``google.protobuf.json_format`` is not used: it writes ids in base64 and is far slower.
-The encoder walks the serialized bytes once instead. Spans, events and attributes, nearly all
-of the bytes, have the hand-written walkers below; everything else goes through the
+The encoder walks the serialized bytes once instead. Spans laid out as SDKs write them
+(nearly all) take the one-pass walker in ``sdk_spans``; any other span takes the general
+hand-written walkers below, and everything else (resources, scopes, links, status) the
 descriptor-driven walker in ``wire``. The JSON of each distinct ``KeyValue`` is cached,
 because handshake spans repeat most of their attributes (sender, receiver, phase, state...).
+The whole request is built as one list of pieces and joined once.
 
 Spans with unusable ids are rejected (left out and counted): the trace id must be 16 bytes
 and the span id 8 bytes, neither all zero; a parent span id must be empty or 8 bytes (an
@@ -76,10 +78,14 @@ class SpanEncoder:
     encoded attributes and events, and dict reads and writes are atomic in CPython.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, fast: bool = True) -> None:
+        """``fast=False`` sends every span through the general walker: the reference the
+        one-pass walker for the SDK layout (``sdk_spans``) is held equal to, byte for byte.
+        """
         self._kv_cache: dict[bytes, str] = {}
         self._event_cache: dict[bytes, str] = {}
         self._sdk = SdkSpans(self.keyvalue)
+        self._fast = fast
 
     def encode(self, body: bytes) -> EncodedRequest:
         """Encode one request; spans with unusable ids are left out and counted."""
@@ -163,7 +169,7 @@ class SpanEncoder:
         mark = len(out)
         out.append("")  # the opening, with the head, once the head has been read
         kept = index = 0
-        fast = self._sdk.span
+        fast = self._sdk.span if self._fast else _general_only
         while pos < end:
             tag = buf[pos]
             pos += 1
@@ -435,6 +441,10 @@ class SpanEncoder:
         if dropped:
             parts.append(f',"droppedAttributesCount":{dropped}')
         return "".join(parts)
+
+
+def _general_only(buf: bytes, pos: int, end: int, out: list[str]) -> None:
+    """Stands in for ``SdkSpans.span`` when the fast walker is off: no span is taken."""
 
 
 class _Counts:

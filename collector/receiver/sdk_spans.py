@@ -295,12 +295,15 @@ class SdkSpans:
                     self._keys[key] = prefix
                 at = split + 2
                 kind = raw[at] if at < size else 0
+                value = ""
                 if kind == 0x0A and raw[at + 1] == size - at - 2:
                     value = '{"stringValue":' + encode_basestring(raw[at + 2 :].decode()) + "}"
-                elif kind == 0x18 and raw[size - 1] < 0x80:  # the varint ends the message
-                    number = varint(raw, at + 1)[0]
-                    value = f'{{"intValue":"{number - _U64 if number > _I64_MAX else number}"}}'
-                else:
+                elif kind == 0x18:
+                    number, after = varint(raw, at + 1)
+                    if after == size:  # the int is the whole value
+                        number = number - _U64 if number > _I64_MAX else number
+                        value = f'{{"intValue":"{number}"}}'
+                if not value:
                     value = any_value(raw, at, size, self._keyvalue)  # type: ignore[arg-type]
                 text = prefix + value + "}"
         if text is None:
