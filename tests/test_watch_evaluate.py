@@ -87,3 +87,26 @@ def test_the_docs_example_runs_and_prints_the_alerts(
     printed = capsys.readouterr().out.splitlines()
     expected = evaluate_traces(load_traces(SAMPLES / "fault-mix"), WatchSettings())
     assert printed == [f"{a.rule} {a.status} {a.summary}" for a in expected] != []
+
+
+def test_a_validation_that_never_got_an_answer_alerts(tmp_path: Path):
+    from test_watch_support import otlp_line, validate_span
+
+    from collector import schema as s
+
+    def unanswered(trace: int, waited_s: float) -> dict[str, object]:
+        span = validate_span(trace=trace, latency_s=waited_s, decision=s.DECISION_TIMEOUT)
+        span["attributes"] = [a for a in span["attributes"] if a["key"] != s.VALIDATION_LATENCY_MS]
+        return span
+
+    # Trace 1 waited out the 2 s clock with no answer; trace 2's reply failed at once.
+    (tmp_path / "spans.jsonl").write_text(
+        otlp_line([unanswered(1, 2.5), unanswered(2, 0.003)]), encoding="utf-8"
+    )
+    alerts = evaluate_traces(load_traces(tmp_path), WatchSettings())
+    assert [(a.rule, a.trace_id, a.value) for a in alerts] == [
+        ("slow-validation", f"{1:032x}", None)
+    ]
+    assert "got no answer (timeout 2s)" in alerts[0].summary
+    sink = _watch_once(tmp_path, WatchSettings())
+    assert [(a.rule, a.summary) for a in sink] == [(a.rule, a.summary) for a in alerts]

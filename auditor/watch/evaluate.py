@@ -246,8 +246,8 @@ def _finding_key(finding: Finding) -> str:
 
 
 def _slow_summary(alert: Alert) -> str:
-    took = f"{alert.value:.3f}s" if alert.value is not None else "longer than the timeout"
+    took = f"took {alert.value:.3f}s" if alert.value is not None else "got no answer"
     return (
         f"validation of task {alert.task_id or '?'} from {alert.sender or '?'}"
-        f" by {alert.receiver or '?'} took {took} (timeout {alert.threshold:g}s)"
+        f" by {alert.receiver or '?'} {took} (timeout {alert.threshold:g}s)"
     )

@@ -145,8 +145,10 @@ def handoff(
         if mode == "handshake" and not a.get("no_validate"):
             latency = a.get("latency", 120.0)
             decision = a.get("decision", "accept")
-            late = latency > 2000
-            end = now + int(latency)
+            # No answer at all: the span stays open for `waited` ms and records no latency.
+            waited = a.get("waited")
+            late = waited is None and latency > 2000
+            end = now + int(latency if waited is None else waited)
             v = Span("handoff.validate", c.span_id(), h.span_id, now, end, receiver, trace=trace)
             v.attrs = {
                 **at,
@@ -156,7 +158,13 @@ def handoff(
                 "handoff.late": late,
                 **usage(receiver, tokens=(350, 40)),
             }
-            if late:
+            if waited is not None:
+                del v.attrs["handoff.validation_latency_ms"]
+                v.attrs["handoff.decision"] = "timeout"
+                v.attrs["handoff.state"] = "void"
+                v.events.append((now + min(waited, 2000), "proposed", "void", "no answer"))
+                state = "void"
+            elif late:
                 v.attrs["handoff.decision"] = "timeout"
                 v.attrs["handoff.late.decision"] = decision
                 v.attrs["handoff.state"] = "void"
@@ -587,6 +595,14 @@ case("missing-cost-attribution", "fail-unpriced", missing_cost_attribution=1)(
     lambda c: one(c, attempts=({"validate": {"handoff.cost_usd": None}, "commit": True},))
 )
 case("missing-cost-attribution", "pass")(clean)
+
+
+# No answer came: the receiver is as slow as can be, so the handoff is flagged ...
+case("slow-validation", "fail-unanswered", slow_validation=1)(
+    lambda c: one(c, attempts=({"waited": 2500}, {}))
+)
+# ... but a reply that failed at once (the receiver unreachable) was not slow.
+case("slow-validation", "pass-unreachable")(lambda c: one(c, attempts=({"waited": 3}, {})))
 
 
 def build() -> dict[Path, str]:
