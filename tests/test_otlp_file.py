@@ -211,7 +211,7 @@ def _context(n: int) -> SpanContext:
 
 def test_the_simulators_files_are_the_bytes_the_official_exporter_writes(tmp_path, monkeypatch):
     config = SimulationConfig(
-        workflows=60,
+        workflows=30,
         seed=11,
         duplicate_rate=0.2,
         faults={"slow-validation": 0.1, "duplicate-execution": 0.1, "accept-without-eta": 0.1},
@@ -220,7 +220,7 @@ def test_the_simulators_files_are_the_bytes_the_official_exporter_writes(tmp_pat
     monkeypatch.setattr(writer, "OtlpJsonLinesExporter", FileSpanExporter)
     ref = run_simulation(config, tmp_path / "ref")
     names = sorted(p.name for p in (tmp_path / "ours").glob("*.jsonl"))
-    assert len(names) == 12 and ours.figures["spans"] > 1000
+    assert len(names) == 12 and ours.figures["spans"] > 500
     assert names == sorted(p.name for p in (tmp_path / "ref").glob("*.jsonl"))
     for name in names:
         assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes()
