@@ -200,6 +200,31 @@ def test_same_seed_same_bytes_whatever_the_job_count(tmp_path):
     assert first.figures != other.figures
 
 
+@pytest.mark.parametrize(
+    ("workflows", "replicas", "cpus", "expected"),
+    [(1999, 2, 2, 1), (2000, 2, 2, 2), (10_000, 4, 2, 2), (10_000, 1, 8, 1), (5000, 3, 1, 1)],
+)
+def test_default_jobs_runs_big_runs_on_every_core_it_may_use(
+    workflows, replicas, cpus, expected, monkeypatch
+):
+    from collector.simulator import run
+
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: set(range(cpus)))
+    config = SimulationConfig(workflows=workflows, files_per_agent=replicas)
+    assert run.default_jobs(config) == expected
+
+
+def test_simulate_without_jobs_uses_the_default_and_writes_the_same_bytes(tmp_path, monkeypatch):
+    from collector.simulator import run
+
+    monkeypatch.setattr(run, "AUTO_JOBS_WORKFLOWS", 10)
+    monkeypatch.setattr(run.os, "sched_getaffinity", lambda pid: {0, 1})
+    args = ["simulate", "--workflows", "12", "--pipeline", "research,write", "--seed", "5", "-q"]
+    assert main([*args, "--out", str(tmp_path / "auto")]) == 0
+    assert main([*args, "--out", str(tmp_path / "one"), "--jobs", "1"]) == 0
+    assert _bytes(tmp_path / "auto") == _bytes(tmp_path / "one")
+
+
 def test_gzip_files_are_reproducible_and_hold_the_same_spans(tmp_path):
     plain = _run(tmp_path, "plain", seed=4)
     packed = _run(tmp_path, "packed", seed=4, gzip=True)

@@ -169,9 +169,10 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 @click.option(
     "--jobs",
     "-j",
-    default=1,
-    show_default=True,
-    help="Processes to use; the output is the same whatever the number.",
+    type=int,
+    default=None,
+    help="Processes to use (default: one per replica, up to the CPUs this process may use, "
+    "for 2,000 workflows or more; else 1); the output is the same whatever the number.",
 )
 @click.option(
     "--force",
@@ -188,7 +189,7 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the summary line.")
 def simulate(
-    *, out: Path | None, dry_run: bool, jobs: int, force: bool, quiet: bool, **options: Any
+    *, out: Path | None, dry_run: bool, jobs: int | None, force: bool, quiet: bool, **options: Any
 ) -> None:
     """Simulate multi-agent workflows through the handshake library into trace files.
 
@@ -198,12 +199,14 @@ def simulate(
     must flag it, plus the run's end-to-end figures.
     """
     from collector.simulator.report import print_summary
-    from collector.simulator.run import run_simulation
+    from collector.simulator.run import default_jobs, run_simulation
 
     try:
         config = _build_config(**options)
     except ConfigurationError as e:
         raise click.UsageError(str(e)) from None
+    if jobs is None:
+        jobs = default_jobs(config)
     if jobs < 1:
         raise click.UsageError("--jobs must be at least 1")
     if out is None and not dry_run:

@@ -29,7 +29,11 @@ from collector.simulator.manifest import (
 from collector.simulator.stats import analytic_success, wilson_interval
 from collector.simulator.writer import trace_file_name
 
-__all__ = ["SimulationResult", "p95", "run_simulation"]
+__all__ = ["AUTO_JOBS_WORKFLOWS", "SimulationResult", "default_jobs", "p95", "run_simulation"]
+
+AUTO_JOBS_WORKFLOWS = 2_000
+"""From this many workflows on, ``simulate`` runs replicas in parallel unless told otherwise:
+below it, starting the processes costs more than it saves."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,18 @@ def p95(values: Iterable[float]) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(data) - 1)
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def default_jobs(config: SimulationConfig) -> int:
+    """Processes for ``config`` when the user names none: one per replica, up to the CPUs
+    this process may run on, for runs of ``AUTO_JOBS_WORKFLOWS`` workflows or more."""
+    if config.workflows < AUTO_JOBS_WORKFLOWS:
+        return 1
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on every platform
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, config.files_per_agent))
 
 
 def _prepare(out_dir: Path, config: SimulationConfig, *, force: bool) -> None:
