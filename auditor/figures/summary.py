@@ -23,7 +23,13 @@ def summary(
     return query(
         con,
         f"""
-        WITH s AS (SELECT * FROM hs_spans({FILTER_ARGS}))
+        WITH s AS (SELECT * FROM hs_spans({FILTER_ARGS})),
+        -- One pass over the usage spans for all three sums (each use re-runs its anti-join).
+        usage AS (
+            SELECT sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+                   sum(cost_usd) AS cost_usd
+            FROM hs_usage({FILTER_ARGS})
+        )
         SELECT
             (SELECT count(*) FROM s) AS spans,
             (SELECT count(DISTINCT trace_id) FROM s) AS traces,
@@ -35,9 +41,8 @@ def summary(
             (SELECT count(DISTINCT service_name) FROM s) AS services,
             (SELECT min(start_time) FROM s) AS first_start,
             (SELECT max(end_time) FROM s) AS last_end,
-            (SELECT sum(input_tokens) FROM hs_usage({FILTER_ARGS})) AS input_tokens,
-            (SELECT sum(output_tokens) FROM hs_usage({FILTER_ARGS})) AS output_tokens,
-            (SELECT sum(cost_usd) FROM hs_usage({FILTER_ARGS})) AS cost_usd
+            usage.input_tokens, usage.output_tokens, usage.cost_usd
+        FROM usage
         """,
         filters,
     )
