@@ -311,9 +311,9 @@ def run_replica(
 GC_YOUNG_THRESHOLD = 50_000
 """Allocations between young-generation collections while a replica runs (Python's default
 is 700). A replica allocates millions of short-lived objects (spans, attributes, messages)
-and keeps a growing set of long-lived ones (idempotency stores, ground truth), so default
-collections spend a tenth of the run re-scanning survivors; garbage with cycles is still
-collected, only less often."""
+and keeps a growing set of long-lived ones (idempotency stores, ground truth); with the
+default, 1,000 workflows ran about 230 collections taking 3-6% of the CPU time, with this
+threshold 4 taking about 1%. Garbage with cycles is still collected, only less often."""
 
 
 @contextmanager
