@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from collector import schema as s
-from dashboard.data import cursor
+from dashboard.data.scope import cursor
 from dashboard.selection import EVERYTHING, Filters
 
 if TYPE_CHECKING:

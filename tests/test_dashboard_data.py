@@ -201,7 +201,7 @@ def test_voided_spend_is_the_cost_of_attempts_that_ended_void(scenario: Scenario
     # The auditor's figure behind it, per agent: the same spend, the same attempts.
     from auditor.figures import voided_spend
 
-    with data.cursor(con, data.EVERYTHING) as cur:
+    with data.cursor(con, Filters()) as cur:
         per_agent = voided_spend(cur, by="agent").df()
         with pytest.raises(ValueError, match="by must be one of"):
             voided_spend(cur, by="model")
