@@ -244,7 +244,7 @@ def _group(path: str, func: str) -> str:
         return "OpenTelemetry propagators"
     if "/opentelemetry/" in path:
         return "OpenTelemetry SDK and API"
-    if "/collector/" in path:
+    if "/collector/" in path or path == "<string>":  # the records' generated __init__s
         return "handoffscope library (collector/)"
     if "/json/" in path or "sha256" in func or "hexdigest" in func:
         return "canonical JSON and SHA-256 (stdlib)"

@@ -112,7 +112,7 @@ class Handoff:
             if self.span is _INVALID or not self.span.get_span_context().is_valid
             else trace.set_span_in_context(self.span)
         )
-        # Messages objects go straight to an in-process peer; others take the dict form.
+        # Message objects go straight to an in-process peer; other channels take dicts.
         self._exchange_fn = getattr(channel, "exchange", None)
         self._aexchange_fn = getattr(channel, "aexchange", None)
 
