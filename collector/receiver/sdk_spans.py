@@ -213,11 +213,12 @@ class SdkSpans:
 
         An attribute seen ``STABLE`` times is taken to recur (sender, phase, state...) rather
         than to belong to one trace or span (ids, deadlines). Each recurring attribute also
-        remembers the runs of recurring attributes that followed it (``_Entry.runs``, one per
+        remembers the runs of recurring attributes that followed it (``_Entry``, one per
         span layout): where one of them follows again, byte for byte, the whole run is
         taken with one comparison instead of a lookup per attribute.
         """
-        get = self._attributes.get
+        entries = self._attributes
+        get = entries.get
         add = out.append
         add(',"attributes":[')
         first = len(out)
@@ -225,7 +226,10 @@ class SdkSpans:
         # ``buf`` and ``out``, how far it was already known, and the run it would replace.
         anchor: _Entry | None = None
         anchor_pos = anchor_out = known = 0
-        replaced: tuple[bytes, str] | None = None
+        replaced: _Run | None = None
+        # The last run taken (its attribute, the run, where it started in buf and out), to
+        # be extended when a recurring attribute follows it that it does not hold yet.
+        last: tuple[_Entry, _Run, int, int] | None = None
         while pos < end and buf[pos] == 0x4A:
             head = pos
             n = buf[pos + 1]
@@ -244,30 +248,32 @@ class SdkSpans:
                 if pos > end:  # not an attribute of this span: ``span`` hands it on
                     return pos
                 entry = self._attribute(raw)
-            elif entry.hits >= STABLE:
-                add(entry.text)
-                for item in entry.runs:
-                    if buf.startswith(item[0], pos, end):
-                        if anchor is None:  # the run may go on further this time
-                            anchor, anchor_pos, anchor_out = entry, pos, len(out)
-                            known, replaced = pos + len(item[0]), item
-                        add(item[1])
-                        pos += len(item[0])
+            elif entry[1] >= STABLE:
+                add(entry[0])
+                for run in entry[2]:
+                    if buf.startswith(run[0], pos, end):
+                        last = (entry, run, pos, len(out))
+                        add(run[1])
+                        pos += len(run[0])
                         break
                 else:
                     if anchor is None:  # learn what follows this time
-                        anchor, anchor_pos, anchor_out = entry, pos, len(out)
-                        known, replaced = pos, None
+                        if last is not None and last[2] + len(last[1][0]) == head:
+                            anchor, replaced, anchor_pos, anchor_out = last
+                        else:
+                            anchor, replaced, anchor_pos, anchor_out = entry, None, pos, len(out)
+                        known = head
                 continue
             else:
-                entry.hits += 1
+                hits = entry[1] + 1
+                entries[raw] = (entry[0], hits) if hits < STABLE else [entry[0], hits, ()]
             if anchor is not None:
                 if head > known:
-                    anchor.learn(buf[anchor_pos:head], "".join(out[anchor_out:]), replaced)
+                    _learn(anchor, buf[anchor_pos:head], "".join(out[anchor_out:]), replaced)
                 anchor = None
-            add(entry.text)
+            add(entry[0])
         if anchor is not None and pos > known:
-            anchor.learn(buf[anchor_pos:pos], "".join(out[anchor_out:]), replaced)
+            _learn(anchor, buf[anchor_pos:pos], "".join(out[anchor_out:]), replaced)
         out[first] = out[first][1:]
         add("]")
         return pos
@@ -308,7 +314,7 @@ class SdkSpans:
                 text = prefix + value + "}"
         if text is None:
             text = "," + self._keyvalue(raw, 0, size)  # type: ignore[operator]
-        entry = _Entry(text)
+        entry = (text, 0)
         if len(self._attributes) >= CACHE_LIMIT:
             self._attributes.clear()
         self._attributes[raw] = entry
@@ -337,7 +343,7 @@ class SdkSpans:
                 name = encode_basestring(raw[pos:stop].decode()) if n else ""
             else:
                 entry = self._attributes.get(raw[pos:stop]) or self._attribute(raw[pos:stop])
-                attributes.append(entry.text)
+                attributes.append(entry[0])
             pos = stop
         parts = [',"name":' + name] if name else []
         if attributes:
@@ -349,21 +355,21 @@ class SdkSpans:
         return body
 
 
-class _Entry:
-    """A remembered attribute: its JSON, and the runs of attributes that followed it."""
+_Run = tuple[bytes, str]
+"""Wire bytes of recurring attributes that followed an attribute, and their JSON."""
+_Entry = tuple[str, int] | list  # type: ignore[type-arg]
+"""A remembered attribute: ``(JSON, times seen again)``, and once it recurs (``STABLE``)
+``[JSON, times seen, (runs that followed it, ...)]``.
 
-    __slots__ = ("hits", "runs", "text")
+Tuples of strings and ints are not tracked by the garbage collector, which would otherwise
+walk tens of thousands of cached entries on every full collection (a third of the time).
+"""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.hits = 0
-        self.runs: tuple[tuple[bytes, str], ...] = ()
-        """Wire bytes of recurring attributes that followed this one, and their JSON."""
 
-    def learn(self, run: bytes, text: str, replaced: tuple[bytes, str] | None) -> None:
-        """Remember a run that followed (in place of a shorter one it extends)."""
-        kept = tuple(item for item in self.runs if item is not replaced)
-        self.runs = (*kept[1 - RUNS_KEPT :], (run, text))
+def _learn(entry: _Entry, run: bytes, text: str, replaced: _Run | None) -> None:
+    """Remember a run that followed ``entry`` (in place of a shorter one it extends)."""
+    kept = tuple(item for item in entry[2] if item is not replaced)
+    entry[2] = (*kept[1 - RUNS_KEPT :], (run, text))
 
 
 def _remember(cache: dict[bytes, str], raw: bytes, text: str) -> None:
