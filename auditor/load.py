@@ -57,7 +57,11 @@ class TraceSet:
 LARGE_INPUT_BYTES: Final = 256 * 1024 * 1024
 """Input (decompressed, estimated) above which a new connection keeps its data on disk."""
 MEMORY_LIMIT_ENV: Final = "HANDOFFSCOPE_MEMORY_LIMIT"
-"""Environment variable setting DuckDB's memory limit for large inputs (default 400MB)."""
+"""Environment variable setting DuckDB's memory limit for large inputs (default 192MB)."""
+DEFAULT_MEMORY_LIMIT: Final = "192MB"
+"""DuckDB's memory limit for large inputs. DuckDB also holds the JSON it is parsing outside
+this limit (about 180 MB more while loading a large file), so the whole audit of a million
+spans peaks under 512 MB; a higher limit spills less (about 12% less CPU at 400MB)."""
 
 
 def connect(
@@ -74,7 +78,7 @@ def connect(
     if con is None and on_disk:
         folder = tempfile.mkdtemp(prefix="handoffscope-")
         con = duckdb.connect(os.path.join(folder, "spans.duckdb"))
-        run(con, "SET memory_limit = ?", [os.environ.get(MEMORY_LIMIT_ENV, "400MB")])
+        run(con, "SET memory_limit = ?", [os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)])
         run(con, "SET temp_directory = ?", [os.path.join(folder, "spill")])
         weakref.finalize(con, _remove, con, folder)
     elif con is None:
