@@ -50,6 +50,8 @@ _logger = logging.getLogger(__name__)
 CACHE_LIMIT = 65_536
 """Most remembered key/value fragments before the cache starts again (bounds memory when
 attribute values never repeat, as ids do)."""
+CACHED_VALUE_CHARS = 256
+"""Longer string values (prompts, documents) are encoded every time, never remembered."""
 
 # SDK SpanKind value -> OTLP Span.SpanKind number (0 is SPAN_KIND_UNSPECIFIED).
 _KINDS = ("1", "2", "3", "4", "5")
@@ -94,6 +96,14 @@ def _any_value(value: Any) -> str:
     raise TypeError(f"Invalid type {type(value)} of value {value}")
 
 
+def _cacheable(kind: type, value: Any) -> bool:
+    if kind is str:
+        return len(value) <= CACHED_VALUE_CHARS
+    if kind is tuple:
+        return all(type(v) is str for v in value) and sum(map(len, value)) <= CACHED_VALUE_CHARS
+    return True
+
+
 def _key_value(key: str, value: Any) -> str:
     if key:
         return '{"key":' + _quote(key) + ',"value":' + _any_value(value) + "}"
@@ -107,12 +117,14 @@ class SpanLineEncoder:
     """
 
     def __init__(self, *, cache_limit: int = CACHE_LIMIT) -> None:
+        from opentelemetry.attributes import BoundedAttributes
         from opentelemetry.sdk.trace import ReadableSpan
 
         # The SDK's own spans hand out their attributes through a read-only proxy, which
         # would hide the dict under them; for exactly that class they are read directly.
         self._readable: type = ReadableSpan
         self._cache_limit = cache_limit
+        self._bounded: type = BoundedAttributes
         # (key, value) -> the whole KeyValue text, one cache per exact value type.
         self._fragments: dict[type, dict[tuple[str, Any], str]] = {
             str: {},
@@ -142,7 +154,11 @@ class SpanLineEncoder:
             return ""
         # The SDK's BoundedAttributes keeps a plain dict; iterating it directly skips a
         # Python-level __iter__/__getitem__ per attribute.
-        items = getattr(attributes, "_dict", attributes).items()
+        items = (
+            attributes._dict.items()  # type: ignore[attr-defined]  # noqa: SLF001
+            if type(attributes) is self._bounded
+            else attributes.items()
+        )
         caches = self._fragments
         out = []
         for item in items:
@@ -163,7 +179,7 @@ class SpanLineEncoder:
                 continue
             # Each cache holds one exact value type, so 1, 1.0 and True (equal as keys)
             # never share an entry; tuples only when all strings, for the same reason.
-            if cache is not None and (kind is not tuple or all(type(v) is str for v in item[1])):
+            if cache is not None and _cacheable(kind, item[1]):
                 if len(cache) >= self._cache_limit:
                     cache.clear()
                 cache[item] = fragment

@@ -437,3 +437,43 @@ def test_the_documented_example_writes_a_loadable_file(where, tmp_path, monkeypa
     line = json.loads((tmp_path / "spans.jsonl").read_text())
     assert line["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] == "hello"
     assert load_traces(tmp_path / "spans.jsonl").span_count == 1
+
+
+def test_long_values_are_written_but_not_remembered():
+    from collector.otlp_file import CACHED_VALUE_CHARS, SpanLineEncoder
+
+    long = "p" * (CACHED_VALUE_CHARS + 1)
+    attributes = {"prompt": long, "short": "s", "parts": (long,), "lanes": ("a", "b")}
+    span = ReadableSpan(name="s", context=_context(3), attributes=attributes, start_time=1)
+    ref, ours = _both([[span], [span]])
+    assert ref == ours and long in ours
+    encoder = SpanLineEncoder()
+    encoder.line([span])
+    remembered = {k for cache in encoder._fragments.values() for k in cache}  # noqa: SLF001
+    assert {("short", "s"), ("lanes", ("a", "b"))} <= remembered
+    assert not {k for k, _ in remembered} & {"prompt", "parts"}
+
+
+def test_a_mapping_that_only_looks_like_the_sdks_is_read_through_its_items():
+    from collections.abc import Mapping
+
+    class Lookalike(Mapping):
+        _dict = {"wrong": "never written"}  # noqa: RUF012
+
+        def __init__(self, data: dict[str, Any]) -> None:
+            self.data = data
+
+        def __getitem__(self, key: str) -> Any:
+            return self.data[key]
+
+        def __iter__(self) -> Any:
+            return iter(self.data)
+
+        def __len__(self) -> int:
+            return len(self.data)
+
+    span = ReadableSpan(
+        name="s", context=_context(4), attributes=Lookalike({"right": 1}), start_time=1
+    )
+    ref, ours = _both([[span]])
+    assert ref == ours and '"right"' in ours and "never written" not in ours
