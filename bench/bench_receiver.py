@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_receiver.py [--seconds S] [--clients C] [--repeats R]
                                              [--fsync always|interval|never]
                                              [--server stdlib|uvicorn] [--json]
-                                             [--keep-payloads FILE]
+                                             [--keep-payloads FILE] [--baseline DIR]
 
 * **Payloads**: 160 distinct ``ExportTraceServiceRequest`` messages of 512 spans each (the
   SDK's default batch), made by the handshake library (propose, validate, commit and handoff
@@ -25,6 +25,10 @@ ceilings). On a machine shared with other work the second is the one to compare:
 the receiver would do with the core to itself. Figures are the median of ``R`` repeats; the
 ratios are taken within the run, so the machine's speed cancels out of them.
 Goal: 50,000 spans/s received.
+``--baseline DIR`` instead runs this checkout's receiver and the one in ``DIR`` (an older
+checkout, e.g. ``git archive <commit> | tar -x -C DIR``) side by side on CPU 0, each with
+half of the clients, and reports the ratio of their spans per CPU-second: both see the same
+load, so the ratio holds on a busy machine where the absolute figures do not.
 ``--server uvicorn`` serves the same pipeline from uvicorn + starlette instead of the
 standard library's server, to compare the two.
 """
@@ -218,7 +222,13 @@ server.run()
 # --------------------------------------------------------------------------------------
 # One measurement
 # --------------------------------------------------------------------------------------
-def _start_server(out: Path, fsync: str, server: str) -> tuple[subprocess.Popen[bytes], str]:
+def _start_server(
+    out: Path, fsync: str, server: str, source: Path | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start a receiver on SERVER_CPU; ``source`` runs the project from another checkout."""
+    env = dict(os.environ)
+    if source is not None:
+        env["PYTHONPATH"] = str(source)  # ahead of the editable install of this checkout
     if server == "uvicorn":
         script = UVICORN_APP % {"cpu": SERVER_CPU, "out": str(out), "fsync": fsync}
         command = [sys.executable, "-c", script]
@@ -237,7 +247,10 @@ def _start_server(out: Path, fsync: str, server: str) -> tuple[subprocess.Popen[
             "64MiB",
         ]
     process = subprocess.Popen(
-        command, stderr=subprocess.PIPE, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU})
+        command,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CPU}),
     )
     assert process.stderr is not None
     while True:
@@ -257,24 +270,7 @@ def measure_receiver(
         try:
             cpu_before = _cpu_seconds(process.pid)
             start = time.perf_counter()
-            workers = [
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        __file__,
-                        "--role",
-                        "client",
-                        "--url",
-                        url,
-                        "--payloads",
-                        str(payload_file),
-                        "--seconds",
-                        str(seconds),
-                    ],
-                    stdout=subprocess.PIPE,
-                )
-                for _ in range(clients)
-            ]
+            workers = [_client(url, payload_file, seconds) for _ in range(clients)]
             results = [json.loads(w.communicate()[0]) for w in workers]
             elapsed = time.perf_counter() - start
             cpu = _cpu_seconds(process.pid) - cpu_before
@@ -292,6 +288,72 @@ def measure_receiver(
             "refused": sum(r["refused"] for r in results),
             "written": written,
         }
+
+
+def measure_side_by_side(
+    payload_file: Path, *, seconds: float, clients: int, fsync: str, baseline: Path
+) -> dict[str, float]:
+    """Run this checkout's receiver and ``baseline``'s at once, on the same core and load.
+
+    Each gets ``clients`` clients. On a machine shared with other work this is the fair
+    comparison: both see the same contention, so the ratio of their spans per CPU-second
+    is the speed-up, whatever the load.
+    """
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-receiver-") as new_dir,
+        tempfile.TemporaryDirectory(prefix="bench-baseline-") as old_dir,
+    ):
+        sides = {
+            "current": (Path(new_dir), *_start_server(Path(new_dir), fsync, "stdlib")),
+            "baseline": (Path(old_dir), *_start_server(Path(old_dir), fsync, "stdlib", baseline)),
+        }
+        try:
+            cpu_before = {name: _cpu_seconds(side[1].pid) for name, side in sides.items()}
+            workers = {
+                name: [_client(url, payload_file, seconds) for _ in range(clients)]
+                for name, (_, _, url) in sides.items()
+            }
+            accepted = {
+                name: sum(json.loads(w.communicate()[0])["spans"] for w in group)
+                for name, group in workers.items()
+            }
+            cpu = {
+                name: _cpu_seconds(side[1].pid) - cpu_before[name] for name, side in sides.items()
+            }
+        finally:
+            for _, process, _ in sides.values():
+                process.send_signal(signal.SIGTERM)
+                process.communicate(timeout=120)
+        for name, (out, _, _) in sides.items():
+            written = _count_spans(out)
+            if written != accepted[name]:
+                raise AssertionError(
+                    f"{name}: answered 200 for {accepted[name]} spans, wrote {written}"
+                )
+    per_cpu = {name: accepted[name] / cpu[name] for name in sides}
+    return {
+        "current_spans_per_cpu_s": per_cpu["current"],
+        "baseline_spans_per_cpu_s": per_cpu["baseline"],
+        "speedup_per_cpu_s": per_cpu["current"] / per_cpu["baseline"],
+    }
+
+
+def _client(url: str, payload_file: Path, seconds: float) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--role",
+            "client",
+            "--url",
+            url,
+            "--payloads",
+            str(payload_file),
+            "--seconds",
+            str(seconds),
+        ],
+        stdout=subprocess.PIPE,
+    )
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -340,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=["stdlib", "uvicorn"], default="stdlib")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="also run the receiver of another checkout of the project (e.g. one made with "
+        "git archive) at the same time on the same core, and report the speed-up",
+    )
+    parser.add_argument(
         "--keep-payloads",
         type=Path,
         metavar="FILE",
@@ -370,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
             payloads = load_payloads(payload_file)
         else:
             payloads = make_payloads(payload_file)
+        if args.baseline:
+            return _compare(payload_file, args)
         runs: dict[str, list[dict[str, float]]] = {"received": [], "decode": [], "encode": []}
         for _ in range(args.repeats):
             runs["decode"].append(measure_ceiling(payload_file, args.seconds / 2, "decode"))
@@ -433,6 +504,28 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['ratio_received_to_encode_spans_per_cpu_s']:>12}"
     )
     print(f"receiver's share of its core while loaded: {result['received_cpu_share']}")
+    return 0
+
+
+def _compare(payload_file: Path, args: argparse.Namespace) -> int:
+    runs = [
+        measure_side_by_side(
+            payload_file,
+            seconds=args.seconds,
+            clients=args.clients // 2 or 1,
+            fsync=args.fsync,
+            baseline=args.baseline,
+        )
+        for _ in range(args.repeats)
+    ]
+    result = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+    if args.json:
+        print(json.dumps({**result, "runs": runs}))
+        return 0
+    print(f"side by side on one core, --fsync {args.fsync}, median of {args.repeats}")
+    print(f"{'this checkout, spans/CPU-s':28} {result['current_spans_per_cpu_s']:>12,.0f}")
+    print(f"{'baseline, spans/CPU-s':28} {result['baseline_spans_per_cpu_s']:>12,.0f}")
+    print(f"{'speed-up':28} {result['speedup_per_cpu_s']:>12.2f}")
     return 0
 
 
