@@ -188,8 +188,18 @@ class Reader:
         """Send queued lines to DuckDB and report the ones that held no span."""
         if not self._lines:
             return
+        import duckdb
+
         files, lines, texts = self._files, self._lines, self._texts
         self._files, self._lines, self._texts, self._bytes = [], [], [], 0
+        try:
+            self._insert_lines(files, lines, texts)
+        except duckdb.OutOfMemoryException as e:
+            _grow_memory_limit(self.con, e)
+            self._files, self._lines, self._texts = files, lines, texts
+            self.flush()
+
+    def _insert_lines(self, files: list[str], lines: list[int], texts: list[str]) -> None:
         run(self.con, "BEGIN TRANSACTION")
         try:
             run(self.con, "CREATE OR REPLACE TEMP TABLE _hs_batch AS SELECT * FROM spans LIMIT 0")
@@ -209,7 +219,7 @@ class Reader:
             run(self.con, "DROP TABLE _hs_batch")
             run(self.con, "COMMIT")
         except Exception:
-            run(self.con, "ROLLBACK")
+            _rollback(self.con)
             raise
         self.added += added
         self.duplicates += total - added
@@ -276,10 +286,15 @@ class Reader:
                     f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM ({flatten_sql(lines)})",
                     params,
                 )
+            except duckdb.OutOfMemoryException as e:
+                _rollback(self.con)
+                _grow_memory_limit(self.con, e)
+                self._read_files(sources)
+                return
             except duckdb.Error:
                 # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): read the
                 # files one by one, and a refused one in Python, so only bad lines are lost.
-                run(self.con, "ROLLBACK")
+                _rollback(self.con)
                 if len(sources) > 1:
                     for source in sources:
                         self._read_files([source])
@@ -289,7 +304,7 @@ class Reader:
                 return
             run(self.con, "COMMIT")
         except Exception:
-            run(self.con, "ROLLBACK")
+            _rollback(self.con)
             raise
         # Cheap check first: did every non-blank line of every file yield a span?
         nonblank = dict(run(self.con, _LINE_COUNTS, params))
@@ -415,6 +430,58 @@ class Reader:
                 self.skipped.append(file)
             else:
                 self.problems.extend(found)
+
+
+def _rollback(con: duckdb.DuckDBPyConnection) -> None:
+    """Roll back the open transaction, if a failed statement left one open."""
+    import duckdb
+
+    try:
+        run(con, "ROLLBACK")
+    except duckdb.TransactionException:
+        pass  # the failure already ended it
+
+
+MEMORY_CEILING_BYTES: Final = 8 * 1024**3
+"""The memory limit is never raised past this (or half the machine's memory)."""
+_UNITS: Final = {"bytes": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
+
+
+def _grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
+    """Double DuckDB's memory limit after ``error`` (out of memory), or raise AuditError.
+
+    The limit a large load starts with is small, so that typical inputs stay within a modest
+    footprint; an input that needs more (a compressed file, whose decompression DuckDB holds
+    in its buffers, or very wide lines) gets it, up to a ceiling, rather than failing.
+    """
+    from auditor.errors import AuditError
+    from auditor.load import MEMORY_LIMIT_ENV
+
+    text = str(run(con, "SELECT current_setting('memory_limit')")[0][0])
+    number, _, unit = text.partition(" ")
+    try:
+        current = int(float(number) * _UNITS[unit])
+    except (ValueError, KeyError):
+        current = 0
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = MEMORY_CEILING_BYTES * 2
+    ceiling = min(MEMORY_CEILING_BYTES, physical // 2)
+    grown = min(current * 2, ceiling)
+    if grown <= current:
+        raise AuditError(
+            f"DuckDB ran out of memory loading the traces ({_first_line(error)})."
+            f" Set {MEMORY_LIMIT_ENV}"
+            " (e.g. 4GB) to allow more, or split the input into smaller files.",
+            title="out of memory",
+        ) from error
+    run(con, "SET memory_limit = ?", [f"{grown // 1024}KiB"])
+
+
+def _first_line(error: Exception) -> str:
+    # DuckDB appends generic tuning advice on further lines; the first says what happened.
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _size(source: SourceFile) -> int:

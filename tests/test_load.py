@@ -305,3 +305,53 @@ def test_typed_handoff_columns(tmp_path: Path) -> None:
         " FROM spans"
     ).fetchall()[0]
     assert row == ("t-1", 2, True, 2500.5, ["email", "payment"], "writer", {"custom.key": "kept"})
+
+
+# ----------------------------------------------------------------------------------------
+# Memory: a load that outgrows DuckDB's limit gets more, up to a ceiling
+# ----------------------------------------------------------------------------------------
+_FAULT_MIX = Path(__file__).resolve().parent.parent / "sample_traces" / "fault-mix"
+
+
+def _limit_mib(con) -> float:
+    value, unit = str(
+        con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    ).split()
+    return float(value) * {"KiB": 1 / 1024, "MiB": 1, "GiB": 1024}[unit]
+
+
+def test_a_load_that_runs_out_of_memory_raises_the_limit_and_loses_nothing():
+    from auditor.load import connect
+
+    expected = load_traces(_FAULT_MIX)
+    con = connect()
+    # DuckDB's line buffers alone are larger than this: the first statement runs out.
+    con.execute("SET memory_limit = '16MB'")
+    traces = load_traces(_FAULT_MIX, con=con)
+    assert _limit_mib(con) > 16
+    assert traces.span_count == expected.span_count > 0
+    assert traces.problems == expected.problems
+    columns = "trace_id, span_id, name, cost_usd"
+    assert (
+        con.execute(f"SELECT {columns} FROM spans ORDER BY ALL").fetchall()
+        == expected.con.execute(f"SELECT {columns} FROM spans ORDER BY ALL").fetchall()
+    )
+
+
+def test_out_of_memory_at_the_ceiling_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys):
+    from auditor import readers
+    from auditor.cli import main
+    from auditor.load import MEMORY_LIMIT_ENV, connect
+
+    monkeypatch.setattr(readers, "MEMORY_CEILING_BYTES", 8 * 1024**2)
+    con = connect()
+    con.execute("SET memory_limit = '4MB'")
+    with pytest.raises(AuditError, match=f"ran out of memory.*{MEMORY_LIMIT_ENV}"):
+        load_traces(_FAULT_MIX, con=con)
+    # Through the command line: the message, no traceback. Inputs over 256 MB get a limited
+    # connection of their own; a tiny limit and ceiling make the sample run out the same way.
+    monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, "4MB")
+    assert main(["audit", str(_FAULT_MIX)]) == 2
+    err = capsys.readouterr().err
+    assert "out of memory" in err and MEMORY_LIMIT_ENV in err and "Traceback" not in err
