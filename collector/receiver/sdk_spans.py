@@ -3,7 +3,7 @@
 SDKs serialize a span's fields in field-number order: ids, parent, name, kind, times, then
 attributes, events, links and status, and flags last. For a span laid out like that, the
 wire order is the JSON order (apart from ``flags``), so ``SdkSpans.span`` walks it once and
-appends the JSON in pieces to the caller's list, which joins a whole scope at once.
+appends the JSON in pieces to the caller's list, which joins the whole request at once.
 
 Nearly all of the work is attributes, and most of them repeat from span to span (sender,
 receiver, phase, state, schema...): the JSON of each distinct ``KeyValue``, keyed by its
@@ -362,7 +362,7 @@ _Entry = tuple[str, int] | list  # type: ignore[type-arg]
 ``[JSON, times seen, (runs that followed it, ...)]``.
 
 Tuples of strings and ints are not tracked by the garbage collector, which would otherwise
-walk tens of thousands of cached entries on every full collection (a third of the time).
+walk tens of thousands of cached entries on every full collection (over a quarter of the time).
 """
 
 
