@@ -62,7 +62,7 @@ def build(spans: int, out: Path) -> tuple[Path, int]:
     con.execute(
         f"""
         CREATE TABLE big AS
-        SELECT * REPLACE (
+        SELECT spans.* REPLACE (
             substr(md5(trace_id || copy), 1, 32) AS trace_id,
             substr(md5(span_id || copy), 1, 16) AS span_id,
             substr(md5(parent_span_id || copy), 1, 16) AS parent_span_id,
