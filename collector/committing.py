@@ -163,6 +163,7 @@ class CommitRun:
                 schema.STATE_VOID,
                 "commit deadline passed (presumed abort)",
                 at_ns=self.start_ns,
+                attempt=c.attempt,
             )
             return self._refuse(COMMIT_WITHOUT_ACCEPT, "the commit deadline passed")
         return None
@@ -249,6 +250,7 @@ class CommitRun:
                 schema.STATE_COMMITTED,
                 "executed",
                 at_ns=self.clock.time_ns(),
+                attempt=c.attempt,
             )
         # The caller gets its own copy: changing it must not change what replays return.
         mine = json_copy(result)

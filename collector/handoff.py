@@ -171,7 +171,9 @@ class Handoff:
         assert self.machine is not None
         t = self.machine.move(target, reason)
         if span is not _INVALID:  # nothing to record on a span that is not
-            self.tel.transition(span, t.source, t.target, t.reason, at_ns=at_ns)
+            self.tel.transition(
+                span, t.source, t.target, t.reason, at_ns=at_ns, attempt=self.attempt
+            )
 
     # ------------------------------------------------------------------ propose
     def _next_attempt(self) -> None:

@@ -200,22 +200,31 @@ class Telemetry:
             self._failed("setting attributes", e)
 
     def transition(
-        self, span: trace.Span, source: str, target: str, reason: str, *, at_ns: int
+        self,
+        span: trace.Span,
+        source: str,
+        target: str,
+        reason: str,
+        *,
+        at_ns: int,
+        attempt: int | None = None,
     ) -> None:
-        """Record a ``handoff.transition`` event (from, to, reason) at ``at_ns``."""
+        """Record a ``handoff.transition`` event (from, to, reason, and the attempt it belongs
+        to when known) at ``at_ns``."""
         if span is _INVALID:
             return
         try:
             if span.is_recording():
-                span.add_event(
-                    schema.EVENT_TRANSITION,
-                    {
-                        schema.TRANSITION_FROM: source,
-                        schema.TRANSITION_TO: target,
-                        schema.TRANSITION_REASON: reason,
-                    },
-                    timestamp=at_ns,
-                )
+                attributes: dict[str, Any] = {
+                    schema.TRANSITION_FROM: source,
+                    schema.TRANSITION_TO: target,
+                    schema.TRANSITION_REASON: reason,
+                }
+                # Events on the `handoff` span outlive their attempt's phase spans; the
+                # attempt number says which attempt a state change belongs to.
+                if attempt:
+                    attributes[schema.ATTEMPT] = attempt
+                span.add_event(schema.EVENT_TRANSITION, attributes, timestamp=at_ns)
         except Exception as e:  # noqa: BLE001
             self._failed("recording a transition", e)
 

@@ -403,6 +403,7 @@ def test_cancel_voids_the_accept_on_both_sides(cap):
             S.TRANSITION_FROM: "validated",
             S.TRANSITION_TO: "void",
             S.TRANSITION_REASON: "user changed their mind",
+            S.ATTEMPT: 1,
         },
     ) in events
 
