@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from auditor.errors import AuditError
-from auditor.readers import run
+from auditor.readers import grow_memory_limit, run
 
 if TYPE_CHECKING:
     from auditor.load import TraceSet
@@ -59,15 +59,32 @@ def write_parquet(
     )
     if not single:
         options += f", FILE_SIZE_BYTES '{FILE_SIZE}', FILENAME_PATTERN 'spans_{{i}}'"
-    try:
-        # Sorted by trace so a trace's spans share row groups; the path is bound, not formatted.
-        run(
-            trace_set.con,
-            f"COPY (SELECT * FROM spans ORDER BY trace_id, start_unix_nano) TO $out ({options})",
-            {"out": str(target)},
-        )
-    except duckdb.Error as e:
-        raise AuditError(f"{target}: could not write Parquet ({e})", title="write failed") from e
+    while True:
+        try:
+            # Sorted by trace so a trace's spans share row groups; the path is bound.
+            run(
+                trace_set.con,
+                f"COPY (SELECT * FROM spans ORDER BY trace_id, start_unix_nano) TO $out"
+                f" ({options})",
+                {"out": str(target)},
+            )
+            break
+        except duckdb.OutOfMemoryException as e:
+            # As when loading: more memory (up to a ceiling), then the whole copy again.
+            grow_memory_limit(trace_set.con, e)
+            _remove(target)
+        except duckdb.Error as e:
+            raise AuditError(
+                f"{target}: could not write Parquet ({e})", title="write failed"
+            ) from e
     if single:
         return [str(target)]
     return sorted(str(p) for p in target.glob("*.parquet"))
+
+
+def _remove(target: Path) -> None:
+    """Remove what a failed copy left at ``target``."""
+    if target.is_dir():
+        shutil.rmtree(target, ignore_errors=True)
+    elif target.exists():
+        target.unlink()

@@ -195,7 +195,7 @@ class Reader:
         try:
             self._insert_lines(files, lines, texts)
         except duckdb.OutOfMemoryException as e:
-            _grow_memory_limit(self.con, e)
+            grow_memory_limit(self.con, e)
             self._files, self._lines, self._texts = files, lines, texts
             self.flush()
 
@@ -288,7 +288,7 @@ class Reader:
                 )
             except duckdb.OutOfMemoryException as e:
                 _rollback(self.con)
-                _grow_memory_limit(self.con, e)
+                grow_memory_limit(self.con, e)
                 self._read_files(sources)
                 return
             except duckdb.Error:
@@ -447,7 +447,7 @@ MEMORY_CEILING_BYTES: Final = 8 * 1024**3
 _UNITS: Final = {"bytes": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 
 
-def _grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
+def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
     """Double DuckDB's memory limit after ``error`` (out of memory), or raise AuditError.
 
     The limit a large load starts with is small, so that typical inputs stay within a modest

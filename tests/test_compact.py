@@ -63,3 +63,17 @@ def test_parquet_not_written_by_compact_is_refused_by_name(tmp_path: Path) -> No
     ts = load_traces([case, other])
     assert ts.span_count > 0
     assert [p.file for p in ts.problems] == [str(other)]
+
+
+def test_a_compaction_that_runs_out_of_memory_raises_the_limit(tmp_path: Path):
+    from auditor import load_traces
+    from auditor.compact import write_parquet
+
+    traces = load_traces(Path(__file__).resolve().parent.parent / "sample_traces" / "fault-mix")
+    # Sorting the spans with all their columns needs more than this.
+    traces.con.execute("SET memory_limit = '2MB'")
+    out = tmp_path / "store.parquet"
+    assert write_parquet(traces, out) == [str(out)]
+    limit = traces.con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    assert limit != "1.9 MiB"
+    assert load_traces(out).span_count == traces.span_count
