@@ -78,15 +78,20 @@ def connect(
     if con is None and on_disk:
         folder = tempfile.mkdtemp(prefix="handoffscope-")
         con = duckdb.connect(os.path.join(folder, "spans.duckdb"))
-        run(con, "SET memory_limit = ?", [os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)])
-        run(con, "SET temp_directory = ?", [os.path.join(folder, "spill")])
-        weakref.finalize(con, _remove, con, folder)
+        _limit_memory(con, folder)
     elif con is None:
         con = duckdb.connect(":memory:")
     # DuckDB draws a progress bar on the terminal for long queries; reports own stdout.
     run(con, "SET enable_progress_bar = false")
     run(con, SPANS_DDL)
     return con
+
+
+def _limit_memory(con: duckdb.DuckDBPyConnection, folder: str) -> None:
+    """Put ``con`` under the memory limit, spilling to ``folder`` (removed with ``con``)."""
+    run(con, "SET memory_limit = ?", [os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)])
+    run(con, "SET temp_directory = ?", [os.path.join(folder, "spill")])
+    weakref.finalize(con, _remove, con, folder)
 
 
 def _remove(con: duckdb.DuckDBPyConnection, folder: str) -> None:
@@ -188,6 +193,10 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
 
     con = duckdb.connect(":memory:")
     run(con, "SET enable_progress_bar = false")
+    if sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES:
+        # Rules and figures over a large store materialise what they share; keep that under
+        # the same limit as a large load, spilling to a temporary folder.
+        _limit_memory(con, tempfile.mkdtemp(prefix="handoffscope-"))
     paths = [s.path for s in sources]
     try:
         names = [str(r[0]) for r in run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])]
