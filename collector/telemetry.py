@@ -38,7 +38,21 @@ def _version() -> str:
 
 
 VALIDATION_BUCKETS_S: tuple[float, ...] = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 30.0,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
 )
 """Bucket boundaries (seconds) of the validation-latency histogram, with edges at 0.5 and 2."""
 

@@ -26,10 +26,7 @@ def test_unknown_command_is_a_usage_error(capsys):
 
 
 def test_importing_collector_loads_nothing_heavy():
-    code = (
-        "import sys, json, collector; "
-        "print(json.dumps(sorted(m for m in sys.modules)))"
-    )
+    code = "import sys, json, collector; print(json.dumps(sorted(m for m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout)
     offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]

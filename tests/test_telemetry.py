@@ -408,7 +408,10 @@ def test_a_failing_task_is_recorded_as_an_exception_event(cap, stacktraces):
         "writer", validator=lambda w: accept(eta_ms=10), executor=executor, telemetry=telemetry
     )
     outcome = cap.sender("planner", max_attempts=1).handoff(
-        InProcessChannel(receiver), task_id="t1", payload={}, output_schema="doc@1",
+        InProcessChannel(receiver),
+        task_id="t1",
+        payload={},
+        output_schema="doc@1",
         idempotency_key="k1",
     )
     assert not outcome.committed
