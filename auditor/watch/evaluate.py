@@ -214,15 +214,18 @@ def evaluate_traces(trace_set: TraceSet, settings: WatchSettings | None = None) 
     """
     settings = settings or WatchSettings()
     view = TraceSet(con=trace_set.con.cursor(), files=list(trace_set.files))
-    engine = Engine(
-        settings,
-        dedupe=Deduper(),
-        cooldown=Cooldown(cooldown_s=settings.cooldown_s),
-        trace_set=view,
-    )
-    row = view.con.execute("SELECT max(end_unix_nano) FROM spans").fetchone()
-    engine.watermark_ns = int(row[0]) if row and row[0] is not None else 0
-    return engine.evaluate(changed=True, final=True)
+    try:
+        engine = Engine(
+            settings,
+            dedupe=Deduper(),
+            cooldown=Cooldown(cooldown_s=settings.cooldown_s),
+            trace_set=view,
+        )
+        row = view.con.execute("SELECT max(end_unix_nano) FROM spans").fetchone()
+        engine.watermark_ns = int(row[0]) if row and row[0] is not None else 0
+        return engine.evaluate(changed=True, final=True)
+    finally:
+        view.con.close()  # and with it the cursor's temporary tables
 
 
 def _handoff_key(finding: Finding) -> str:
