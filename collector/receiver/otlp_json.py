@@ -38,6 +38,7 @@ from collector.receiver.wire import (
     encode_message,
     signed64,
     skip,
+    span_head,
     varint,
 )
 
@@ -332,16 +333,14 @@ class SpanEncoder:
         if parent and len(parent) != 8:
             return f"parentSpanId {parent.hex()!r} is neither empty nor 8 bytes (16 hex digits)"
         ids = f'"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"'
+        if trace_state:
+            # traceState comes between spanId and parentSpanId in declaration order.
+            ids += ',"traceState":' + encode_basestring(trace_state)
         if parent and parent != _ZERO_SPAN:
             ids += f',"parentSpanId":"{parent.hex()}"'
-        if flags and name and kind and start and stop_time and not trace_state:
-            # What SDKs send: one string build instead of one per field.
-            head = (
-                f'{{{ids},"flags":{flags},"name":{encode_basestring(name)},"kind":{kind},'
-                f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{stop_time}"'
-            )
-        else:
-            head = self._span_head(ids, trace_state, flags, name, kind, start, stop_time)
+        head = span_head(
+            ids, flags, encode_basestring(name) if name else "", kind, start, stop_time
+        )
         tail = ',"attributes":[' + ",".join(attributes) + "]" if attributes else ""
         if dropped_attrs or events or dropped_events or links or dropped_links:
             tail += self._span_rest(dropped_attrs, events, dropped_events, links, dropped_links)
@@ -349,28 +348,6 @@ class SpanEncoder:
             tail += ',"status":' + status
         out.append(head + tail + "}")
         return ""
-
-    @staticmethod
-    def _span_head(
-        ids: str, trace_state: str, flags: int, name: str, kind: int, start: int, stop_time: int
-    ) -> str:
-        """The span's fields up to its end time, when some are missing or a trace state is set."""
-        parts = ["{" + ids]
-        if trace_state:
-            # traceState comes between spanId and parentSpanId in declaration order.
-            before, sep, parent = parts[0].partition(',"parentSpanId"')
-            parts[0] = before + ',"traceState":' + encode_basestring(trace_state) + sep + parent
-        if flags:
-            parts.append(f',"flags":{flags}')
-        if name:
-            parts.append(',"name":' + encode_basestring(name))
-        if kind:
-            parts.append(f',"kind":{kind}')
-        if start:
-            parts.append(f',"startTimeUnixNano":"{start}"')
-        if stop_time:
-            parts.append(f',"endTimeUnixNano":"{stop_time}"')
-        return "".join(parts)
 
     @staticmethod
     def _span_rest(

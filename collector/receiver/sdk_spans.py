@@ -21,7 +21,15 @@ import struct
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Final
 
-from collector.receiver.wire import FIXED32, FIXED64, TABLES, any_value, encode_message, varint
+from collector.receiver.wire import (
+    FIXED32,
+    FIXED64,
+    TABLES,
+    any_value,
+    encode_message,
+    span_head,
+    varint,
+)
 
 __all__ = ["CACHE_LIMIT", "RUNS_KEPT", "STABLE", "SdkSpans"]
 
@@ -187,25 +195,8 @@ class SdkSpans:
             del out[mark:]
             return None
         add(close)
-        if flags and name and kind and start and stop_time:
-            out[mark] = (
-                f',{{"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"{parent},'
-                f'"flags":{flags},"name":{name},"kind":{kind},'
-                f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{stop_time}"'
-            )
-        else:
-            parts = [f',{{"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"{parent}']
-            if flags:
-                parts.append(f',"flags":{flags}')
-            if name:
-                parts.append(',"name":' + name)
-            if kind:
-                parts.append(f',"kind":{kind}')
-            if start:
-                parts.append(f',"startTimeUnixNano":"{start}"')
-            if stop_time:
-                parts.append(f',"endTimeUnixNano":"{stop_time}"')
-            out[mark] = "".join(parts)
+        ids = f'"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"{parent}'
+        out[mark] = "," + span_head(ids, flags, name, kind, start, stop_time)
         return ""
 
     def _attribute_list(self, buf: bytes, pos: int, end: int, out: list[str]) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "repeated",
     "signed64",
     "skip",
+    "span_head",
     "varint",
 ]
 
@@ -305,3 +306,30 @@ def repeated(buf: bytes, pos: int, end: int, want: int, encode: Callable[..., st
         parts.append(encode(buf, pos, pos + n))
         pos += n
     return ",".join(parts)
+
+
+def span_head(ids: str, flags: int, name: str, kind: int, start: int, stop_time: int) -> str:
+    """A span's OTLP JSON from its opening brace up to its end time.
+
+    ``ids`` is the ``"traceId"...`` text (with ``traceState`` and ``parentSpanId`` when the
+    span has them), ``name`` the name already encoded as JSON ("" when absent); fields at
+    their default are left out, as the file exporters do.
+    """
+    if flags and name and kind and start and stop_time:
+        # What SDKs send: one string build instead of one per field.
+        return (
+            f'{{{ids},"flags":{flags},"name":{name},"kind":{kind},'
+            f'"startTimeUnixNano":"{start}","endTimeUnixNano":"{stop_time}"'
+        )
+    parts = ["{" + ids]
+    if flags:
+        parts.append(f',"flags":{flags}')
+    if name:
+        parts.append(',"name":' + name)
+    if kind:
+        parts.append(f',"kind":{kind}')
+    if start:
+        parts.append(f',"startTimeUnixNano":"{start}"')
+    if stop_time:
+        parts.append(f',"endTimeUnixNano":"{stop_time}"')
+    return "".join(parts)
