@@ -4,6 +4,9 @@
 the ``handoff.commit`` span under the sender's trace context, refuses what the protocol
 forbids, claims the idempotency key, runs the executor once (or returns the stored result),
 and ends the span with the outcome, the result status and this receiver's token usage.
+
+``record_lapse`` records the commit that never came: an accept voided because its commit
+deadline passed (``Receiver.void_expired()``).
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from collector import schema
 from collector.envelope import describe_result
-from collector.idempotency import Claim, StoredResult
+from collector.idempotency import Acceptance, Claim, StoredResult
 from collector.messages import (
     MODE_HANDSHAKE,
     MODE_TWO_STEP,
@@ -30,7 +34,13 @@ from collector.work import Work
 if TYPE_CHECKING:
     from collector.receiving import Receiver
 
-__all__ = ["CommitRun", "COMMIT_IN_PROGRESS", "COMMIT_WITHOUT_ACCEPT", "IDEMPOTENCY_CONFLICT"]
+__all__ = [
+    "COMMIT_IN_PROGRESS",
+    "COMMIT_WITHOUT_ACCEPT",
+    "CommitRun",
+    "IDEMPOTENCY_CONFLICT",
+    "record_lapse",
+]
 
 COMMIT_WITHOUT_ACCEPT = schema.COMMIT_ERROR_WITHOUT_ACCEPT
 IDEMPOTENCY_CONFLICT = schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT
@@ -70,7 +80,8 @@ class CommitRun:
             if decided is not None:
                 return decided
             if claim.acquired:
-                return self._execute_sync(claim.token)
+                lost = self._lost(claim.token)
+                return lost if lost is not None else self._execute_sync(claim.token)
             remaining = give_up - time.monotonic()
             if remaining <= 0:
                 return self._refuse(COMMIT_IN_PROGRESS, "another execution of this key is running")
@@ -91,7 +102,8 @@ class CommitRun:
             if decided is not None:
                 return decided
             if claim.acquired:
-                return await self._execute_async(claim.token)
+                lost = self._lost(claim.token)
+                return lost if lost is not None else await self._execute_async(claim.token)
             if time.monotonic() >= give_up:
                 return self._refuse(COMMIT_IN_PROGRESS, "another execution of this key is running")
             await asyncio.sleep(pause)
@@ -176,6 +188,24 @@ class CommitRun:
             now_ms=self.clock.time_ns() // 1_000_000,
             lease_ms=self.r.lease_ms,
         )
+
+    def _lost(self, token: str | None) -> CommitResult | None:
+        """Refuse (and release the key) if the accept was voided since ``_check`` read it.
+
+        A sweep voids an expired accept only while no commit holds its key, so reading it
+        again once the key is held closes the gap between the check and the claim.
+        """
+        c, r = self.c, self.r
+        if c.mode != MODE_HANDSHAKE:
+            return None
+        acc = r.store.load_acceptance(r.name, c.handoff_id, c.attempt)
+        # Committed passes as in ``_check``: only the store's replay decides about a rerun.
+        if acc is not None and acc.state in (schema.STATE_VALIDATED, schema.STATE_COMMITTED):
+            return None
+        if token is not None:
+            r.store.release(token)
+        state = "gone" if acc is None else acc.state
+        return self._refuse(COMMIT_WITHOUT_ACCEPT, f"this attempt became {state} before it ran")
 
     def _decide(self, claim: Claim) -> CommitResult | None:
         if claim.conflict_fingerprint is not None:
@@ -332,3 +362,51 @@ class CommitRun:
             error=error,
             detail=detail,
         )
+
+
+def record_lapse(receiver: Receiver, acc: Acceptance, now_ns: int) -> None:
+    """Record an accept voided because no commit came before its deadline.
+
+    A ``handoff.expire`` span (the receiver's, under the trace context the proposal carried,
+    else a new trace) with the ``validated -> void`` transition, and one ``expired`` commit
+    outcome on ``handoff.phase.outcomes``. Never raises (telemetry failures are logged).
+    """
+    tel = receiver.telemetry
+
+    def attributes() -> dict[str, Any]:
+        attrs: dict[str, Any] = {
+            schema.HANDOFF_ID: acc.handoff_id,
+            schema.TASK_ID: acc.task_id,
+            schema.RECEIVER: acc.receiver,
+            schema.ATTEMPT: acc.attempt,
+            schema.HANDOFF_MODE: MODE_HANDSHAKE,
+            schema.STATE: schema.STATE_VOID,
+            schema.PAYLOAD_FINGERPRINT: acc.fingerprint,
+            schema.COMMIT_DEADLINE_UNIX_MS: acc.deadline_ms,
+        }
+        if acc.sender:
+            attrs[schema.SENDER] = acc.sender
+        if acc.key:
+            attrs[schema.IDEMPOTENCY_KEY] = acc.key
+        attrs.update(receiver.phase_attributes(None)[0])
+        return attrs
+
+    # Without the sender's context the lapse starts its own trace rather than joining
+    # whatever span happens to be current where the sweep runs.
+    parent = tel.extract(dict(acc.trace)) if acc.trace else None
+    span = tel.start(
+        schema.SPAN_EXPIRE,
+        start_ns=now_ns,
+        attributes=attributes,
+        parent=parent if parent is not None else otel_context.Context(),
+    )
+    tel.transition(
+        span,
+        schema.STATE_VALIDATED,
+        schema.STATE_VOID,
+        schema.REASON_ACCEPT_EXPIRED,
+        at_ns=now_ns,
+        attempt=acc.attempt,
+    )
+    tel.end(span, end_ns=now_ns)
+    tel.count(schema.PHASE_COMMIT, schema.OUTCOME_EXPIRED)

@@ -16,6 +16,11 @@ Rules the stores implement:
 * **Retention** -> stored results and acceptances are kept ``ttl_ms`` (24 hours by default)
   after they were written; ``purge()`` removes older ones. A replay needs the key to still be
   stored, so the TTL must outlast the longest retry window.
+* **Expired accepts** -> ``void_expired()`` moves every ``validated`` acceptance whose commit
+  deadline has passed to ``void`` in one atomic step and returns them. An accept whose key is
+  claimed by a running execution (a live lease), or whose attempt already stored a result, is
+  left alone: a commit that claimed first wins. A commit re-reads its acceptance after it
+  claims the key, so once an accept is void the task can no longer run for it.
 
 The store also keeps the receiver's *acceptances* (which handoff attempts it accepted and until
 when), so a commit after a receiver restart is still honoured by a durable store.
@@ -25,11 +30,13 @@ restarts and serialises processes.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from collector import schema
 from collector.records import fast_init
 
 __all__ = [
@@ -78,7 +85,11 @@ class Claim:
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Acceptance:
-    """A receiver's accept of one handoff attempt, valid until ``deadline_ms``."""
+    """A receiver's accept of one handoff attempt, valid until ``deadline_ms``.
+
+    ``sender`` and ``trace`` (the W3C trace context the proposal carried, as ``(name, value)``
+    pairs) let a lapse found later be recorded under the sender's trace.
+    """
 
     receiver: str
     handoff_id: str
@@ -89,6 +100,8 @@ class Acceptance:
     state: str
     deadline_ms: int
     created_ms: int
+    sender: str = ""
+    trace: tuple[tuple[str, str], ...] = ()
 
 
 @runtime_checkable
@@ -135,6 +148,43 @@ class IdempotencyStore(Protocol):
         """Remove results and acceptances older than ``ttl_ms``; returns how many."""
         ...
 
+    def void_expired(
+        self,
+        *,
+        now_ms: int,
+        receiver: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        limit: int | None = None,
+    ) -> list[Acceptance]:
+        """Atomically void ``validated`` acceptances whose deadline is before ``now_ms``.
+
+        Only ``receiver``'s when given, at most ``limit``. Skips an accept whose key is held by
+        a claim younger than ``lease_ms`` or whose attempt already stored a result (that commit
+        wins). Returns the voided acceptances (state ``void``), earliest deadline first.
+        """
+        ...
+
+
+_VALIDATED = schema.STATE_VALIDATED
+_VOID = schema.STATE_VOID
+
+
+def _with_state(a: Acceptance, state: str) -> Acceptance:
+    # Built directly: ``dataclasses.replace`` inspects the fields on every call.
+    return Acceptance(
+        a.receiver,
+        a.handoff_id,
+        a.attempt,
+        a.task_id,
+        a.key,
+        a.fingerprint,
+        state,
+        a.deadline_ms,
+        a.created_ms,
+        a.sender,
+        a.trace,
+    )
+
 
 @dataclass(slots=True)
 class _Row:
@@ -153,6 +203,10 @@ class MemoryStore:
         self._rows: dict[tuple[str, str], _Row] = {}
         self._tokens: dict[str, tuple[str, str]] = {}
         self._accepts: dict[tuple[str, str, int], Acceptance] = {}
+        # Validated accepts by deadline, so a sweep reads only the due ones. Entries are not
+        # removed when an accept moves on; the sweep skips those, and purge() rebuilds it.
+        self._due: list[tuple[int, int, tuple[str, str, int]]] = []
+        self._due_order = itertools.count()
         self._tokens_issued = itertools.count(1)
         self._waiters = 0  # threads in wait(); nobody to wake means no notify
 
@@ -216,6 +270,8 @@ class MemoryStore:
         with self._lock:
             k = (acceptance.receiver, acceptance.handoff_id, acceptance.attempt)
             self._accepts[k] = acceptance
+            if acceptance.state == _VALIDATED:
+                heapq.heappush(self._due, (acceptance.deadline_ms, next(self._due_order), k))
 
     def load_acceptance(self, receiver: str, handoff_id: str, attempt: int) -> Acceptance | None:
         with self._lock:
@@ -229,19 +285,51 @@ class MemoryStore:
             current = self._accepts.get(k)
             if current is None or current.state != expect:
                 return False
-            # Built directly: ``dataclasses.replace`` inspects the fields on every call.
-            self._accepts[k] = Acceptance(
-                receiver=current.receiver,
-                handoff_id=current.handoff_id,
-                attempt=current.attempt,
-                task_id=current.task_id,
-                key=current.key,
-                fingerprint=current.fingerprint,
-                state=state,
-                deadline_ms=current.deadline_ms,
-                created_ms=current.created_ms,
-            )
+            self._accepts[k] = _with_state(current, state)
             return True
+
+    def void_expired(
+        self,
+        *,
+        now_ms: int,
+        receiver: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        limit: int | None = None,
+    ) -> list[Acceptance]:
+        voided: list[Acceptance] = []
+        kept: list[tuple[int, int, tuple[str, str, int]]] = []
+        with self._lock:
+            due = self._due
+            while due and due[0][0] < now_ms and (limit is None or len(voided) < limit):
+                entry = heapq.heappop(due)
+                k = entry[2]
+                current = self._accepts.get(k)
+                if (
+                    current is None
+                    or current.state != _VALIDATED
+                    or current.deadline_ms != entry[0]
+                ):
+                    continue  # moved on, purged, or saved again with another deadline
+                if (receiver is not None and current.receiver != receiver) or self._running(
+                    current, now_ms, lease_ms
+                ):
+                    kept.append(entry)
+                    continue
+                void = _with_state(current, _VOID)
+                self._accepts[k] = void
+                voided.append(void)
+            for entry in kept:
+                heapq.heappush(due, entry)
+        return voided
+
+    def _running(self, a: Acceptance, now_ms: int, lease_ms: int) -> bool:
+        """Whether a commit of ``a`` holds its key or has stored its result (caller locks)."""
+        row = self._rows.get((a.receiver, a.key or ""))
+        if row is None:
+            return False
+        if row.result is None:
+            return now_ms - row.claimed_ms < lease_ms
+        return row.result.handoff_id == a.handoff_id and row.result.attempt == a.attempt
 
     def purge(self, *, now_ms: int, ttl_ms: int = DEFAULT_TTL_MS) -> int:
         with self._lock:
@@ -259,6 +347,12 @@ class MemoryStore:
             ]
             for k in stale:
                 del self._accepts[k]
+            self._due = [
+                (a.deadline_ms, next(self._due_order), k)
+                for k, a in self._accepts.items()
+                if a.state == _VALIDATED
+            ]
+            heapq.heapify(self._due)
             return len(old) + len(stale)
 
     def __repr__(self) -> str:

@@ -12,7 +12,9 @@ enforces on its own side:
 * a commit runs only for an accepted, unexpired, non-void attempt whose payload matches the
   accepted one; anything else is refused without running, and recorded as ``refused``;
 * one execution per (receiver, idempotency key), through its ``IdempotencyStore``; duplicates
-  get the stored result, marked ``replayed``; a task that raises releases its key (``failed``).
+  get the stored result, marked ``replayed``; a task that raises releases its key (``failed``);
+* an accept whose commit deadline passes with no commit is voided by ``void_expired()`` (or a
+  background ``start_sweeper()``), recorded as a ``handoff.expire`` span, and never runs.
 
 The receiver emits the ``handoff.commit`` spans (its work, with its token usage), joined to the
 sender's trace through the W3C context the commit request carries. Legacy ``two-step`` and
@@ -22,6 +24,8 @@ sender's trace through the W3C context the commit request carries. Legacy ``two-
 from __future__ import annotations
 
 import inspect
+import logging
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,8 +35,8 @@ from opentelemetry import metrics, trace
 from collector import schema
 from collector.agents import AgentRole
 from collector.clock import Clock, SystemClock
-from collector.committing import CommitRun
-from collector.errors import MessageError
+from collector.committing import CommitRun, record_lapse
+from collector.errors import ConfigurationError, MessageError
 from collector.idempotency import (
     DEFAULT_LEASE_MS,
     DEFAULT_TTL_MS,
@@ -59,10 +63,14 @@ from collector.protocol import is_on_time
 from collector.telemetry import Telemetry, usage_attributes
 from collector.work import Executor, Validator, Verdict, Work, reject
 
-__all__ = ["Receiver", "VALIDATOR_ERROR"]
+__all__ = ["DEFAULT_SWEEP_INTERVAL_S", "Receiver", "Sweeper", "VALIDATOR_ERROR"]
+
+log = logging.getLogger("collector.receiving")
 
 VALIDATOR_ERROR = schema.REJECT_VALIDATOR_ERROR
 """Custom reject code used when the receiver's own validator raised."""
+DEFAULT_SWEEP_INTERVAL_S = 1.0
+"""How often a background sweeper voids expired accepts, in seconds."""
 
 
 class Receiver:
@@ -234,6 +242,8 @@ class Receiver:
                     state=schema.STATE_VALIDATED if on_time else schema.STATE_VOID,
                     deadline_ms=p.deadline_unix_ms,
                     created_ms=now_ms,
+                    sender=p.sender,
+                    trace=tuple(p.trace.items()),
                 )
             )
         return self._reply(p, verdict, work)
@@ -277,6 +287,8 @@ class Receiver:
                     state=schema.STATE_PROPOSED,
                     deadline_ms=p.deadline_unix_ms,
                     created_ms=self.clock.time_ns() // 1_000_000,
+                    sender=p.sender,
+                    trace=tuple(p.trace.items()),
                 )
             )
         return Ack(handoff_id=p.handoff_id, attempt=p.attempt, receiver=self.name)
@@ -298,8 +310,45 @@ class Receiver:
         """``on_commit()`` for asyncio."""
         return await CommitRun(self, c).asynchronous()
 
+    # ------------------------------------------------------------------ expiry
+    def void_expired(self, *, limit: int | None = None) -> list[Acceptance]:
+        """Void this receiver's accepts whose commit deadline passed with no commit.
+
+        Each lapse is recorded as a ``handoff.expire`` span under the sender's trace, with a
+        ``validated -> void`` transition, and counted as an ``expired`` commit outcome. An
+        accept whose commit has already claimed its key is left to that commit. Returns the
+        voided acceptances (at most ``limit``), earliest deadline first.
+        """
+        sweep = getattr(self.store, "void_expired", None)
+        if sweep is None:
+            raise ConfigurationError(
+                f"{self.store!r} has no void_expired(); implement it (see "
+                "collector.IdempotencyStore) to void expired accepts"
+            )
+        now_ns = self.clock.time_ns()
+        lapsed: list[Acceptance] = sweep(
+            now_ms=now_ns // 1_000_000, receiver=self.name, lease_ms=self.lease_ms, limit=limit
+        )
+        for acceptance in lapsed:
+            record_lapse(self, acceptance, now_ns)
+        return lapsed
+
+    def start_sweeper(self, *, interval_s: float = DEFAULT_SWEEP_INTERVAL_S) -> Sweeper:
+        """Call ``void_expired()`` now and every ``interval_s`` seconds on a daemon thread.
+
+        Returns the running ``Sweeper``; ``stop()`` it, or use it as a context manager. Errors
+        are logged on the ``collector.receiving`` logger and the sweeper carries on.
+        """
+        return Sweeper(self, interval_s=interval_s).start()
+
     def expire(self) -> int:
-        """Purge results and acceptances older than the retention; returns how many."""
+        """Void expired accepts (as ``void_expired()``), then purge results and acceptances
+        older than the retention; returns how many were purged.
+
+        Voiding first means no lapsed accept is purged before its lapse is recorded.
+        """
+        if getattr(self.store, "void_expired", None) is not None:  # stores written before it
+            self.void_expired()
         return self.store.purge(now_ms=self.clock.time_ns() // 1_000_000, ttl_ms=self.ttl_ms)
 
     # ------------------------------------------------------------------ helpers
@@ -317,6 +366,82 @@ class Receiver:
         attrs, cost = usage_attributes(self.name, usage, self.prices)
         attrs.update(self._role_attrs)
         return attrs, cost
+
+
+class Sweeper:
+    """A daemon thread voiding a receiver's expired accepts every ``interval_s`` seconds.
+
+    The interval is real time; what is expired is decided on the receiver's clock. A failing
+    sweep is logged and retried at the next interval, never raised into the application.
+
+    >>> with receiver.start_sweeper(interval_s=5.0):  # doctest: +SKIP
+    ...     serve_forever()
+    """
+
+    def __init__(self, receiver: Receiver, *, interval_s: float) -> None:
+        if not interval_s > 0:
+            raise ConfigurationError(f"interval_s must be a positive number, not {interval_s!r}")
+        self.receiver = receiver
+        self.interval_s = interval_s
+        self.passes = 0
+        """Sweeps finished so far (failed ones included)."""
+        self.voided = 0
+        """Accepts voided so far."""
+        self.failures = 0
+        """Sweeps that raised."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"handoffscope-sweeper-{receiver.name}", daemon=True
+        )
+
+    def start(self) -> Sweeper:
+        """Start the thread (``Receiver.start_sweeper()`` does); returns ``self``."""
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        """True until the thread has stopped."""
+        return self._thread.is_alive()
+
+    def stop(self, *, timeout_s: float | None = 10.0) -> bool:
+        """Stop sweeping and wait for the thread (a sweep in progress finishes first).
+
+        Idempotent; returns True once the thread has ended.
+        """
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+    def __enter__(self) -> Sweeper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"Sweeper({self.receiver.name!r}, every {self.interval_s} s, {state})"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.voided += len(self.receiver.void_expired())
+            except Exception as e:  # noqa: BLE001 - a background sweep must not kill the app
+                self.failures += 1
+                # The first failures are logged in full; a persistent one, once per hundred.
+                if self.failures <= 3 or self.failures % 100 == 0:
+                    log.warning(
+                        "handoffscope: sweeping expired accepts of %r failed (%d so far); "
+                        "retrying in %s s",
+                        self.receiver.name,
+                        self.failures,
+                        self.interval_s,
+                        exc_info=e if self.failures <= 3 else None,
+                    )
+            self.passes += 1
+            self._stop.wait(self.interval_s)
 
 
 def _fingerprint_of(p: Proposal | CommitRequest) -> str:

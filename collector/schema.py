@@ -326,3 +326,14 @@ COMMIT_ERROR_IN_PROGRESS: Final = "CommitInProgress"
 """Refused: another execution of the key was still running when the wait ran out."""
 REJECT_VALIDATOR_ERROR: Final = "validator_error"
 """Custom reject code the library sends when a receiver's own validator raised."""
+
+# --------------------------------------------------------------------------------------
+# Added with the sweep of expired accepts
+# --------------------------------------------------------------------------------------
+SPAN_EXPIRE: Final = "handoff.expire"
+"""One span per accept the receiver voided because its commit deadline passed with no commit;
+the receiver's, under the sender's trace."""
+OUTCOME_EXPIRED: Final = "expired"
+"""``handoff.outcome`` (phase ``commit``) of an accept voided because no commit came in time."""
+REASON_ACCEPT_EXPIRED: Final = "commit deadline passed with no commit (expired)"
+"""``handoff.transition.reason`` of the ``validated -> void`` move a sweep records."""

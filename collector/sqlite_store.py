@@ -8,7 +8,11 @@ over (its holder is presumed dead). WAL mode lets readers proceed while one writ
 the lock; ``busy_timeout`` makes writers queue instead of failing.
 
 The same rules as ``MemoryStore`` apply (see ``collector.idempotency``). Results are stored
-as JSON text, so they must be JSON-serialisable (the receiver ensures that).
+as JSON text, so they must be JSON-serialisable (the receiver ensures that). Voiding expired
+accepts is one ``UPDATE`` in a ``BEGIN IMMEDIATE`` transaction, so it is atomic against claims
+from any process; a partial index on validated accepts keeps it from reading the whole table.
+A file written before acceptances recorded their sender and trace context gains the two
+columns when it is opened.
 """
 
 from __future__ import annotations
@@ -20,9 +24,17 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
+from collector import schema
 from collector.errors import ConfigurationError
-from collector.idempotency import DEFAULT_TTL_MS, Acceptance, Claim, StoredResult
+from collector.idempotency import (
+    DEFAULT_LEASE_MS,
+    DEFAULT_TTL_MS,
+    Acceptance,
+    Claim,
+    StoredResult,
+)
 
 __all__ = ["SQLiteStore"]
 
@@ -51,8 +63,41 @@ CREATE TABLE IF NOT EXISTS handoff_acceptances (
     state       TEXT NOT NULL,
     deadline_ms INTEGER NOT NULL,
     created_ms  INTEGER NOT NULL,
+    sender      TEXT NOT NULL DEFAULT '',
+    trace       TEXT,
     PRIMARY KEY (receiver, handoff_id, attempt)
 );
+"""
+
+# Columns added after the first release, with their definitions, for files written before.
+_ADDED_COLUMNS = (("sender", "TEXT NOT NULL DEFAULT ''"), ("trace", "TEXT"))
+
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS handoff_acceptances_due
+    ON handoff_acceptances (deadline_ms) WHERE state = 'validated';
+"""
+
+_ACCEPTANCE_COLUMNS = (
+    "receiver, handoff_id, attempt, task_id, key, fingerprint, state, deadline_ms, created_ms, "
+    "sender, trace"
+)
+
+# Expired validated accepts nobody is committing: no live claim on the key, and no result
+# stored by this very attempt (its commit finished and is about to mark it committed).
+_VOID_EXPIRED = f"""
+UPDATE handoff_acceptances SET state = :void
+WHERE rowid IN (
+    SELECT a.rowid FROM handoff_acceptances AS a
+    WHERE a.state = :validated AND a.deadline_ms < :now
+      AND (:receiver IS NULL OR a.receiver = :receiver)
+      AND NOT EXISTS (
+          SELECT 1 FROM handoff_results AS r
+          WHERE r.receiver = a.receiver AND r.key = a.key
+            AND ((r.done = 0 AND :now - r.claimed_ms < :lease)
+                 OR (r.done = 1 AND r.handoff_id = a.handoff_id AND r.attempt = a.attempt)))
+    ORDER BY a.deadline_ms
+    LIMIT :limit)
+RETURNING {_ACCEPTANCE_COLUMNS}
 """
 
 
@@ -74,11 +119,26 @@ class SQLiteStore:
             conn = self._conn()
             conn.execute("PRAGMA journal_mode=WAL")
             conn.executescript(_SCHEMA)
+            self._migrate(conn)
+            conn.executescript(_INDEXES)
         except sqlite3.DatabaseError as e:
             raise ConfigurationError(
                 f"idempotency store {self.path} is not a usable SQLite database ({e}); "
                 "point the store at a new file"
             ) from e
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        have = {row[1] for row in conn.execute("PRAGMA table_info(handoff_acceptances)")}
+        for name, definition in _ADDED_COLUMNS:
+            if name in have:
+                continue
+            try:
+                conn.execute(f"ALTER TABLE handoff_acceptances ADD COLUMN {name} {definition}")
+            except sqlite3.OperationalError as e:
+                # Another process opening the same file at the same moment added it first.
+                if "duplicate column" not in str(e):
+                    raise
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -205,7 +265,8 @@ class SQLiteStore:
     def save_acceptance(self, acceptance: Acceptance) -> None:
         a = acceptance
         self._conn().execute(
-            "INSERT OR REPLACE INTO handoff_acceptances VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO handoff_acceptances ({_ACCEPTANCE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 a.receiver,
                 a.handoff_id,
@@ -216,6 +277,8 @@ class SQLiteStore:
                 a.state,
                 a.deadline_ms,
                 a.created_ms,
+                a.sender,
+                json.dumps(dict(a.trace)) if a.trace else None,
             ),
         )
 
@@ -223,14 +286,13 @@ class SQLiteStore:
         row = (
             self._conn()
             .execute(
-                "SELECT receiver, handoff_id, attempt, task_id, key, fingerprint, state, "
-                "deadline_ms, created_ms FROM handoff_acceptances "
+                f"SELECT {_ACCEPTANCE_COLUMNS} FROM handoff_acceptances "
                 "WHERE receiver = ? AND handoff_id = ? AND attempt = ?",
                 (receiver, handoff_id, attempt),
             )
             .fetchone()
         )
-        return Acceptance(*row) if row is not None else None
+        return _acceptance(row) if row is not None else None
 
     def set_acceptance_state(
         self, receiver: str, handoff_id: str, attempt: int, *, expect: str, state: str
@@ -241,6 +303,39 @@ class SQLiteStore:
             (state, receiver, handoff_id, attempt, expect),
         )
         return cur.rowcount == 1
+
+    def void_expired(
+        self,
+        *,
+        now_ms: int,
+        receiver: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        limit: int | None = None,
+    ) -> list[Acceptance]:
+        """Void expired, uncommitted accepts in one transaction (see ``IdempotencyStore``)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            rows = conn.execute(
+                _VOID_EXPIRED,
+                {
+                    "void": schema.STATE_VOID,
+                    "validated": schema.STATE_VALIDATED,
+                    "now": now_ms,
+                    "receiver": receiver,
+                    "lease": lease_ms,
+                    "limit": -1 if limit is None else limit,
+                },
+            ).fetchall()
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        # RETURNING gives rows in no promised order.
+        return sorted(
+            (_acceptance(row) for row in rows),
+            key=lambda a: (a.deadline_ms, a.receiver, a.handoff_id, a.attempt),
+        )
 
     def purge(self, *, now_ms: int, ttl_ms: int = DEFAULT_TTL_MS) -> int:
         conn = self._conn()
@@ -259,3 +354,8 @@ class SQLiteStore:
             conn.execute("ROLLBACK")
             raise
         return a + b
+
+
+def _acceptance(row: tuple[Any, ...]) -> Acceptance:
+    *fields, trace = row
+    return Acceptance(*fields, tuple(json.loads(trace).items()) if trace else ())
