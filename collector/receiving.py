@@ -319,12 +319,7 @@ class Receiver:
         accept whose commit has already claimed its key is left to that commit. Returns the
         voided acceptances (at most ``limit``), earliest deadline first.
         """
-        sweep = getattr(self.store, "void_expired", None)
-        if sweep is None:
-            raise ConfigurationError(
-                f"{self.store!r} has no void_expired(); implement it (see "
-                "collector.IdempotencyStore) to void expired accepts"
-            )
+        sweep = self._sweep_fn()
         now_ns = self.clock.time_ns()
         lapsed: list[Acceptance] = sweep(
             now_ms=now_ns // 1_000_000, receiver=self.name, lease_ms=self.lease_ms, limit=limit
@@ -339,7 +334,17 @@ class Receiver:
         Returns the running ``Sweeper``; ``stop()`` it, or use it as a context manager. Errors
         are logged on the ``collector.receiving`` logger and the sweeper carries on.
         """
+        self._sweep_fn()  # a store that cannot sweep fails here, not once per interval
         return Sweeper(self, interval_s=interval_s).start()
+
+    def _sweep_fn(self) -> Any:
+        sweep = getattr(self.store, "void_expired", None)
+        if sweep is None:
+            raise ConfigurationError(
+                f"{self.store!r} has no void_expired(); implement it (see "
+                "collector.IdempotencyStore) to void expired accepts"
+            )
+        return sweep
 
     def expire(self) -> int:
         """Void expired accepts (as ``void_expired()``), then purge results and acceptances

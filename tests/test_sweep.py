@@ -9,12 +9,15 @@ voids an expired accept with no commit touching it, logs its failures and stops.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 import threading
 import time
 
 import pytest
+from test_telemetry_schema_doc import TYPES as DOC_TYPES
+from test_telemetry_schema_doc import sections as doc_sections
 
 from collector import (
     Acceptance,
@@ -333,6 +336,36 @@ def test_a_sweep_between_a_commits_check_and_its_claim_stops_the_commit(cap, sto
     assert store.get("writer", "k1") is None  # the claim was released, nothing stored
 
 
+def test_the_async_commit_path_is_stopped_the_same_way(cap, store):
+    calls = []
+    recv = receiver(cap, store, calls)
+    deadline = propose(recv, 1)
+    cap.clock.advance(DEADLINE_S)
+    claim = store.claim
+
+    def sweep_then_claim(*args, **kwargs):
+        store.void_expired(now_ms=deadline + 1, receiver="writer")
+        return claim(*args, **kwargs)
+
+    store.claim = sweep_then_claim
+    result = asyncio.run(recv.aon_commit(commit(1, recv)))
+    assert (result.outcome, result.error) == ("refused", schema.COMMIT_ERROR_WITHOUT_ACCEPT)
+    assert calls == [] and state_of(recv, 1) == "void"
+
+
+def test_the_expire_span_carries_only_documented_keys_with_documented_types(cap, store):
+    recv = receiver(cap, store, [])
+    propose(recv, 1, trace={})
+    cap.clock.advance(DEADLINE_S + 1)
+    recv.void_expired()
+    (span,) = cap.spans(schema.SPAN_EXPIRE)
+    documented = doc_sections()[schema.SPAN_EXPIRE]
+    for key, value in span.attributes.items():
+        assert key in documented, f"handoff.expire writes undocumented {key}"
+        assert isinstance(value, DOC_TYPES[documented[key]]), (key, value)
+    assert set(documented) - set(span.attributes) == set()
+
+
 def test_a_commit_that_claimed_first_wins_over_the_sweep(cap, store):
     started, go = threading.Event(), threading.Event()
     calls, results = [], []
@@ -415,6 +448,8 @@ def test_a_store_without_void_expired_gets_a_clear_error_and_expire_still_purges
     recv = receiver(cap, StoreWithoutSweep(), [])
     with pytest.raises(ConfigurationError, match="void_expired"):
         recv.void_expired()
+    with pytest.raises(ConfigurationError, match="void_expired"):
+        recv.start_sweeper(interval_s=1.0)  # at once, not as a log line every second
     assert recv.expire() == 0
 
 
