@@ -4,9 +4,6 @@
 the ``handoff.commit`` span under the sender's trace context, refuses what the protocol
 forbids, claims the idempotency key, runs the executor once (or returns the stored result),
 and ends the span with the outcome, the result status and this receiver's token usage.
-
-``record_lapse`` records the commit that never came: an accept voided because its commit
-deadline passed (``Receiver.void_expired()``).
 """
 
 from __future__ import annotations
@@ -15,12 +12,11 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 
 from collector import schema
 from collector.envelope import describe_result
-from collector.idempotency import Acceptance, Claim, StoredResult
+from collector.idempotency import Claim, StoredResult
 from collector.messages import (
     MODE_HANDSHAKE,
     MODE_TWO_STEP,
@@ -39,7 +35,6 @@ __all__ = [
     "COMMIT_WITHOUT_ACCEPT",
     "CommitRun",
     "IDEMPOTENCY_CONFLICT",
-    "record_lapse",
 ]
 
 COMMIT_WITHOUT_ACCEPT = schema.COMMIT_ERROR_WITHOUT_ACCEPT
@@ -362,51 +357,3 @@ class CommitRun:
             error=error,
             detail=detail,
         )
-
-
-def record_lapse(receiver: Receiver, acc: Acceptance, now_ns: int) -> None:
-    """Record an accept voided because no commit came before its deadline.
-
-    A ``handoff.expire`` span (the receiver's, under the trace context the proposal carried,
-    else a new trace) with the ``validated -> void`` transition, and one ``expired`` commit
-    outcome on ``handoff.phase.outcomes``. Never raises (telemetry failures are logged).
-    """
-    tel = receiver.telemetry
-
-    def attributes() -> dict[str, Any]:
-        attrs: dict[str, Any] = {
-            schema.HANDOFF_ID: acc.handoff_id,
-            schema.TASK_ID: acc.task_id,
-            schema.RECEIVER: acc.receiver,
-            schema.ATTEMPT: acc.attempt,
-            schema.HANDOFF_MODE: MODE_HANDSHAKE,
-            schema.STATE: schema.STATE_VOID,
-            schema.PAYLOAD_FINGERPRINT: acc.fingerprint,
-            schema.COMMIT_DEADLINE_UNIX_MS: acc.deadline_ms,
-        }
-        if acc.sender:
-            attrs[schema.SENDER] = acc.sender
-        if acc.key:
-            attrs[schema.IDEMPOTENCY_KEY] = acc.key
-        attrs.update(receiver.phase_attributes(None)[0])
-        return attrs
-
-    # Without the sender's context the lapse starts its own trace rather than joining
-    # whatever span happens to be current where the sweep runs.
-    parent = tel.extract(dict(acc.trace)) if acc.trace else None
-    span = tel.start(
-        schema.SPAN_EXPIRE,
-        start_ns=now_ns,
-        attributes=attributes,
-        parent=parent if parent is not None else otel_context.Context(),
-    )
-    tel.transition(
-        span,
-        schema.STATE_VALIDATED,
-        schema.STATE_VOID,
-        schema.REASON_ACCEPT_EXPIRED,
-        at_ns=now_ns,
-        attempt=acc.attempt,
-    )
-    tel.end(span, end_ns=now_ns)
-    tel.count(schema.PHASE_COMMIT, schema.OUTCOME_EXPIRED)

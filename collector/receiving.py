@@ -24,8 +24,6 @@ sender's trace through the W3C context the commit request carries. Legacy ``two-
 from __future__ import annotations
 
 import inspect
-import logging
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,7 +33,7 @@ from opentelemetry import metrics, trace
 from collector import schema
 from collector.agents import AgentRole
 from collector.clock import Clock, SystemClock
-from collector.committing import CommitRun, record_lapse
+from collector.committing import CommitRun
 from collector.errors import ConfigurationError, MessageError
 from collector.idempotency import (
     DEFAULT_LEASE_MS,
@@ -60,17 +58,14 @@ from collector.messages import (
 )
 from collector.pricing import PriceTable
 from collector.protocol import is_on_time
+from collector.sweeping import DEFAULT_SWEEP_INTERVAL_S, Sweeper, record_lapse
 from collector.telemetry import Telemetry, usage_attributes
 from collector.work import Executor, Validator, Verdict, Work, reject
 
-__all__ = ["DEFAULT_SWEEP_INTERVAL_S", "Receiver", "Sweeper", "VALIDATOR_ERROR"]
-
-log = logging.getLogger("collector.receiving")
+__all__ = ["Receiver", "VALIDATOR_ERROR"]
 
 VALIDATOR_ERROR = schema.REJECT_VALIDATOR_ERROR
 """Custom reject code used when the receiver's own validator raised."""
-DEFAULT_SWEEP_INTERVAL_S = 1.0
-"""How often a background sweeper voids expired accepts, in seconds."""
 
 
 class Receiver:
@@ -332,7 +327,7 @@ class Receiver:
         """Call ``void_expired()`` now and every ``interval_s`` seconds on a daemon thread.
 
         Returns the running ``Sweeper``; ``stop()`` it, or use it as a context manager. Errors
-        are logged on the ``collector.receiving`` logger and the sweeper carries on.
+        are logged on the ``collector.sweeping`` logger and the sweeper carries on.
         """
         self._sweep_fn()  # a store that cannot sweep fails here, not once per interval
         return Sweeper(self, interval_s=interval_s).start()
@@ -371,82 +366,6 @@ class Receiver:
         attrs, cost = usage_attributes(self.name, usage, self.prices)
         attrs.update(self._role_attrs)
         return attrs, cost
-
-
-class Sweeper:
-    """A daemon thread voiding a receiver's expired accepts every ``interval_s`` seconds.
-
-    The interval is real time; what is expired is decided on the receiver's clock. A failing
-    sweep is logged and retried at the next interval, never raised into the application.
-
-    >>> with receiver.start_sweeper(interval_s=5.0):  # doctest: +SKIP
-    ...     serve_forever()
-    """
-
-    def __init__(self, receiver: Receiver, *, interval_s: float) -> None:
-        if not interval_s > 0:
-            raise ConfigurationError(f"interval_s must be a positive number, not {interval_s!r}")
-        self.receiver = receiver
-        self.interval_s = interval_s
-        self.passes = 0
-        """Sweeps finished so far (failed ones included)."""
-        self.voided = 0
-        """Accepts voided so far."""
-        self.failures = 0
-        """Sweeps that raised."""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, name=f"handoffscope-sweeper-{receiver.name}", daemon=True
-        )
-
-    def start(self) -> Sweeper:
-        """Start the thread (``Receiver.start_sweeper()`` does); returns ``self``."""
-        self._thread.start()
-        return self
-
-    @property
-    def running(self) -> bool:
-        """True until the thread has stopped."""
-        return self._thread.is_alive()
-
-    def stop(self, *, timeout_s: float | None = 10.0) -> bool:
-        """Stop sweeping and wait for the thread (a sweep in progress finishes first).
-
-        Idempotent; returns True once the thread has ended.
-        """
-        self._stop.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
-        return not self._thread.is_alive()
-
-    def __enter__(self) -> Sweeper:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        state = "running" if self.running else "stopped"
-        return f"Sweeper({self.receiver.name!r}, every {self.interval_s} s, {state})"
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.voided += len(self.receiver.void_expired())
-            except Exception as e:  # noqa: BLE001 - a background sweep must not kill the app
-                self.failures += 1
-                # The first failures are logged in full; a persistent one, once per hundred.
-                if self.failures <= 3 or self.failures % 100 == 0:
-                    log.warning(
-                        "handoffscope: sweeping expired accepts of %r failed (%d so far); "
-                        "retrying in %s s",
-                        self.receiver.name,
-                        self.failures,
-                        self.interval_s,
-                        exc_info=e if self.failures <= 3 else None,
-                    )
-            self.passes += 1
-            self._stop.wait(self.interval_s)
 
 
 def _fingerprint_of(p: Proposal | CommitRequest) -> str:

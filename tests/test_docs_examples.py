@@ -104,6 +104,7 @@ PUBLIC = [
     "Sender",
     "StateMachine",
     "StoredResult",
+    "Sweeper",
     "SystemClock",
     "Telemetry",
     "Usage",

@@ -497,7 +497,7 @@ def test_a_failing_sweep_is_logged_and_retried_never_raised(cap, caplog):
     recv = receiver(cap, FlakyStore(), [])
     propose(recv, 1)
     cap.clock.advance(DEADLINE_S + 1)
-    with caplog.at_level(logging.WARNING, logger="collector.receiving"):
+    with caplog.at_level(logging.WARNING, logger="collector.sweeping"):
         sweeper = recv.start_sweeper(interval_s=0.01)
         try:
             eventually(lambda: state_of(recv, 1) == "void", "the sweep to recover")

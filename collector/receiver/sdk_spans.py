@@ -9,7 +9,7 @@ Nearly all of the work is attributes, and most of them repeat from span to span 
 receiver, phase, state, schema...): the JSON of each distinct ``KeyValue``, keyed by its
 bytes, is remembered, and so are encoded keys, span names and event bodies. A span in any
 other layout (a trace state, fields out of order, an unknown field, a long name) is left to
-the general walker in ``otlp_json``, which handles every message the protocol allows.
+the general walker in ``general_spans``, which handles every message the protocol allows.
 
 The request must already have been parsed by protobuf without error: the walk trusts the
 lengths it reads.
