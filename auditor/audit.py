@@ -7,21 +7,17 @@
 
 from __future__ import annotations
 
-import re
 import weakref
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from auditor import derived
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures
-from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, all_rules, select_rules
+from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.settings import AuditSettings
-from auditor.table import SPAN_COLUMNS
 
 if TYPE_CHECKING:
     import duckdb
@@ -91,14 +87,32 @@ class AuditResult:
 _PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False) -> None:
+def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False, shared: bool = False) -> None:
     """Create the helper macros and views (``hs_*``) rules and figures read, once per
-    connection (``force`` re-creates them)."""
-    if con in _PREPARED and not force:
+    connection (``force`` re-creates them).
+
+    They are temporary objects of ``con``, or with ``shared`` objects of its database that
+    every cursor of it finds (each cursor still reads its own ``spans``, a temporary view
+    shadowing the table); a connection whose database has them shared creates nothing.
+    """
+    if con in _PREPARED and not (force or shared):
         return
-    text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
-    con.execute(text).fetchall()
+    if shared or force or not _has_shared(con):
+        text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
+        if shared:
+            text = text.replace("CREATE OR REPLACE TEMP ", "CREATE OR REPLACE ")
+        con.execute(text).fetchall()
     _PREPARED.add(con)
+
+
+def _has_shared(con: duckdb.DuckDBPyConnection) -> bool:
+    # Creating them costs several ms per statement on a large Parquet store; the dashboard
+    # opens a cursor per filter.
+    found = con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'hs_spans_all'"
+        " AND NOT temporary AND database_name = current_database()"
+    ).fetchall()
+    return bool(found[0][0])
 
 
 def run_rule(
@@ -138,37 +152,6 @@ def run_rule(
     return out
 
 
-@cache
-def _snapshots() -> dict[str, str]:
-    """The views every rule reads, narrowed to the columns the rules use."""
-    text = " ".join(r.sql for r in all_rules())
-    used = [
-        c
-        for c in SPAN_COLUMNS
-        if (f'"{c}"' in text if "." in c else re.search(rf"\b{re.escape(c)}\b", text))
-    ]
-    columns = ", ".join(f'"{c}"' for c in (*used, "handoff_key", "attempt_no", "latency_ms"))
-    return {
-        "hs_phases_all": f"SELECT {columns} FROM hs_phases(NULL, NULL, [])",
-        "hs_transitions_all": "SELECT * FROM hs_transitions(NULL, NULL, [])",
-    }
-
-
-@contextmanager
-def _snapshot(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Materialise the shared views once for one audit (not once per rule), then restore
-    them as views."""
-    try:
-        for name, select in _snapshots().items():
-            con.execute(f"DROP VIEW IF EXISTS {name}").fetchall()
-            con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS {select}").fetchall()
-        yield
-    finally:
-        for name in _snapshots():
-            con.execute(f"DROP TABLE IF EXISTS {name}").fetchall()
-        prepare(con, force=True)
-
-
 def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditResult:
     """Run the selected rules and compute the figures over ``trace_set``."""
     settings = settings or AuditSettings()
@@ -176,10 +159,10 @@ def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditRe
     con = trace_set.con
     prepare(con)
     findings: list[Finding] = []
-    with _snapshot(con):
+    with derived.for_rules(con, rules, figures=True):
         for rule in rules:
             findings.extend(run_rule(con, rule, settings))
-    figures = compute_figures(con, settings=settings, trace_set=trace_set)
+        figures = compute_figures(con, settings=settings, trace_set=trace_set)
     return AuditResult(
         findings=findings,
         rules=rules,

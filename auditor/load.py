@@ -159,11 +159,16 @@ def append_lines(
     problems are appended to ``trace_set.problems``. A reader following a growing file should
     hold back an unterminated last line until it is complete; with ``final=True`` the last
     line given is treated as the file's end, so an incomplete one is reported as torn.
-    Returns the number of new spans.
+    Returns the number of new spans. Derived tables (:mod:`auditor.derived`) computed
+    before are dropped, so nothing reads a snapshot without the new spans.
     """
+    from auditor import derived
+
     reader = Reader(connect(trace_set.con), dedupe_on_insert=True)
     reader.add_lines(file, list(lines), torn_possible=final)
     reader.flush()
+    if reader.added and derived.derived_names(trace_set.con):
+        derived.forget(trace_set.con)
     trace_set.problems.extend(reader.problems)
     trace_set.duplicate_count += reader.duplicates
     if file not in trace_set.files:

@@ -457,12 +457,7 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
     from auditor.errors import AuditError
     from auditor.load import MEMORY_LIMIT_ENV
 
-    text = str(run(con, "SELECT current_setting('memory_limit')")[0][0])
-    number, _, unit = text.partition(" ")
-    try:
-        current = int(float(number) * _UNITS[unit])
-    except (ValueError, KeyError):
-        current = 0
+    current = memory_limit(con)
     try:
         physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -477,6 +472,16 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
             title="out of memory",
         ) from error
     run(con, "SET memory_limit = ?", [f"{grown // 1024}KiB"])
+
+
+def memory_limit(con: duckdb.DuckDBPyConnection) -> int:
+    """DuckDB's memory limit on ``con``, in bytes (0 when it cannot be read)."""
+    text = str(run(con, "SELECT current_setting('memory_limit')")[0][0])
+    number, _, unit = text.partition(" ")
+    try:
+        return int(float(number) * _UNITS[unit])
+    except (ValueError, KeyError):
+        return 0
 
 
 def _first_line(error: Exception) -> str:

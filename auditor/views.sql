@@ -10,8 +10,9 @@
 --                      validate spans, the validation latency in milliseconds (latency_ms)
 -- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
 -- hs_transitions(...)  every `handoff.transition` event with the attempt it belongs to
--- The views hs_phases_all, hs_handoffs_all and hs_transitions_all are the unfiltered ones
--- the rules read.
+-- Each macro hs_<name> also has an unfiltered view hs_<name>_all, which rules, figures
+-- without a filter and the dashboard read. auditor/derived.py may point the views at tables
+-- computed once per trace set instead (same rows, fewer columns).
 
 CREATE OR REPLACE TEMP MACRO hs_spans(since_ns, until_ns, agents) AS TABLE
 SELECT *
@@ -159,3 +160,8 @@ SELECT
     start_unix_nano
 FROM hs_spans(since_ns, until_ns, agents)
 WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%';
+
+CREATE OR REPLACE TEMP VIEW hs_spans_all AS SELECT * FROM hs_spans(NULL, NULL, []);
+CREATE OR REPLACE TEMP VIEW hs_usage_all AS SELECT * FROM hs_usage(NULL, NULL, []);
+CREATE OR REPLACE TEMP VIEW hs_attempts_all AS SELECT * FROM hs_attempts(NULL, NULL, []);
+CREATE OR REPLACE TEMP VIEW hs_workflow_runs_all AS SELECT * FROM hs_workflow_runs(NULL, NULL, []);

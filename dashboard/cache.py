@@ -22,6 +22,7 @@ import streamlit as st
 from auditor import AuditError, TraceSet, load_traces
 from collector.errors import HandoffscopeError
 from dashboard import alerts, selection
+from dashboard.data.scope import ready
 from dashboard.source import Upload, fingerprint, save_uploads, uploads_digest
 
 T = TypeVar("T")
@@ -85,6 +86,7 @@ def _load(key: str, label: str, paths: list[Path]) -> Loaded:
     names = tuple(str(p) for p in paths)
     try:
         trace_set = load_traces(paths)
+        ready(trace_set)
     except AuditError as e:
         return Loaded(key, label, names, error=str(e))
     except HandoffscopeError as e:

@@ -10,6 +10,7 @@ auditor's own queries run unchanged on the filtered set. For a filter, the selec
 are computed once (with bound parameters) into a small table of a cursor kept for that
 filter, and ``spans`` there is a view joining the base table to it; the few most recent
 filters keep their cursor. Without a filter, each lease is a fresh cursor on the whole table.
+With :func:`build_index`, the selection reads one row per trace instead of every span.
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ from collector import schema as s
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["EVERYTHING", "Filters", "forget", "forget_all", "scoped"]
+__all__ = ["EVERYTHING", "SELECTED", "Filters", "forget", "forget_all", "scoped"]
+
+SELECTED = "handoffscope_selected"
+"""The table of a filtered cursor holding the ids of the selected traces."""
 
 _MAX_FILTERED = 4
 """Filtered cursors kept per trace set; each holds a copy of its selection."""
@@ -77,23 +81,48 @@ EVERYTHING = Filters()
 """No filter: the whole trace set."""
 
 
-_SELECT_TRACES = f"""
-SELECT trace_id FROM {{base}}
+INDEX = "handoffscope_trace_index"
+"""A table of what the filters test, one row per trace (see :func:`build_index`)."""
+
+# What a trace offers the filters: when it started, who took part, which workflows it ran.
+_TRACE_FACTS = f"""
+SELECT trace_id, min(start_time) AS start_time,
+       list_distinct(flatten(list(["{s.SENDER}", "{s.RECEIVER}", agent]))) AS agents,
+       list_distinct(list("{s.GEN_AI_WORKFLOW_NAME}")) AS workflows
+FROM {{base}}
 WHERE trace_id IS NOT NULL
 GROUP BY trace_id
-HAVING ($start IS NULL OR min(start_time) >= $start)
-   AND ($end IS NULL OR min(start_time) < $end)
-   AND (len($agents) = 0 OR bool_or(
-        list_contains($agents, "{s.SENDER}") OR list_contains($agents, "{s.RECEIVER}")
-        OR list_contains($agents, agent)))
-   AND (len($workflows) = 0 OR bool_or(list_contains($workflows, "{s.GEN_AI_WORKFLOW_NAME}")))
 """
+
+_SELECT_TRACES = """
+SELECT trace_id FROM {facts} AS facts
+WHERE ($start IS NULL OR start_time >= $start)
+  AND ($end IS NULL OR start_time < $end)
+  AND (len($agents) = 0 OR list_has_any(agents, $agents))
+  AND (len($workflows) = 0 OR list_has_any(workflows, $workflows))
+"""
+
+
+def build_index(con: duckdb.DuckDBPyConnection) -> None:
+    """Keep, in ``con``'s database, one row per trace of what the filters test, so that a
+    new filter reads a row per trace instead of every span. Build it again (or drop
+    :data:`INDEX`) when the spans change."""
+    con.execute(
+        f"CREATE OR REPLACE TABLE {INDEX} AS {_TRACE_FACTS.format(base='spans')}"
+    ).fetchall()
 
 
 @dataclass
 class _Lease:
     cursor: duckdb.DuckDBPyConnection
     lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
+    """Set (under ``lock``) when the lease was evicted and its cursor closed."""
+
+    def close(self) -> None:
+        with self.lock:  # wait for a query still running on it
+            self.closed = True
+            self.cursor.close()
 
 
 @contextmanager
@@ -101,11 +130,12 @@ def scoped(
     con: duckdb.DuckDBPyConnection,
     filters: Filters,
     *,
-    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    prepare: Callable[[duckdb.DuckDBPyConnection, str | None], None] | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Lend a cursor of ``con`` on which ``spans`` holds only what ``filters`` select.
 
-    ``prepare`` runs once on each new cursor (the auditor's views and macros). A filtered
+    ``prepare(cursor, selection)`` runs once on each new cursor (the auditor's views and
+    macros); ``selection`` is :data:`SELECTED` on a filtered cursor, else None. A filtered
     cursor is kept for the next lease of the same filter and used by one thread at a time;
     an unfiltered one is new each time and closed afterwards.
     """
@@ -113,20 +143,24 @@ def scoped(
         cursor = con.cursor()
         try:
             if prepare is not None:
-                prepare(cursor)
+                prepare(cursor, None)
             yield cursor
         finally:
             cursor.close()
         return
-    lease = _lease(con, filters, prepare)
-    with lease.lock:
-        yield lease.cursor
+    while True:
+        lease = _lease(con, filters, prepare)
+        with lease.lock:
+            # Another thread may have evicted it between the lookup and the lock.
+            if not lease.closed:
+                yield lease.cursor
+                return
 
 
 def _lease(
     con: duckdb.DuckDBPyConnection,
     filters: Filters,
-    prepare: Callable[[duckdb.DuckDBPyConnection], None] | None,
+    prepare: Callable[[duckdb.DuckDBPyConnection, str | None], None] | None,
 ) -> _Lease:
     key = filters.key()
     with _lock:
@@ -143,11 +177,13 @@ def _lease(
         lease.lock.acquire()
     try:
         base = _qualified(lease.cursor, "spans")
+        index = _qualified(lease.cursor, INDEX)
+        facts = index if _has_table(lease.cursor, INDEX) else f"({_TRACE_FACTS.format(base=base)})"
         # The selected trace ids go into a small table; ``spans`` becomes a view joining the
         # base table to it. Copying the selected rows instead costs more than it saves: the
         # rows are wide (attribute maps, events) and a join on a set of ids is cheap.
         lease.cursor.execute(
-            f"CREATE TEMP TABLE handoffscope_selected AS {_SELECT_TRACES.format(base=base)}",
+            f"CREATE TEMP TABLE {SELECTED} AS {_SELECT_TRACES.format(facts=facts)}",
             {
                 "start": filters.start,
                 "end": filters.end,
@@ -157,10 +193,10 @@ def _lease(
         )
         lease.cursor.execute(
             f"CREATE TEMP VIEW spans AS SELECT sp.* FROM {base} AS sp "
-            "SEMI JOIN handoffscope_selected AS sel ON sp.trace_id = sel.trace_id"
+            f"SEMI JOIN {SELECTED} AS sel ON sp.trace_id = sel.trace_id"
         )
         if prepare is not None:
-            prepare(lease.cursor)
+            prepare(lease.cursor, SELECTED)
     except BaseException:
         with _lock:
             pool.pop(key, None)
@@ -170,8 +206,7 @@ def _lease(
         if lease.lock.locked():
             lease.lock.release()
     for old in evicted:
-        with old.lock:  # wait for a query still running on it
-            old.cursor.close()
+        old.close()
     return lease
 
 
@@ -182,8 +217,7 @@ def forget_all() -> None:
         _pools.clear()
     for _, pool in pools:
         for lease in pool.values():
-            with lease.lock:
-                lease.cursor.close()
+            lease.close()
 
 
 def forget(con: duckdb.DuckDBPyConnection) -> None:
@@ -191,8 +225,16 @@ def forget(con: duckdb.DuckDBPyConnection) -> None:
     with _lock:
         pool = _pools.pop(id(con), (None, OrderedDict()))[1]
     for lease in pool.values():
-        with lease.lock:
-            lease.cursor.close()
+        lease.close()
+
+
+def _has_table(cursor: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = cursor.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database()"
+        " AND schema_name = 'main' AND table_name = ?",
+        [name],
+    ).fetchall()
+    return bool(found[0][0])
 
 
 def _qualified(cursor: duckdb.DuckDBPyConnection, table: str) -> str:

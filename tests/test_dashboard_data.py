@@ -19,8 +19,10 @@ import pytest
 from test_dashboard_scenario import HOSTILE, RUNS, SLOW_RUN, Scenario, build
 
 from auditor import load_traces
+from auditor.derived import derived_names
 from collector import schema as s
 from dashboard import data, format, trace_data
+from dashboard.data.scope import READY_DERIVED, ready
 from dashboard.selection import Filters, scoped
 
 
@@ -29,9 +31,15 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Scenario:
     return build(tmp_path_factory.mktemp("scenario"))
 
 
-@pytest.fixture(scope="module")
-def con(scenario: Scenario) -> Any:
-    return load_traces(scenario.path).con
+@pytest.fixture(scope="module", params=["derived", "as loaded"])
+def con(scenario: Scenario, request: pytest.FixtureRequest) -> Any:
+    """The trace set as the app holds it (with the derived tables ``ready`` computes) and as
+    loaded (every view derived from the spans on each query): every figure must agree."""
+    trace_set = load_traces(scenario.path)
+    if request.param == "derived":
+        ready(trace_set)
+        assert derived_names(trace_set.con) == READY_DERIVED
+    return trace_set.con
 
 
 def _when(ns: int) -> datetime:

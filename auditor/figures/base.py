@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ if TYPE_CHECKING:
 
 FILTER_ARGS = "$since_ns, $until_ns, $agents"
 """The filter arguments every ``hs_*`` table macro takes, as bound parameters."""
+
+_UNFILTERED = re.compile(r"\b(hs_[a-z_]+)\(" + re.escape(FILTER_ARGS) + r"\)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +27,11 @@ class Filters:
     since: datetime | None = None
     until: datetime | None = None
     agents: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        """True when the filter keeps less than every span."""
+        return bool(self.since or self.until or self.agents)
 
     def parameters(self) -> dict[str, Any]:
         """The bound values of :data:`FILTER_ARGS`."""
@@ -48,11 +56,21 @@ def query(
     filters: Filters | None,
     extra: dict[str, Any] | None = None,
 ) -> duckdb.DuckDBPyRelation:
-    """A lazy relation for ``sql`` with the filter (and ``extra``) bound."""
+    """A lazy relation for ``sql`` with the filter (and ``extra``) bound.
+
+    Without a filter, each ``hs_<name>(FILTER_ARGS)`` in ``sql`` reads the view
+    ``hs_<name>_all`` instead: the same rows, which :mod:`auditor.derived` may have computed
+    once for every query.
+    """
     from auditor.audit import prepare
 
     prepare(con)
-    params = (filters or Filters()).parameters()
+    filters = filters or Filters()
+    params = filters.parameters()
+    if not filters.active:
+        sql = _UNFILTERED.sub(r"\1_all", sql)
+        if "$since_ns" not in sql:
+            params = {}
     if extra:
         params.update(extra)
     return con.sql(sql, params=params)

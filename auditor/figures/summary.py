@@ -23,7 +23,12 @@ def summary(
     return query(
         con,
         f"""
-        WITH s AS (SELECT * FROM hs_spans({FILTER_ARGS})),
+        -- Only the columns used: a CTE read several times is materialised, and the whole
+        -- rows (attribute maps, events) would be copied with it.
+        WITH s AS (
+            SELECT trace_id, agent, service_name, start_time, end_time
+            FROM hs_spans({FILTER_ARGS})
+        ),
         -- One pass over the usage spans for all three sums (each use re-runs its anti-join).
         usage AS (
             SELECT sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,

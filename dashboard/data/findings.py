@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from auditor.audit import Finding, run_rule
+from auditor.derived import for_rules
 from auditor.rules import select_rules
 from collector import schema as s
 from dashboard.data.scope import (
@@ -15,7 +16,7 @@ from dashboard.data.scope import (
     cursor,
     query_frame,
 )
-from dashboard.selection import EVERYTHING, Filters
+from dashboard.selection import EVERYTHING, SELECTED, Filters
 
 if TYPE_CHECKING:
     import duckdb
@@ -33,8 +34,10 @@ def findings(
     ``rule``, ``severity``, ``message``, ``sender``, ``receiver``, ``task_id``, ``attempt``,
     ``value``, ``idempotency_key``, ``trace_id``, ``span_id``."""
     settings = audit_settings(validation_timeout_s, p95_budget_s)
+    rules = select_rules((), ())
     with cursor(con, filters) as cur:
-        found = [f for rule in select_rules((), ()) for f in run_rule(cur, rule, settings)]
+        with for_rules(cur, rules, selection=SELECTED if filters.active else None):
+            found = [f for rule in rules for f in run_rule(cur, rule, settings)]
         rows = pd.DataFrame([f.to_dict() for f in found], columns=list(_FINDING_FIELDS))
         keys = rows[["trace_id", "span_id"]].assign(i=range(len(rows)))
         cur.register("hs_dashboard_findings", keys)

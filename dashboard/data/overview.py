@@ -60,7 +60,7 @@ def bounds(con: duckdb.DuckDBPyConnection) -> Bounds:
             """
         ).fetchall()
         workflows = cur.execute(
-            "SELECT DISTINCT workflow_name FROM hs_workflow_runs(NULL, NULL, [])"
+            "SELECT DISTINCT workflow_name FROM hs_workflow_runs_all"
             " WHERE workflow_name IS NOT NULL AND workflow_name <> '' ORDER BY 1"
         ).fetchall()
     return Bounds(
@@ -112,11 +112,11 @@ def overview(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -
 # Workflow runs: the workflow root spans, or for traces without one, the trace itself
 # (successful when every handoff in it succeeded), as the auditor's end-to-end figure does.
 _RUNS = """
-WITH roots AS (SELECT * FROM hs_workflow_runs(NULL, NULL, [])),
+WITH roots AS (SELECT * FROM hs_workflow_runs_all),
 bare AS (
     SELECT trace_id, min(h.start_unix_nano) AS start_unix_nano, bool_and(a.ok) AS ok
     FROM hs_handoffs_all AS h JOIN (
-        SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts(NULL, NULL, [])
+        SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts_all
         GROUP BY handoff_key) AS a USING (handoff_key)
     WHERE trace_id NOT IN (SELECT trace_id FROM roots)
     GROUP BY trace_id
@@ -141,7 +141,7 @@ def activity_over_time(
                 FROM ({_RUNS}) GROUP BY 1
             ), spend AS (
                 SELECT time_bucket($width, start_time) AS bucket, sum(cost_usd) AS cost_usd
-                FROM hs_usage(NULL, NULL, []) GROUP BY 1
+                FROM hs_usage_all GROUP BY 1
             )
             SELECT bucket, coalesce(workflows, 0) AS workflows,
                    coalesce(succeeded, 0) AS succeeded, coalesce(cost_usd, 0) AS cost_usd

@@ -61,7 +61,7 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
                        row_number() OVER (PARTITION BY h.trace_id
                                           ORDER BY h.start_unix_nano, h.handoff_key) AS position
                 FROM hs_handoffs_all AS h JOIN (
-                    SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts(NULL, NULL, [])
+                    SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts_all
                     GROUP BY handoff_key) AS a USING (handoff_key)
             )
             SELECT trace_id, list(receiver ORDER BY position) AS receivers,

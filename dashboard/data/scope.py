@@ -5,6 +5,7 @@ Nothing here imports Streamlit; every value from a trace file is a bound paramet
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -12,22 +13,56 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from auditor.audit import prepare
+from auditor.derived import attach, derive
+from auditor.load import MEMORY_LIMIT_ENV
+from auditor.readers import memory_limit
 from auditor.settings import AuditSettings
 from collector import schema as s
-from dashboard.selection import Filters, scoped
+from dashboard.selection import Filters, build_index, scoped
 
 if TYPE_CHECKING:
     import duckdb
+
+    from auditor import TraceSet
+
+WORKING_MEMORY_BYTES = 1024**3
+"""DuckDB's memory limit for the dashboard's queries, unless ``HANDOFFSCOPE_MEMORY_LIMIT``
+says otherwise. A large trace set loads under the auditor's smaller limit; an interactive
+session then spills less and answers about 1.5x faster at a million spans."""
 
 
 VALIDATIONS = f"SELECT * FROM hs_phases_all WHERE name = '{s.SPAN_VALIDATE}'"
 
 
+READY_DERIVED = ("phases", "usage", "attempts", "handoffs", "workflow_runs")
+
+
+def ready(trace_set: TraceSet) -> None:
+    """Make a freshly loaded trace set quick to filter and read: the auditor's derived tables
+    (phase spans, usage, attempts, handoffs, workflow runs) are computed once here, and every
+    cursor reads them for its selected traces instead of deriving them again; a new filter
+    selects its traces from a row per trace (:func:`~dashboard.selection.build_index`)."""
+    con = trace_set.con
+    if os.environ.get(MEMORY_LIMIT_ENV) is None and memory_limit(con) < WORKING_MEMORY_BYTES:
+        con.execute("SET memory_limit = ?", [f"{WORKING_MEMORY_BYTES // 1024**2}MiB"]).fetchall()
+    prepare(con, shared=True)
+    # The rules (the Findings page) derive their wider phase spans, and the transitions only
+    # they read, per run; everything else reads these.
+    derive(con, READY_DERIVED, rules=False)
+    build_index(con)
+
+
 @contextmanager
 def cursor(con: duckdb.DuckDBPyConnection, filters: Filters) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A cursor whose ``spans`` holds only the filtered traces, with the auditor's views."""
-    with scoped(con, filters, prepare=prepare) as cur:
+    """A cursor whose ``spans`` holds only the filtered traces, with the auditor's views
+    (reading the trace set's derived tables, when it has them, for the selected traces)."""
+    with scoped(con, filters, prepare=_prepare) as cur:
         yield cur
+
+
+def _prepare(cur: duckdb.DuckDBPyConnection, selection: str | None) -> None:
+    prepare(cur)
+    attach(cur, selection=selection)
 
 
 def query_frame(

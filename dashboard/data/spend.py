@@ -46,7 +46,7 @@ def model_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
                    coalesce(sum(input_tokens), 0) AS input_tokens,
                    coalesce(sum(output_tokens), 0) AS output_tokens,
                    coalesce(sum(cost_usd), 0) AS cost_usd
-            FROM hs_usage(NULL, NULL, []) GROUP BY 1 ORDER BY cost_usd DESC, model
+            FROM hs_usage_all GROUP BY 1 ORDER BY cost_usd DESC, model
             """,
         )
 
@@ -61,7 +61,7 @@ def workflow_spend(
         latest = query_frame(
             cur,
             "SELECT workflow_id, arg_max(trace_id, run) AS trace_id"
-            " FROM hs_workflow_runs(NULL, NULL, []) GROUP BY workflow_id",
+            " FROM hs_workflow_runs_all GROUP BY workflow_id",
         )
     out = out.merge(latest, on="workflow_id", how="left")
     # Without a workflow root span, the auditor keys the workflow by its trace id.

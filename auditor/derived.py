@@ -1,0 +1,222 @@
+"""Derived tables: the auditor's shared views computed once per trace set, not once per query.
+
+Every rule and figure reads a few relations derived from ``spans``: the handshake's phase
+spans (``hs_phases_all``), the spans that report usage (``hs_usage_all``), handoff attempts,
+handoffs, workflow runs and state transitions. As views they are re-derived by every query
+that reads them, which over a million spans costs most of the time of each figure.
+:func:`derive` computes them once into narrow tables (``hs_derived_<name>``: only the columns
+their readers use), and :func:`attach` points a connection's ``hs_<name>_all`` views at those
+tables.
+
+Each derived row belongs to exactly one trace (its handoff key, attempt and usage parent all
+start with the trace id), so the rows of a selection of whole traces are the derived rows of
+those traces: :func:`attach` with ``selection`` semi-joins each table to a table of selected
+trace ids instead of deriving again from the selected spans.
+
+The derived tables are a snapshot: spans added afterwards are not in them. Callers derive
+after loading and :func:`forget` before the spans change (:func:`auditor.load.append_lines`
+does so itself).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import TYPE_CHECKING, Final
+
+from auditor.readers import run
+from auditor.rules import Rule, all_rules
+from auditor.table import SPAN_COLUMNS
+from collector import schema as s
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["DERIVED", "attach", "derive", "derived_names", "for_rules", "forget"]
+
+DERIVED: Final = ("phases", "usage", "attempts", "handoffs", "workflow_runs", "transitions")
+"""The derived relations, each read as ``hs_<name>_all`` and stored as ``hs_derived_<name>``."""
+
+_PREFIX: Final = "hs_derived_"
+
+# Span columns the figures, the dashboard and watch read from the phase spans, besides those
+# the rules read (found in the rules' SQL). A column missing here fails loudly: the query
+# reading it cannot bind.
+_PHASE_COLUMNS: Final = (
+    "trace_id",
+    "span_id",
+    "name",
+    "agent",
+    "start_time",
+    "end_time",
+    "start_unix_nano",
+    "end_unix_nano",
+    "duration_ms",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    s.SENDER,
+    s.RECEIVER,
+    s.TASK_ID,
+    s.STATE,
+    s.DECISION,
+    s.LATE,
+    s.COMMIT_ERROR,
+    s.COMMIT_OUTCOME,
+    s.RESULT_STATUS,
+    s.REJECT_REASON,
+    s.HANDOFF_ID,
+)
+_USAGE_COLUMNS: Final = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "agent",
+    "service_name",
+    "start_time",
+    "end_time",
+    "start_unix_nano",
+    "end_unix_nano",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    s.PHASE,
+    s.SENDER,
+    s.RECEIVER,
+    s.GEN_AI_REQUEST_MODEL,
+    s.GEN_AI_PROVIDER_NAME,
+)
+
+
+def _quoted(columns: tuple[str, ...]) -> str:
+    return ", ".join('"' + c.replace('"', '""') + '"' for c in columns)
+
+
+@cache
+def _selects(rules: bool) -> dict[str, str]:
+    """What each derived table holds: the unfiltered macro, narrowed to the columns read
+    (by the figures, and with ``rules`` by the rules too)."""
+    phase = _PHASE_COLUMNS
+    if rules:
+        text = " ".join(r.sql for r in all_rules())
+        by_rules = tuple(
+            c
+            for c in SPAN_COLUMNS
+            if (f'"{c}"' in text if "." in c else re.search(rf"\b{re.escape(c)}\b", text))
+        )
+        phase = tuple(dict.fromkeys((*phase, *by_rules)))
+    return {
+        "phases": f"SELECT {_quoted(phase)}, handoff_key, attempt_no, latency_ms"
+        " FROM hs_phases(NULL, NULL, [])",
+        "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, phase_name FROM hs_usage(NULL, NULL, [])",
+        "attempts": "SELECT * FROM hs_attempts(NULL, NULL, [])",
+        "handoffs": "SELECT * FROM hs_handoffs(NULL, NULL, [])",
+        "workflow_runs": "SELECT * FROM hs_workflow_runs(NULL, NULL, [])",
+        "transitions": "SELECT * FROM hs_transitions(NULL, NULL, [])",
+    }
+
+
+def derive(
+    con: duckdb.DuckDBPyConnection,
+    names: tuple[str, ...] = DERIVED,
+    *,
+    temporary: bool = False,
+    rules: bool = True,
+) -> None:
+    """Compute the derived tables ``names`` from ``con``'s spans (replacing earlier ones).
+
+    ``con`` must be prepared (:func:`auditor.audit.prepare`). Tables are created in the main
+    schema, where every cursor of the database sees them, or with ``temporary`` as TEMP
+    tables of ``con`` alone. Without ``rules``, the phase spans keep only the columns the
+    figures read (a rule over them cannot bind). Call :func:`attach` afterwards on each
+    connection that should read them.
+    """
+    unknown = set(names) - set(DERIVED)
+    if unknown:
+        raise ValueError(f"unknown derived tables: {sorted(unknown)}")
+    kind = "TEMP TABLE" if temporary else "TABLE"
+    selects = _selects(rules)
+    for name in names:
+        # Point the view at the spans again first: a view over an earlier derived table
+        # would otherwise be read (or dropped with it) while the new one is computed.
+        run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {_computed(name)}")
+        run(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {selects[name]}")
+
+
+def derived_names(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    """The derived tables ``con`` can read (in the main or its temporary schema)."""
+    rows = run(
+        con,
+        "SELECT DISTINCT table_name FROM duckdb_tables()"
+        " WHERE database_name IN (current_database(), 'temp') AND starts_with(table_name, ?)",
+        [_PREFIX],
+    )
+    found = {str(r[0])[len(_PREFIX) :] for r in rows}
+    return tuple(n for n in DERIVED if n in found)
+
+
+def attach(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    selection: str | None = None,
+    names: tuple[str, ...] | None = None,
+) -> tuple[str, ...]:
+    """Point ``con``'s ``hs_<name>_all`` views at the derived tables that exist (of
+    ``names``, else all).
+
+    ``con`` must be prepared. With ``selection``, the name of a table of trace ids,
+    each view holds only the rows of those traces. Returns the names attached; the other
+    views are left as they are (deriving from ``spans``, unless attached before).
+    """
+    found = derived_names(con)
+    names = found if names is None else tuple(n for n in names if n in found)
+    for name in names:
+        select = f"SELECT d.* FROM {_PREFIX}{name} AS d"
+        if selection is not None:
+            select += f" SEMI JOIN {selection} AS sel ON d.trace_id = sel.trace_id"
+        run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {select}")
+    return names
+
+
+def forget(con: duckdb.DuckDBPyConnection, *, temporary: bool = False) -> None:
+    """Drop the derived tables :func:`derive` made (with the same ``temporary``) and point
+    ``con``'s views back at the spans; :func:`attach` afterwards to read any others."""
+    for name in derived_names(con):
+        run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {_computed(name)}")
+        schema = "temp" if temporary else "main"
+        run(con, f"DROP TABLE IF EXISTS {schema}.{_PREFIX}{name}")
+
+
+@contextmanager
+def for_rules(
+    con: duckdb.DuckDBPyConnection,
+    rules: Iterable[Rule],
+    *,
+    figures: bool = False,
+    selection: str | None = None,
+) -> Iterator[None]:
+    """Derive what ``rules`` read (with ``figures``, every derived table), once, as
+    temporary tables of ``con`` for the duration of the block; afterwards ``con`` reads what
+    it read before (the spans, or the database's derived tables for ``selection``, see
+    :func:`attach`)."""
+    wanted = tuple(rules)
+    names = tuple(n for n in DERIVED if figures or any(_reads(r, n) for r in wanted))
+    try:
+        derive(con, names, temporary=True)
+        attach(con, names=names)
+        yield
+    finally:
+        forget(con, temporary=True)
+        attach(con, selection=selection)
+
+
+def _reads(rule: Rule, name: str) -> bool:
+    return f"hs_{name}_all" in rule.sql
+
+
+def _computed(name: str) -> str:
+    """The view a connection reads without derived tables (as ``views.sql`` defines it)."""
+    return f"SELECT * FROM hs_{name}(NULL, NULL, [])"
