@@ -92,13 +92,20 @@ _WORKFLOW_COSTS = f"""
                any_value(workflow_name) AS workflow_name
         FROM hs_workflow_runs({FILTER_ARGS})
         GROUP BY trace_id
+    ),
+    -- Summed per trace first: the join and the grouping by workflow then see a row per trace.
+    traces AS (
+        SELECT trace_id, sum(input_tokens) AS input_tokens,
+               sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd
+        FROM hs_usage({FILTER_ARGS})
+        GROUP BY trace_id
     )
     SELECT coalesce(r.workflow_id, u.trace_id) AS workflow_id,
            any_value(r.workflow_name) AS workflow_name,
-           count(DISTINCT u.trace_id) AS runs,
+           count(u.trace_id) AS runs,
            sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
            coalesce(sum(u.cost_usd), 0) AS cost_usd
-    FROM hs_usage({FILTER_ARGS}) AS u
+    FROM traces AS u
     LEFT JOIN runs AS r USING (trace_id)
     GROUP BY 1
 """
@@ -155,7 +162,12 @@ def voided_spend(
     return query(
         con,
         f"""
-        WITH phases AS (SELECT * FROM hs_phases({FILTER_ARGS})),
+        WITH phases AS (
+            -- Only what is read: the CTE is materialised, and the phase spans are wide.
+            SELECT agent, "{schema.SENDER}", "{schema.RECEIVER}", "{schema.STATE}",
+                   handoff_key, attempt_no, input_tokens, output_tokens, cost_usd
+            FROM hs_phases({FILTER_ARGS})
+        ),
         voided AS (
             SELECT handoff_key, attempt_no FROM phases
             GROUP BY ALL HAVING bool_or("{schema.STATE}" = $void)

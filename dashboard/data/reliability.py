@@ -53,7 +53,9 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
     """
     with cursor(con, filters) as cur:
         rates = figures.agent_reliability(cur).df()
-        runs = query_frame(
+        # Runs are counted by shape (where the first failure came, how long the run was), so
+        # the per-length counts come from a handful of rows, not one per run.
+        chain = query_frame(
             cur,
             """
             WITH handoffs AS (
@@ -63,50 +65,53 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
                 FROM hs_handoffs_all AS h JOIN (
                     SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts_all
                     GROUP BY handoff_key) AS a USING (handoff_key)
+            ), shapes AS (
+                SELECT first_failure, length, count(*) AS runs FROM (
+                    SELECT coalesce(min(position) FILTER (WHERE NOT ok), max(position) + 1)
+                               AS first_failure,
+                           max(position) AS length
+                    FROM handoffs GROUP BY trace_id)
+                GROUP BY ALL
+            ), positions AS (
+                -- The receiver at each position, as most runs have it (runs of one pipeline
+                -- agree); a tie goes to the first name.
+                SELECT position, receiver FROM (
+                    SELECT position, receiver, count(*) AS n FROM handoffs
+                    GROUP BY position, receiver)
+                QUALIFY row_number() OVER (
+                    PARTITION BY position ORDER BY n DESC, receiver NULLS LAST) = 1
             )
-            SELECT trace_id, list(receiver ORDER BY position) AS receivers,
-                   coalesce(min(position) FILTER (WHERE NOT ok), max(position) + 1)
-                       AS first_failure,
-                   max(position) AS length
-            FROM handoffs GROUP BY trace_id
+            SELECT p.position AS chain_length, p.receiver,
+                   coalesce(sum(s.runs) FILTER (WHERE s.length >= p.position
+                                                OR s.first_failure <= p.position), 0)
+                       AS workflows,
+                   coalesce(sum(s.runs) FILTER (WHERE s.first_failure > p.position
+                                                AND s.length >= p.position), 0) AS survived
+            FROM positions AS p, shapes AS s
+            GROUP BY ALL ORDER BY chain_length
             """,
         )
-    if runs.empty:
-        return pd.DataFrame(
-            columns=[
-                "chain_length",
-                "workflows",
-                "observed",
-                "projected",
-                "projected_first_attempt",
-            ]
-        )
+    columns = ["chain_length", "workflows", "observed", "projected", "projected_first_attempt"]
+    if chain.empty:
+        return pd.DataFrame(columns=columns)
     rate = dict(zip(rates["agent"], rates["handoff_success_rate"], strict=True))
     first_rate = dict(zip(rates["agent"], rates["first_attempt_success_rate"], strict=True))
-    # The receiver at each position, as most runs have it (runs of one pipeline agree).
-    longest = int(runs["length"].max())
-    chain = []
-    for n in range(longest):
-        seen = [r[n] for r in runs["receivers"] if len(r) > n]
-        chain.append(max(set(seen), key=seen.count) if seen else None)
     out = []
     projected = first = 1.0
-    for n in range(1, longest + 1):
-        projected *= float(rate.get(chain[n - 1], float("nan")))
-        first *= float(first_rate.get(chain[n - 1], float("nan")))
-        # A run counts for length n if it made n handoffs, or failed before getting there.
-        eligible = runs[(runs["length"] >= n) | (runs["first_failure"] <= n)]
-        observed = (eligible["first_failure"] > n).mean() if len(eligible) else None
+    for row in chain.itertuples(index=False):
+        projected *= float(rate.get(row.receiver, float("nan")))
+        first *= float(first_rate.get(row.receiver, float("nan")))
+        workflows = int(row.workflows)
         out.append(
             {
-                "chain_length": n,
-                "workflows": len(eligible),
-                "observed": observed,
+                "chain_length": int(row.chain_length),
+                "workflows": workflows,
+                "observed": int(row.survived) / workflows if workflows else None,
                 "projected": projected,
                 "projected_first_attempt": first,
             }
         )
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=columns)
 
 
 def retries(end_to_end: dict[str, Any]) -> pd.DataFrame:
