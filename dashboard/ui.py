@@ -147,6 +147,25 @@ def guarded(what: str) -> Iterator[None]:
         st.code(f"{type(e).__name__}: {e}", language=None, wrap_lines=True)
 
 
+def findings(current: View) -> pd.DataFrame | None:
+    """The auditor's findings on the current selection, or None after saying why not.
+
+    The rules run once on the whole trace set (cached); a filter keeps the findings about
+    its traces and runs only the set-scoped rules again (:func:`dashboard.data.within`).
+    """
+    options = current.thresholds.options()
+    with guarded("The auditor's findings"):
+        whole = current.query_all(data.findings, **options)
+        if not current.filters.active:
+            return whole
+        return data.within(
+            whole,
+            current.query(data.trace_ids),
+            current.query(data.set_findings, **options),
+        )
+    return None
+
+
 def guarded_query(
     current: View, what: str, function: Callable[..., T], /, **options: Any
 ) -> T | None:

@@ -285,6 +285,46 @@ def test_findings_are_the_auditors_and_point_at_their_traces(scenario: Scenario,
     assert set(slow["trace_id"]) <= reports  # run 3 is a report, so its finding stays
 
 
+@pytest.mark.parametrize(
+    "filters",
+    [Filters(workflows=("report",)), Filters(agents=("writer",)), Filters(workflows=("none",))],
+    ids=["workflow", "agent", "nothing"],
+)
+def test_a_filter_selects_the_whole_sets_findings_as_the_rules_would_find_them(
+    con: Any, filters: Filters
+) -> None:
+    """The pages take, of the findings on every trace, those of the selected traces, and
+    run the set-scoped rules again on the selection: the same as every rule run on it."""
+    both = {"validation_timeout_s": 2.0, "p95_budget_s": 0.05}  # every receiver over budget
+
+    def keys(frame: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+        columns = ("rule", "trace_id", "span_id", "message")
+        return sorted(
+            tuple("" if pd.isna(v) else str(v) for v in row)
+            for row in zip(*(frame[c] for c in columns), strict=True)
+        )
+
+    selected = data.within(
+        data.findings(con, **both),
+        data.trace_ids(con, filters=filters),
+        data.set_findings(con, filters=filters, **both),
+    )
+    rerun = data.findings(con, filters=filters, **both)
+    assert keys(selected) == keys(rerun)
+    assert list(selected.columns) == list(rerun.columns)
+    if filters.workflows != ("none",):
+        assert {"validation-p95-over-budget", "slow-validation"} <= set(selected["rule"])
+    if filters.workflows == ("report",):
+        # Half the runs: the p95 is recomputed on them, not kept from the whole set.
+        whole = data.findings(con, **both)
+        p95 = "rule == 'validation-p95-over-budget'"
+        assert keys(selected.query(p95)) != keys(whole.query(p95))
+    elif filters.workflows:
+        assert selected.empty
+    only_set = data.set_findings(con, filters=filters, **both)
+    assert set(only_set["rule"]) <= {"validation-p95-over-budget"}
+
+
 def test_retries_count_reproposals_per_thousand_workflows(scenario: Scenario, con: Any) -> None:
     extra = sum(scenario.attrs(h)[s.ATTEMPTS] - 1 for h in scenario.named(s.SPAN_HANDOFF))
     frame = data.retries(data.overview(con).end_to_end).set_index("kind")

@@ -121,6 +121,23 @@ def test_rule_header_is_complete(rule_id: str) -> None:
     assert declared == set(re.findall(r"\$([a-z_][a-z0-9_]*)", rule.sql))
 
 
+def test_a_rule_is_about_one_trace_unless_its_header_says_set() -> None:
+    """``scope: set`` marks the rules whose findings name no trace: a subset of the traces
+    needs them run again (the dashboard does, for a filter), the others are only selected."""
+    from auditor.rules import parse_rule
+
+    scoped = {r.id: r.scope for r in all_rules()}
+    assert {rule for rule, scope in scoped.items() if scope == "set"} == {
+        "validation-p95-over-budget"
+    }
+    for rule in all_rules():
+        names_a_trace = "NULL::VARCHAR AS trace_id" not in rule.sql
+        assert names_a_trace == (rule.scope == "trace"), rule.id
+    text = get_rule("slow-validation").sql.replace("-- params:", "-- scope: everything\n-- params:")
+    with pytest.raises(AuditError, match=r"x\.sql: scope 'everything' is not one of trace, set"):
+        parse_rule(text, source="x.sql")
+
+
 @pytest.mark.parametrize("rule_id", RULE_IDS)
 def test_rule_is_documented_with_examples(rule_id: str) -> None:
     docs = (ROOT / "docs" / "rules.md").read_text()

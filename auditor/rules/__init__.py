@@ -8,6 +8,11 @@ rows (zero rows means the rule passes)::
     -- summary: One line saying what is wrong.
     -- why: Why it matters, in a sentence or two; continuation lines are indented.
     -- params: validation_timeout_ms
+    -- scope: trace
+
+``scope`` says what a finding is about: ``trace`` (the default), one trace, which each finding
+names; or ``set``, the trace set as a whole (a percentile over every trace), so a finding
+holds for the traces it was computed over and no other.
 
 Thresholds are bound parameters (``$validation_timeout_ms``), never formatted into the SQL.
 Every rule returns the same columns, listed in :data:`FINDING_COLUMNS`. ``docs/rules.md``
@@ -29,6 +34,7 @@ from auditor.errors import AuditError
 __all__ = [
     "FINDING_COLUMNS",
     "PARAMETERS",
+    "SCOPES",
     "SEVERITIES",
     "Rule",
     "all_rules",
@@ -38,6 +44,9 @@ __all__ = [
 
 SEVERITIES: Final = ("error", "warning")
 """Severities, most serious first."""
+
+SCOPES: Final = ("trace", "set")
+"""What a rule's findings are about (see :attr:`Rule.scope`)."""
 
 FINDING_COLUMNS: Final = (
     "trace_id",
@@ -72,6 +81,9 @@ class Rule:
     params: tuple[str, ...]
     sql: str
     """The SELECT, header included (comments are SQL too)."""
+    scope: str = "trace"
+    """``trace``: each finding is about the trace it names; ``set``: about the traces the
+    rule ran over as a whole (a subset of them needs the rule run again)."""
 
 
 def parse_rule(text: str, *, source: str) -> Rule:
@@ -95,6 +107,9 @@ def parse_rule(text: str, *, source: str) -> Rule:
         raise AuditError(
             f"{source}: severity {header['severity']!r} is not one of {', '.join(SEVERITIES)}"
         )
+    scope = header.get("scope", "trace")
+    if scope not in SCOPES:
+        raise AuditError(f"{source}: scope {scope!r} is not one of {', '.join(SCOPES)}")
     declared = tuple(p.strip() for p in header.get("params", "").split(",") if p.strip())
     used = tuple(sorted(set(_PARAM.findall(text))))
     unknown = [p for p in used if p not in PARAMETERS]
@@ -110,6 +125,7 @@ def parse_rule(text: str, *, source: str) -> Rule:
         why=header["why"],
         params=used,
         sql=text,
+        scope=scope,
     )
 
 

@@ -5,6 +5,7 @@
 --   within the 2 s clock, a receiver whose p95 is over budget slows every chain it is in and
 --   is one bad day away from timeouts.
 -- params: p95_budget_ms
+-- scope: set
 WITH latency AS (
     SELECT
         "handoff.receiver" AS receiver,

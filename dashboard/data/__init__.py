@@ -13,7 +13,7 @@ Nothing here imports Streamlit; every value from a trace file is a bound paramet
 
 from __future__ import annotations
 
-from dashboard.data.findings import findings, trace_ids
+from dashboard.data.findings import findings, set_findings, trace_ids, within
 from dashboard.data.handoffs import edge_flows, state_funnel, void_reasons
 from dashboard.data.latency import (
     latency_by,
@@ -56,9 +56,11 @@ __all__ = [
     "model_spend",
     "overview",
     "retries",
+    "set_findings",
     "state_funnel",
     "trace_ids",
     "void_reasons",
     "voided_spend",
+    "within",
     "workflow_spend",
 ]

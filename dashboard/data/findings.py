@@ -1,4 +1,10 @@
-"""The auditor's findings on the selection, and the trace ids it holds."""
+"""The auditor's findings on the selection, and the trace ids it holds.
+
+Every rule over a million spans takes seconds, so a page does not run them again for each
+filter: :func:`within` keeps, of the findings on the whole trace set, those about the
+selected traces, and adds the set-scoped ones (:attr:`auditor.rules.Rule.scope`: a p95 over
+every trace) run again on the selection alone by :func:`set_findings`.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ import pandas as pd
 
 from auditor.audit import Finding, run_rule
 from auditor.derived import for_rules
-from auditor.rules import select_rules
+from auditor.rules import Rule, all_rules, select_rules
+from auditor.settings import AuditSettings
 from collector import schema as s
 from dashboard.data.scope import (
     audit_settings,
@@ -33,10 +40,52 @@ def findings(
     one row each, with the start time of the span (else the trace) they point at: ``time``,
     ``rule``, ``severity``, ``message``, ``sender``, ``receiver``, ``task_id``, ``attempt``,
     ``value``, ``idempotency_key``, ``trace_id``, ``span_id``."""
+    return _findings(
+        con, select_rules((), ()), filters, audit_settings(validation_timeout_s, p95_budget_s)
+    )
+
+
+def set_findings(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters = EVERYTHING,
+    validation_timeout_s: float = s.DEFAULT_VALIDATION_TIMEOUT_S,
+    p95_budget_s: float = s.DEFAULT_P95_BUDGET_S,
+) -> pd.DataFrame:
+    """:func:`findings` of the set-scoped rules alone (a p95 per receiver over every
+    selected trace): the findings a filter changes, not merely selects."""
+    rules = tuple(r for r in select_rules((), ()) if r.scope == "set")
+    # They read only what the figures read too, which the cursor's views already hold.
     settings = audit_settings(validation_timeout_s, p95_budget_s)
-    rules = select_rules((), ())
+    return _findings(con, rules, filters, settings, derive=False)
+
+
+def within(found: pd.DataFrame, traces: frozenset[str], set_level: pd.DataFrame) -> pd.DataFrame:
+    """The findings a filter selects: of ``found`` (:func:`findings` on the whole trace
+    set), those about one of ``traces``, with ``set_level`` (:func:`set_findings` on the
+    selection) in place of the set-scoped ones."""
+    scoped = {r.id for r in all_rules() if r.scope == "set"}
+    kept = found[~found["rule"].isin(scoped) & found["trace_id"].isin(traces)]
+    parts = [frame for frame in (kept, set_level) if not frame.empty]
+    if not parts:
+        return found.iloc[0:0]
+    out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    return out.sort_values(["time", "rule"], kind="stable").reset_index(drop=True)
+
+
+def _findings(
+    con: duckdb.DuckDBPyConnection,
+    rules: tuple[Rule, ...],
+    filters: Filters,
+    settings: AuditSettings,
+    *,
+    derive: bool = True,
+) -> pd.DataFrame:
     with cursor(con, filters) as cur:
-        with for_rules(cur, rules, selection=SELECTED if filters.active else None):
+        if derive:
+            with for_rules(cur, rules, selection=SELECTED if filters.active else None):
+                found = [f for rule in rules for f in run_rule(cur, rule, settings)]
+        else:
             found = [f for rule in rules for f in run_rule(cur, rule, settings)]
         rows = pd.DataFrame([f.to_dict() for f in found], columns=list(_FINDING_FIELDS))
         keys = rows[["trace_id", "span_id"]].assign(i=range(len(rows)))

@@ -5,16 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import format, ui
-from dashboard.data import findings as audit_findings
 
 view = ui.view()
 st.title("Findings")
 ui.filtered_caption(view)
 
 with st.spinner(f"Running the auditor's rules over {view.bounds.spans:,} spans…"):
-    found = ui.guarded_query(
-        view, "The auditor's findings", audit_findings, **view.thresholds.options()
-    )
+    found = ui.findings(view)
 if found is None:
     st.stop()
 if found.empty:

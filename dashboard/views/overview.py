@@ -103,9 +103,7 @@ with right:
         "Run the auditor's rules",
         help="Every protocol rule over the selection; the Findings page lists them.",
     ):
-        found = ui.guarded_query(
-            view, "The auditor's findings", data.findings, **view.thresholds.options()
-        )
+        found = ui.findings(view)
         if found is not None and found.empty:
             st.success("No finding: every handoff followed the protocol.", icon=":material/check:")
         elif found is not None:
