@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
-from auditor.readers import run
+from auditor.readers import grow_memory_limit, run
 from auditor.rules import Rule, all_rules
 from auditor.table import SPAN_COLUMNS
 from collector import schema as s
@@ -143,15 +143,36 @@ def derive(
         # Point the view at the spans again first: a view over an earlier derived table
         # would otherwise be read (or dropped with it) while the new one is computed.
         run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {_computed(name)}")
-        run(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {selects[name]}")
+        _grown(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {selects[name]}")
+
+
+def _grown(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+    """Run ``sql``, raising DuckDB's memory limit and retrying when it runs out, as a load
+    does (:func:`auditor.readers.grow_memory_limit`)."""
+    import duckdb
+
+    while True:
+        try:
+            run(con, sql)
+            return
+        except duckdb.OutOfMemoryException as e:
+            grow_memory_limit(con, e)
 
 
 def derived_names(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     """The derived tables ``con`` can read (in the main or its temporary schema)."""
+    return _names(con, "database_name IN (current_database(), 'temp')")
+
+
+def _main_names(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    return _names(con, "database_name = current_database() AND NOT temporary")
+
+
+def _names(con: duckdb.DuckDBPyConnection, where: str) -> tuple[str, ...]:
     rows = run(
         con,
-        "SELECT DISTINCT table_name FROM duckdb_tables()"
-        " WHERE database_name IN (current_database(), 'temp') AND starts_with(table_name, ?)",
+        f"SELECT DISTINCT table_name FROM duckdb_tables() WHERE {where}"
+        " AND starts_with(table_name, ?)",
         [_PREFIX],
     )
     found = {str(r[0])[len(_PREFIX) :] for r in rows}
@@ -198,18 +219,23 @@ def for_rules(
     figures: bool = False,
     selection: str | None = None,
 ) -> Iterator[None]:
-    """Derive what ``rules`` read (with ``figures``, every derived table), once, as
-    temporary tables of ``con`` for the duration of the block; afterwards ``con`` reads what
-    it read before (the spans, or the database's derived tables for ``selection``, see
-    :func:`attach`)."""
+    """Derive what ``rules`` read (with ``figures``, every derived table), once, for the
+    duration of the block; afterwards ``con`` reads what it read before (the spans, or the
+    database's derived tables for ``selection``, see :func:`attach`).
+
+    The tables go in the database when it has none of its own (a large trace set's database
+    lives in a file, and its tables can leave memory: temporary ones cannot), else they are
+    temporary tables of ``con``.
+    """
     wanted = tuple(rules)
     names = tuple(n for n in DERIVED if figures or any(_reads(r, n) for r in wanted))
+    temporary = bool(_main_names(con))
     try:
-        derive(con, names, temporary=True)
+        derive(con, names, temporary=temporary)
         attach(con, names=names)
         yield
     finally:
-        forget(con, temporary=True)
+        forget(con, temporary=temporary)
         attach(con, selection=selection)
 
 
