@@ -256,3 +256,19 @@ def test_trace_content_reaches_plotly_escaped(name: str) -> None:
     assert charts.text([name]) == [
         name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     ]
+
+
+def test_cost_per_workflow_bins_every_workflow_and_marks_the_mean() -> None:
+    costs = [0.01] * 30 + [0.03] * 9 + [0.5]
+    fig = charts.cost_per_workflow(pd.DataFrame({"cost_usd": costs}))
+    bars = fig.data[0]
+    assert sum(bars.y) == len(costs)
+    assert len(bars.x) == 40
+    # Each bar spans its bin: the costs fall in the bins the bars cover.
+    lows = [x - w / 2 for x, w in zip(bars.x, bars.width, strict=True)]
+    highs = [x + w / 2 for x, w in zip(bars.x, bars.width, strict=True)]
+    assert lows[0] == pytest.approx(0.01) and highs[-1] == pytest.approx(0.5)
+    assert (bars.y[0], bars.y[1], bars.y[-1]) == (30, 9, 1)
+    mean = sum(costs) / len(costs)
+    assert [s.x0 for s in fig.layout.shapes] == [pytest.approx(mean)]
+    assert charts.cost_per_workflow(pd.DataFrame({"cost_usd": []})).data == ()

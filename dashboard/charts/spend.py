@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -77,6 +78,9 @@ def spend_by_model(frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
+_WORKFLOW_BINS = 40
+
+
 def cost_per_workflow(frame: pd.DataFrame) -> go.Figure:
     """Distribution of cost per workflow run.
 
@@ -90,8 +94,20 @@ def cost_per_workflow(frame: pd.DataFrame) -> go.Figure:
     )
     if frame.empty:
         return empty(fig)
-    fig.add_histogram(x=frame["cost_usd"], name="workflows", marker_color=OBSERVED, nbinsx=40)
-    mean = float(frame["cost_usd"].mean())
+    costs = frame["cost_usd"].to_numpy(dtype=float)
+    # Binned here, so that the browser gets 40 bars rather than a value per workflow (840 kB
+    # of JSON at 60,000 workflows, parsed and binned again on every render).
+    counts, edges = np.histogram(costs, bins=_WORKFLOW_BINS)
+    fig.add_bar(
+        x=(edges[:-1] + edges[1:]) / 2,
+        y=counts,
+        width=edges[1:] - edges[:-1],
+        name="workflows",
+        marker_color=OBSERVED,
+        customdata=np.column_stack([edges[:-1], edges[1:]]),
+        hovertemplate="$%{customdata[0]:.4f}–$%{customdata[1]:.4f}: %{y:,}<extra></extra>",
+    )
+    mean = float(costs.mean())
     fig.add_vline(
         mean,
         line={"dash": "dot", "color": "#333"},
