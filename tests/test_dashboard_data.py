@@ -569,3 +569,26 @@ def test_alerts_follow_the_filters() -> None:
     assert kept["receiver"].tolist() == ["writer", "writer"]
     later = filter_alerts(alerts, Filters(start=at + timedelta(hours=1)), {"aa", "bb"})
     assert later["rule"].tolist() == ["slow-validation", "slow-validation"]
+
+
+def test_a_trace_set_too_big_to_derive_is_still_served(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of memory at the ceiling while deriving (not reachable on a test machine: the
+    ceiling is half of RAM), the app drops what it derived and reads the spans instead."""
+    from auditor.derived import derive as real_derive
+    from auditor.errors import AuditError
+    from dashboard.data import scope
+
+    def derive_then_fail(con: Any, names: tuple[str, ...], **options: Any) -> None:
+        real_derive(con, names[:2], **options)
+        raise AuditError("DuckDB ran out of memory", title="out of memory")
+
+    monkeypatch.setattr(scope, "derive", derive_then_fail)
+    plain = load_traces(scenario.path)
+    trace_set = load_traces(scenario.path)
+    ready(trace_set)
+    assert derived_names(trace_set.con) == ()
+    f = Filters(workflows=("report",))
+    assert data.overview(trace_set.con, filters=f) == data.overview(plain.con, filters=f)
+    assert data.overview(trace_set.con) == data.overview(plain.con)

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from auditor.audit import prepare
-from auditor.derived import attach, derive
+from auditor.derived import attach, derive, forget
+from auditor.errors import AuditError
 from auditor.load import MEMORY_LIMIT_ENV
 from auditor.readers import memory_limit
 from auditor.settings import AuditSettings
@@ -46,9 +47,14 @@ def ready(trace_set: TraceSet) -> None:
     if os.environ.get(MEMORY_LIMIT_ENV) is None and memory_limit(con) < WORKING_MEMORY_BYTES:
         con.execute("SET memory_limit = ?", [f"{WORKING_MEMORY_BYTES // 1024**2}MiB"]).fetchall()
     prepare(con, shared=True)
-    # The rules (the Findings page) derive their wider phase spans, and the transitions only
-    # they read, per run; everything else reads these.
-    derive(con, READY_DERIVED, rules=False)
+    try:
+        # The rules (the Findings page) derive their wider phase spans, and the transitions
+        # only they read, per run; everything else reads these.
+        derive(con, READY_DERIVED, rules=False)
+    except AuditError:
+        # Out of memory even at the ceiling: every query derives what it reads instead,
+        # slower but within the limit.
+        forget(con)
     build_index(con)
 
 
