@@ -7,9 +7,12 @@
 -- hs_phases(...)       the handshake's phase spans, with the handoff they belong to
 --                      (handoff_key: trace id and handoff.id, or trace, task, sender and
 --                      receiver when handoff.id is missing), their attempt number and, for
---                      validate spans, the validation latency in milliseconds (latency_ms)
+--                      validate spans, the validation latency in milliseconds (latency_ms);
+--                      a receiver's `handoff.expire` span (an accept it voided because no
+--                      commit came before the deadline) counts as a phase span of its attempt
 -- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
 -- hs_transitions(...)  every `handoff.transition` event with the attempt it belongs to
+--                      (span_name says which span recorded it: `handoff.expire` for a sweep)
 -- Each macro hs_<name> also has an unfiltered view hs_<name>_all, which rules, figures
 -- without a filter and the dashboard read. auditor/derived.py may point the views at tables
 -- computed once per trace set instead (same rows, fewer columns).
@@ -35,7 +38,7 @@ SELECT
                  CASE WHEN s."handoff.decision" IN ('accept', 'reject') THEN s.duration_ms END)
     END AS latency_ms
 FROM hs_spans(since_ns, until_ns, agents) AS s
-WHERE s.name IN ('handoff.propose', 'handoff.validate', 'handoff.commit');
+WHERE s.name IN ('handoff.propose', 'handoff.validate', 'handoff.commit', 'handoff.expire');
 
 CREATE OR REPLACE TEMP MACRO hs_handoffs(since_ns, until_ns, agents) AS TABLE
 WITH keyed AS (
@@ -46,7 +49,8 @@ WITH keyed AS (
                            concat_ws('/', s."handoff.task_id", s."handoff.sender",
                                      s."handoff.receiver"))) AS handoff_key
     FROM hs_spans(since_ns, until_ns, agents) AS s
-    WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit')
+    WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit',
+                     'handoff.expire')
 )
 SELECT
     handoff_key,
@@ -60,7 +64,13 @@ SELECT
     greatest(max("handoff.attempts"), max("handoff.attempt"), 1) AS attempts,
     coalesce(any_value("handoff.mode") FILTER (WHERE name = 'handoff'),
              any_value("handoff.mode"), 'handshake') AS mode,
-    any_value("handoff.state") FILTER (WHERE name = 'handoff') AS final_state,
+    -- A sender that closed its handoff while an accept was still open records `validated`;
+    -- if the receiver's sweep later voided that (last) attempt, the handoff ended void.
+    CASE WHEN any_value("handoff.state") FILTER (WHERE name = 'handoff') = 'validated'
+              AND max("handoff.attempt") FILTER (WHERE name = 'handoff.expire')
+                  >= greatest(max("handoff.attempts"), max("handoff.attempt"), 1)
+         THEN 'void'
+         ELSE any_value("handoff.state") FILTER (WHERE name = 'handoff') END AS final_state,
     min(start_unix_nano) AS start_unix_nano,
     max(end_unix_nano) AS end_unix_nano
 FROM keyed
@@ -80,7 +90,8 @@ WITH events AS (
         coalesce(s."handoff.mode", 'handshake') AS mode,
         unnest(s.events) AS e
     FROM hs_spans(since_ns, until_ns, agents) AS s
-    WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit')
+    WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit',
+                     'handoff.expire')
 ), moves AS (
     SELECT
         trace_id, span_id, span_name, handoff_key, span_attempt, mode,

@@ -11,8 +11,13 @@ WITH deadlines AS (
 ), cancels AS (
     SELECT handoff_key, attempt_no, min(at_ns) AS at_ns
     FROM hs_transitions_all
-    WHERE from_state = 'validated' AND to_state = 'void'
+    WHERE from_state = 'validated' AND to_state = 'void' AND span_name <> 'handoff.expire'
     GROUP BY handoff_key, attempt_no
+), sweeps AS (
+    -- The receiver's sweep voiding the accept at its deadline (`handoff.expire`) is no
+    -- cancel: the sender still walked away, and the finding says the receiver voided it.
+    SELECT DISTINCT handoff_key, attempt_no
+    FROM hs_phases_all WHERE name = 'handoff.expire'
 )
 SELECT
     v.trace_id,
@@ -23,12 +28,17 @@ SELECT
     v."handoff.receiver" AS receiver,
     v.attempt_no AS attempt,
     NULL::DOUBLE AS value,
-    format('{} accepted {} (attempt {}) but {} never committed or cancelled it',
+    format('{} accepted {} (attempt {}) but {} never committed or cancelled it{}',
            coalesce(v."handoff.receiver", 'the receiver'), coalesce(v."handoff.task_id", 'a task'),
-           v.attempt_no, coalesce(v."handoff.sender", 'the sender')) AS message
+           v.attempt_no, coalesce(v."handoff.sender", 'the sender'),
+           CASE WHEN w.handoff_key IS NOT NULL
+                THEN format(', so {} voided it at its commit deadline',
+                            coalesce(v."handoff.receiver", 'the receiver'))
+                ELSE '' END) AS message
 FROM hs_phases_all AS v
 LEFT JOIN deadlines AS d USING (handoff_key)
 LEFT JOIN cancels AS x ON x.handoff_key = v.handoff_key AND x.attempt_no = v.attempt_no
+LEFT JOIN sweeps AS w ON w.handoff_key = v.handoff_key AND w.attempt_no = v.attempt_no
 WHERE v.name = 'handoff.validate'
   AND v."handoff.decision" = 'accept'
   AND NOT EXISTS (

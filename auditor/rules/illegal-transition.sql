@@ -25,7 +25,8 @@ WITH moves AS (
 ), terminal AS (
     SELECT handoff_key, attempt_no,
            arg_min(to_state, (at_ns, step)) AS first_end,
-           min((at_ns, step)) AS first_end_at
+           min((at_ns, step)) AS first_end_at,
+           arg_min(span_name, (at_ns, step)) AS first_end_span
     FROM moves
     WHERE to_state IN ('committed', 'void')
     GROUP BY handoff_key, attempt_no
@@ -41,6 +42,15 @@ WITH moves AS (
             WHEN NOT m.allowed THEN format('{} -> {} is not allowed', m.from_state, m.to_state)
             ELSE format('{} -> {} after the attempt was already {}', m.from_state,
                         m.to_state, t.first_end)
+        END || CASE
+            -- The receiver's sweep voiding an expired accept (`validated -> void` on
+            -- `handoff.expire`) is legal; a commit that still ran for that attempt is not.
+            WHEN NOT m.allowed THEN ''
+            WHEN t.first_end_span = 'handoff.expire' AND m.to_state = 'committed'
+                THEN ' (the receiver voided the expired accept, and the task still ran)'
+            WHEN m.span_name = 'handoff.expire'
+                THEN ' (the receiver voided as expired an accept that had been committed)'
+            ELSE ''
         END AS problem
     FROM moves AS m
     LEFT JOIN terminal AS t USING (handoff_key, attempt_no)

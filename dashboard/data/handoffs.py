@@ -16,6 +16,9 @@ from dashboard.selection import EVERYTHING, Filters
 if TYPE_CHECKING:
     import duckdb
 
+ACCEPT_EXPIRED = "accept_expired"
+"""The void reason of an accept the receiver's sweep voided because no commit came in time."""
+
 
 # -----------------------------------------------------------------------------------------
 # Handoffs
@@ -45,23 +48,39 @@ def state_funnel(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHIN
 
 def void_reasons(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
     """Why attempts were voided: ``reason``, ``attempts``, most frequent first. The reject
-    code, ``timeout`` for an answer that did not come in time, or the failed commit's error."""
+    code, ``timeout`` for an answer that did not come in time, the failed commit's error, or
+    ``accept_expired`` for an accept the receiver voided when its commit deadline passed (once
+    per attempt: a commit refused after that sweep is not counted again)."""
     with cursor(con, filters) as cur:
         return query_frame(
             cur,
             f"""
+            WITH expired AS (
+                SELECT DISTINCT handoff_key, attempt_no FROM hs_phases_all WHERE name = $expire
+            )
             SELECT reason, count(*) AS attempts FROM (
                 SELECT CASE
+                    WHEN name = $expire THEN $expired
                     WHEN "{s.DECISION}" = $reject THEN coalesce("{s.REJECT_REASON}", '(no reason)')
                     WHEN "{s.DECISION}" = $timeout OR "{s.LATE}" THEN 'timeout'
                     WHEN "{s.COMMIT_OUTCOME}" IS NOT NULL
                         THEN 'commit ' || "{s.COMMIT_OUTCOME}"
                              || coalesce(': ' || "{s.COMMIT_ERROR}", '')
                     ELSE 'other' END AS reason
-                FROM hs_phases_all WHERE "{s.STATE}" = $void
+                FROM hs_phases_all AS p
+                WHERE "{s.STATE}" = $void
+                  AND (name = $expire OR NOT EXISTS (
+                      SELECT 1 FROM expired AS x
+                      WHERE x.handoff_key = p.handoff_key AND x.attempt_no = p.attempt_no))
             ) GROUP BY reason ORDER BY attempts DESC, reason
             """,
-            {"reject": s.DECISION_REJECT, "timeout": s.DECISION_TIMEOUT, "void": s.STATE_VOID},
+            {
+                "reject": s.DECISION_REJECT,
+                "timeout": s.DECISION_TIMEOUT,
+                "void": s.STATE_VOID,
+                "expire": s.SPAN_EXPIRE,
+                "expired": ACCEPT_EXPIRED,
+            },
         )
 
 

@@ -605,10 +605,138 @@ case("slow-validation", "fail-unanswered", slow_validation=1)(
 case("slow-validation", "pass-unreachable")(lambda c: one(c, attempts=({"waited": 3}, {})))
 
 
+# --------------------------------------------------------------------------------------
+# Expired accepts: the receiver's sweep voids an accept no commit came for in time
+# --------------------------------------------------------------------------------------
+# Written by build_pending(), not build(), and checked by tests/test_expire_audit.py: the
+# golden reports (tests/fixtures/audit_golden/cases.*) audit every file in this folder, so
+# these join CASES (append `CASES.extend(PENDING)` below them) together with regenerating
+# those goldens. They are numbered after CASES either way, so no file changes then.
+PENDING: list[tuple[str, str, dict[str, int], Callable[[Case], None]]] = []
+
+
+def pending(
+    rule: str, kind: str, **expect: int
+) -> Callable[[Callable[[Case], None]], Callable[[Case], None]]:
+    """``case()`` for a case not yet in CASES."""
+
+    def register(fn: Callable[[Case], None]) -> Callable[[Case], None]:
+        case(rule, kind, **expect)(fn)
+        PENDING.append(CASES.pop())
+        return fn
+
+    return register
+
+
+SWEEP_LAG_MS = 1_500
+"""How long after the commit deadline the receiver's sweep found the accept."""
+
+
+def expire(c: Case, *, after_ms: int = SWEEP_LAG_MS) -> int:
+    """Add the ``handoff.expire`` span the receiver writes when its sweep voids the accepted
+    attempt of the case's (only) handoff, laid out as ``collector.sweeping.record_lapse``
+    writes it: zero duration, a child of the validate span, under the sender's trace, with
+    the ``validated -> void`` transition. Returns the time (ms) of the sweep."""
+    v = next(s for s in c.spans if s.name == "handoff.validate" and "handoff.eta_ms" in s.attrs)
+    deadline = v.attrs["handoff.commit_deadline_unix_ms"]
+    at = deadline + after_ms
+    x = Span("handoff.expire", c.span_id(), v.span_id, at, at, v.service, trace=v.trace)
+    x.attrs = {
+        key: v.attrs[key]
+        for key in ("handoff.id", "handoff.task_id", "handoff.receiver", "handoff.attempt")
+    }
+    x.attrs.update(
+        {
+            "handoff.mode": "handshake",
+            "handoff.state": "void",
+            "handoff.payload_fingerprint": "sha256:" + "ab" * 16,
+            "handoff.commit_deadline_unix_ms": deadline,
+            "handoff.sender": v.attrs["handoff.sender"],
+            "handoff.idempotency_key": v.attrs["handoff.idempotency_key"],
+            "gen_ai.agent.name": v.service,
+        }
+    )
+    x.events.append((at, "validated", "void", "commit deadline passed with no commit (expired)"))
+    c.spans.append(x)
+    return at
+
+
+# The sender closed its handoff within the deadline without committing (it records the
+# attempt `validated`) and the receiver's sweep voided the accept afterwards: still abandoned.
+@pending("abandoned-accept", "fail-swept", abandoned_accept=1)
+def _swept(c: Case) -> None:
+    one(c, attempts=({"commit": False},))
+    expire(c)
+
+
+# The sender closed after the deadline (presumed abort, `validated -> void` on its `handoff`
+# span) and the sweep voided the same accept too: two voids of one attempt are legal.
+@pending("illegal-transition", "pass-swept", abandoned_accept=1)
+def _swept_twice(c: Case) -> None:
+    one(c, attempts=({"commit": False},))
+    at = expire(c)
+    h = next(s for s in c.spans if s.name == "handoff")
+    h.events.append((at + 500, "validated", "void", "commit deadline passed (presumed abort)"))
+    h.attrs["handoff.state"] = "void"
+    h.end = at + 500
+    next(s for s in c.spans if s.name.startswith("invoke_workflow")).end = h.end
+
+
+# A commit ran after the sweep had voided its accept: the library refuses such a commit, so
+# only a receiver that ignored its own store writes this trace.
+@pending("illegal-transition", "fail-swept", illegal_transition=1, deadline_missed=1)
+def _swept_then_ran(c: Case) -> None:
+    one(c, attempts=({"commit": False},))
+    at = expire(c)
+    h = next(s for s in c.spans if s.name == "handoff")
+    v = next(s for s in c.spans if s.name == "handoff.validate")
+    k = Span("handoff.commit", c.span_id(), h.span_id, at + 200, at + 500, v.service, trace=h.trace)
+    k.attrs = {
+        key: v.attrs[key]
+        for key in (
+            "handoff.id",
+            "handoff.task_id",
+            "handoff.sender",
+            "handoff.receiver",
+            "handoff.max_attempts",
+            "handoff.mode",
+            "handoff.idempotency_key",
+            "handoff.attempt",
+        )
+    }
+    k.attrs.update(
+        {
+            "handoff.phase": "commit",
+            "handoff.payload_fingerprint": "sha256:" + "ab" * 16,
+            "handoff.commit.outcome": "executed",
+            "handoff.result.status": "complete",
+            "handoff.state": "committed",
+            **usage(v.service, tokens=(900, 300)),
+        }
+    )
+    k.events.append((k.end, "validated", "committed", "executed"))
+    c.spans.append(k)
+    h.events.append((k.end, "validated", "committed", "executed"))
+    h.attrs["handoff.state"] = "committed"
+    h.end = k.end + 10
+    next(s for s in c.spans if s.name.startswith("invoke_workflow")).end = h.end
+
+
 def build() -> dict[Path, str]:
     """Every case file's path and text."""
+    return _written(CASES, start=1)
+
+
+def build_pending() -> dict[Path, str]:
+    """The PENDING cases' paths and texts, numbered after CASES (as they will be in it)."""
+    return _written(PENDING, start=len(CASES) + 1)
+
+
+def _written(
+    cases: list[tuple[str, str, dict[str, int], Callable[[Case], None]]], *, start: int
+) -> dict[Path, str]:
     out: dict[Path, str] = {}
-    for number, (rule, kind, expect, fn) in enumerate(CASES, start=1):
+    for number, (rule, kind, expect, fn) in enumerate(cases, start=start):
         c = Case(rule, kind, number, expect)
         fn(c)
         text = json.dumps(document(c), indent=1) + "\n"
