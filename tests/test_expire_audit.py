@@ -192,43 +192,46 @@ def test_each_expired_attempt_is_counted_once_as_void(traces: Any) -> None:
     assert got == {s.STATE_COMMITTED: 1, s.STATE_VOID: 2}
 
 
-@pytest.fixture(scope="module")
-def swept_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The rule cases where a receiver's sweep voids an accept, written as build.py would
-    write them into tests/cases (see PENDING there): ``rule/kind`` -> file."""
-    folder = tmp_path_factory.mktemp("cases")
-    out = {}
-    for path, text in build_pending().items():
-        name = f"{path.parent.name}/{path.stem}"
-        target = folder / f"{path.parent.name}-{path.name}"
-        target.write_text(text, encoding="utf-8")
-        out[name] = target
-    return out
-
-
-SWEPT_CASES = {
+SWEPT_CASES = {  # the rule a case is about, its message ({n}: the case number)
     "abandoned-accept/fail-swept": (
         "abandoned-accept",
-        "write-45 accepted t-1-45 (attempt 1) but research-45 never committed or cancelled "
-        "it, so write-45 voided it at its commit deadline",
+        "write-{n} accepted t-1-{n} (attempt 1) but research-{n} never committed or cancelled "
+        "it, so write-{n} voided it at its commit deadline",
     ),
     "illegal-transition/pass-swept": (
         "abandoned-accept",
-        "write-46 accepted t-1-46 (attempt 1) but research-46 never committed or cancelled "
-        "it, so write-46 voided it at its commit deadline",
+        "write-{n} accepted t-1-{n} (attempt 1) but research-{n} never committed or cancelled "
+        "it, so write-{n} voided it at its commit deadline",
     ),
     "illegal-transition/fail-swept": (
         "illegal-transition",
-        "t-1-47 (attempt 1): validated -> committed after the attempt was already void (the "
+        "t-1-{n} (attempt 1): validated -> committed after the attempt was already void (the "
         "receiver voided the expired accept, and the task still ran)",
     ),
 }
 
 
-def test_the_swept_cases_are_the_pending_ones(swept_cases: dict[str, Path]) -> None:
+@pytest.fixture(scope="module")
+def swept_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The rule cases where a receiver's sweep voids an accept: ``rule/kind`` -> file. A case
+    still PENDING in tests/cases/build.py is written as build.py will write it into
+    tests/cases; one in CASES is its committed file there."""
+    folder = tmp_path_factory.mktemp("cases")
+    out = {}
+    for path, text in build_pending().items():
+        target = folder / f"{path.parent.name}-{path.name}"
+        target.write_text(text, encoding="utf-8")
+        out[f"{path.parent.name}/{path.stem}"] = target
+    for name in SWEPT_CASES:
+        committed = CASES / f"{name}.json"
+        if committed.exists():
+            assert name not in out, f"{name} is both in CASES and PENDING"
+            out[name] = committed
+    return out
+
+
+def test_every_swept_case_is_written(swept_cases: dict[str, Path]) -> None:
     assert sorted(swept_cases) == sorted(SWEPT_CASES)
-    for name in swept_cases:
-        assert not (CASES / f"{name}.json").exists(), "in CASES now: drop it from PENDING"
 
 
 @pytest.mark.parametrize("name", sorted(SWEPT_CASES))
@@ -242,7 +245,9 @@ def test_swept_case(name: str, swept_cases: dict[str, Path]) -> None:
     found = audit(ts).findings
     assert dict(Counter(f.rule for f in found)) == expected
     rule, message = SWEPT_CASES[name]
-    assert [f.message for f in found if f.rule == rule] == [message]
+    (finding,) = [f for f in found if f.rule == rule]
+    number = (finding.task_id or "").rsplit("-", 1)[-1]  # the case's number, see build.py
+    assert finding.message == message.format(n=number)
     if "pass" in name:
         assert name.split("/")[0] not in expected
 

@@ -610,8 +610,8 @@ case("slow-validation", "pass-unreachable")(lambda c: one(c, attempts=({"waited"
 # --------------------------------------------------------------------------------------
 # Written by build_pending(), not build(), and checked by tests/test_expire_audit.py: the
 # golden reports (tests/fixtures/audit_golden/cases.*) audit every file in this folder, so
-# these join CASES (append `CASES.extend(PENDING)` below them) together with regenerating
-# those goldens. They are numbered after CASES either way, so no file changes then.
+# these join CASES (their `@pending` becoming `@case`) together with regenerating those
+# goldens. They are numbered after CASES either way, so their files are the same then.
 PENDING: list[tuple[str, str, dict[str, int], Callable[[Case], None]]] = []
 
 
