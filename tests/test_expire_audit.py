@@ -7,9 +7,9 @@ exporter, then ``handoffscope audit`` on the file. Three handoffs from ``planner
 voided); one swept before the sender's late commit, which is refused (a void, not an
 abandoned accept). The sweep's ``validated -> void`` is legal, so no illegal-transition.
 
-The crafted rule cases with a sweep (PENDING in tests/cases/build.py) are checked here too:
-their expected findings and messages, and that their ``handoff.expire`` span carries the
-same attributes as the one the library writes.
+The crafted rule cases with a sweep (in tests/cases, written by tests/cases/build.py) are
+checked here too: their expected findings and messages, and that their ``handoff.expire``
+span carries the same attributes as the one the library writes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cases.build import build_pending  # tests/ is on the path, as for test_sweep's imports
 from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -212,22 +211,11 @@ SWEPT_CASES = {  # the rule a case is about, its message ({n}: the case number)
 
 
 @pytest.fixture(scope="module")
-def swept_cases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The rule cases where a receiver's sweep voids an accept: ``rule/kind`` -> file. A case
-    still PENDING in tests/cases/build.py is written as build.py will write it into
-    tests/cases; one in CASES is its committed file there."""
-    folder = tmp_path_factory.mktemp("cases")
-    out = {}
-    for path, text in build_pending().items():
-        target = folder / f"{path.parent.name}-{path.name}"
-        target.write_text(text, encoding="utf-8")
-        out[f"{path.parent.name}/{path.stem}"] = target
-    for name in SWEPT_CASES:
-        committed = CASES / f"{name}.json"
-        if committed.exists():
-            assert name not in out, f"{name} is both in CASES and PENDING"
-            out[name] = committed
-    return out
+def swept_cases() -> dict[str, Path]:
+    """The rule cases where a receiver's sweep voids an accept: ``rule/kind`` -> file."""
+    return {
+        name: CASES / f"{name}.json" for name in SWEPT_CASES if (CASES / f"{name}.json").exists()
+    }
 
 
 def test_every_swept_case_is_written(swept_cases: dict[str, Path]) -> None:

@@ -608,26 +608,6 @@ case("slow-validation", "pass-unreachable")(lambda c: one(c, attempts=({"waited"
 # --------------------------------------------------------------------------------------
 # Expired accepts: the receiver's sweep voids an accept no commit came for in time
 # --------------------------------------------------------------------------------------
-# Written by build_pending(), not build(), and checked by tests/test_expire_audit.py: the
-# golden reports (tests/fixtures/audit_golden/cases.*) audit every file in this folder, so
-# these join CASES (their `@pending` becoming `@case`) together with regenerating those
-# goldens. They are numbered after CASES either way, so their files are the same then.
-PENDING: list[tuple[str, str, dict[str, int], Callable[[Case], None]]] = []
-
-
-def pending(
-    rule: str, kind: str, **expect: int
-) -> Callable[[Callable[[Case], None]], Callable[[Case], None]]:
-    """``case()`` for a case not yet in CASES."""
-
-    def register(fn: Callable[[Case], None]) -> Callable[[Case], None]:
-        case(rule, kind, **expect)(fn)
-        PENDING.append(CASES.pop())
-        return fn
-
-    return register
-
-
 SWEEP_LAG_MS = 1_500
 """How long after the commit deadline the receiver's sweep found the accept."""
 
@@ -663,7 +643,7 @@ def expire(c: Case, *, after_ms: int = SWEEP_LAG_MS) -> int:
 
 # The sender closed its handoff within the deadline without committing (it records the
 # attempt `validated`) and the receiver's sweep voided the accept afterwards: still abandoned.
-@pending("abandoned-accept", "fail-swept", abandoned_accept=1)
+@case("abandoned-accept", "fail-swept", abandoned_accept=1)
 def _swept(c: Case) -> None:
     one(c, attempts=({"commit": False},))
     expire(c)
@@ -671,7 +651,7 @@ def _swept(c: Case) -> None:
 
 # The sender closed after the deadline (presumed abort, `validated -> void` on its `handoff`
 # span) and the sweep voided the same accept too: two voids of one attempt are legal.
-@pending("illegal-transition", "pass-swept", abandoned_accept=1)
+@case("illegal-transition", "pass-swept", abandoned_accept=1)
 def _swept_twice(c: Case) -> None:
     one(c, attempts=({"commit": False},))
     at = expire(c)
@@ -684,7 +664,7 @@ def _swept_twice(c: Case) -> None:
 
 # A commit ran after the sweep had voided its accept: the library refuses such a commit, so
 # only a receiver that ignored its own store writes this trace.
-@pending("illegal-transition", "fail-swept", illegal_transition=1, deadline_missed=1)
+@case("illegal-transition", "fail-swept", illegal_transition=1, deadline_missed=1)
 def _swept_then_ran(c: Case) -> None:
     one(c, attempts=({"commit": False},))
     at = expire(c)
@@ -725,11 +705,6 @@ def _swept_then_ran(c: Case) -> None:
 def build() -> dict[Path, str]:
     """Every case file's path and text."""
     return _written(CASES, start=1)
-
-
-def build_pending() -> dict[Path, str]:
-    """The PENDING cases' paths and texts, numbered after CASES (as they will be in it)."""
-    return _written(PENDING, start=len(CASES) + 1)
 
 
 def _written(
