@@ -92,7 +92,9 @@ WITH events AS (
     FROM hs_spans(since_ns, until_ns, agents) AS s
     WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit',
                      'handoff.expire')
-), moves AS (
+), moves AS MATERIALIZED (
+    -- Materialised narrow: read three times, and each read of `events` would carry every
+    -- event's attribute map along.
     SELECT
         trace_id, span_id, span_name, handoff_key, span_attempt, mode,
         e.time_unix_nano AS at_ns,
@@ -102,24 +104,38 @@ WITH events AS (
         TRY_CAST(e.attributes['handoff.attempt'] AS INTEGER) AS event_attempt
     FROM events
     WHERE e.name = 'handoff.transition'
+), unplaced AS (
+    -- Events that say neither on themselves nor on their span which attempt they belong to
+    -- (traces from before events carried `handoff.attempt`); only these need placing.
+    SELECT * FROM moves WHERE event_attempt IS NULL AND span_attempt IS NULL
+), phases AS (
+    SELECT handoff_key, attempt_no, name, start_unix_nano, end_unix_nano
+    FROM hs_phases(since_ns, until_ns, agents)
+    WHERE handoff_key IN (SELECT handoff_key FROM unplaced)
 ), anchors AS (
     -- Where each attempt's states begin, for events on the `handoff` span (which carries no
     -- attempt number): `start` and `proposed` at the propose span's start (or, with no
     -- propose, the commit span's), `validated` when the validate span ended.
     SELECT handoff_key, attempt_no, start_unix_nano AS at_ns, 'start' AS from_state
-    FROM hs_phases(since_ns, until_ns, agents) WHERE name IN ('handoff.propose', 'handoff.commit')
+    FROM phases WHERE name IN ('handoff.propose', 'handoff.commit')
     UNION ALL
     SELECT handoff_key, attempt_no, start_unix_nano, 'proposed'
-    FROM hs_phases(since_ns, until_ns, agents) WHERE name = 'handoff.propose'
+    FROM phases WHERE name = 'handoff.propose'
     UNION ALL
     SELECT handoff_key, attempt_no, end_unix_nano, 'validated'
-    FROM hs_phases(since_ns, until_ns, agents) WHERE name = 'handoff.validate'
+    FROM phases WHERE name = 'handoff.validate'
 )
+SELECT
+    trace_id, span_id, span_name, handoff_key, mode, at_ns, from_state, to_state, reason,
+    coalesce(event_attempt, span_attempt) AS attempt_no
+FROM moves
+WHERE event_attempt IS NOT NULL OR span_attempt IS NOT NULL
+UNION ALL
 SELECT
     m.trace_id, m.span_id, m.span_name, m.handoff_key, m.mode, m.at_ns,
     m.from_state, m.to_state, m.reason,
-    coalesce(m.event_attempt, m.span_attempt, a.attempt_no, 1) AS attempt_no
-FROM moves AS m
+    coalesce(a.attempt_no, 1) AS attempt_no
+FROM unplaced AS m
 ASOF LEFT JOIN anchors AS a
     ON m.handoff_key = a.handoff_key AND m.from_state = a.from_state AND m.at_ns >= a.at_ns;
 
