@@ -57,16 +57,21 @@ def workflow_spend(
     """``auditor.figures.workflow_spend`` with the trace of the workflow's latest run:
     workflow_id, workflow_name, runs, input_tokens, output_tokens, cost_usd, trace_id."""
     with cursor(con, filters) as cur:
-        out = figures.workflow_spend(cur).df()
-        latest = query_frame(
-            cur,
-            "SELECT workflow_id, arg_max(trace_id, run) AS trace_id"
-            " FROM hs_workflow_runs_all GROUP BY workflow_id",
+        # Joined in DuckDB, not pandas: a row per workflow, tens of thousands of them.
+        latest = cur.sql(
+            "SELECT workflow_id, arg_max(trace_id, run) AS latest_trace"
+            " FROM hs_workflow_runs_all GROUP BY workflow_id"
         )
-    out = out.merge(latest, on="workflow_id", how="left")
-    # Without a workflow root span, the auditor keys the workflow by its trace id.
-    out["trace_id"] = out["trace_id"].fillna(out["workflow_id"])
-    return out
+        joined = figures.workflow_spend(cur).join(latest, "workflow_id", how="left")
+        return (
+            joined.project(
+                "workflow_id, workflow_name, runs, input_tokens, output_tokens, cost_usd,"
+                # Without a workflow root span, the auditor keys it by its trace id.
+                " coalesce(latest_trace, workflow_id) AS trace_id"
+            )
+            .order("cost_usd DESC, workflow_id")
+            .df()
+        )
 
 
 def edge_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
