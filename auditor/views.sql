@@ -158,7 +158,8 @@ WHERE NOT EXISTS (
     SELECT 1 FROM usage AS c WHERE c.trace_id = u.trace_id AND c.parent_span_id = u.span_id);
 
 -- hs_attempts(...): one row per handoff attempt, with whether it produced a usable result
--- (a commit executed or replayed whose result status is not a failure).
+-- (a commit executed or replayed whose result status is not a failure), whether it ended
+-- void (any of its spans says so), and what its phases cost.
 CREATE OR REPLACE TEMP MACRO hs_attempts(since_ns, until_ns, agents) AS TABLE
 SELECT
     handoff_key,
@@ -171,7 +172,11 @@ SELECT
             AND "handoff.commit.outcome" IN ('executed', 'replayed')
             AND coalesce("handoff.result.status", '') NOT IN
                 ('failed', 'blocked', 'verification_failed', 'held_for_approval', 'safe_stop'))
-        AS ok
+        AS ok,
+    coalesce(bool_or("handoff.state" = 'void'), false) AS void,
+    sum(input_tokens) AS input_tokens,
+    sum(output_tokens) AS output_tokens,
+    sum(cost_usd) AS cost_usd
 FROM hs_phases(since_ns, until_ns, agents)
 GROUP BY handoff_key, attempt_no;
 

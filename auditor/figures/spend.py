@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from auditor.figures.base import FILTER_ARGS, Filters, query
-from collector import schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -74,11 +73,11 @@ def edge_spend(
     return query(
         con,
         f"""
-        SELECT "handoff.sender" AS sender, "handoff.receiver" AS receiver,
+        SELECT sender, receiver,
                count(DISTINCT handoff_key) AS handoffs,
                sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
                sum(cost_usd) AS cost_usd
-        FROM hs_phases({FILTER_ARGS})
+        FROM hs_attempts({FILTER_ARGS})
         GROUP BY ALL
         ORDER BY cost_usd DESC NULLS LAST, sender, receiver
         """,
@@ -140,10 +139,7 @@ def workflow_cost_summary(
     )
 
 
-_VOIDED_GROUPS = {
-    "agent": ("agent",),
-    "edge": (f'"{schema.SENDER}" AS sender', f'"{schema.RECEIVER}" AS receiver'),
-}
+_VOIDED_BY = ("agent", "edge")
 
 
 def voided_spend(
@@ -156,33 +152,39 @@ def voided_spend(
     Columns: the group (``agent``, or ``sender`` and ``receiver``), handoffs, attempts,
     input_tokens, output_tokens, tokens, cost_usd; most expensive first.
     """
-    if by not in _VOIDED_GROUPS:
-        raise ValueError(f"by must be one of {sorted(_VOIDED_GROUPS)}, not {by!r}")
-    keys = ", ".join(_VOIDED_GROUPS[by])
+    if by not in _VOIDED_BY:
+        raise ValueError(f"by must be one of {list(_VOIDED_BY)}, not {by!r}")
+    sums = """
+               coalesce(sum(input_tokens), 0) AS input_tokens,
+               coalesce(sum(output_tokens), 0) AS output_tokens,
+               coalesce(sum(input_tokens), 0) + coalesce(sum(output_tokens), 0) AS tokens,
+               coalesce(sum(cost_usd), 0) AS cost_usd"""
+    if by == "edge":
+        # An attempt's sender and receiver are its edge: its own row holds what it cost.
+        return query(
+            con,
+            f"""
+            SELECT sender, receiver, count(DISTINCT handoff_key) AS handoffs,
+                   count(*) AS attempts, {sums}
+            FROM hs_attempts({FILTER_ARGS})
+            WHERE void
+            GROUP BY ALL
+            ORDER BY cost_usd DESC, sender, receiver
+            """,
+            filters,
+        )
     return query(
         con,
         f"""
-        WITH phases AS (
-            -- Only what is read: the CTE is materialised, and the phase spans are wide.
-            SELECT agent, "{schema.SENDER}", "{schema.RECEIVER}", "{schema.STATE}",
-                   handoff_key, attempt_no, input_tokens, output_tokens, cost_usd
-            FROM hs_phases({FILTER_ARGS})
-        ),
-        voided AS (
-            SELECT handoff_key, attempt_no FROM phases
-            GROUP BY ALL HAVING bool_or("{schema.STATE}" = $void)
+        WITH voided AS (
+            SELECT handoff_key, attempt_no FROM hs_attempts({FILTER_ARGS}) WHERE void
         )
-        SELECT {keys},
+        SELECT agent,
                count(DISTINCT p.handoff_key) AS handoffs,
-               count(DISTINCT (p.handoff_key, p.attempt_no)) AS attempts,
-               coalesce(sum(p.input_tokens), 0) AS input_tokens,
-               coalesce(sum(p.output_tokens), 0) AS output_tokens,
-               coalesce(sum(p.input_tokens), 0) + coalesce(sum(p.output_tokens), 0) AS tokens,
-               coalesce(sum(p.cost_usd), 0) AS cost_usd
-        FROM phases AS p JOIN voided USING (handoff_key, attempt_no)
+               count(DISTINCT (p.handoff_key, p.attempt_no)) AS attempts, {sums}
+        FROM hs_phases({FILTER_ARGS}) AS p JOIN voided USING (handoff_key, attempt_no)
         GROUP BY ALL
-        ORDER BY cost_usd DESC, {", ".join(k.split(" AS ")[-1] for k in _VOIDED_GROUPS[by])}
+        ORDER BY cost_usd DESC, agent
         """,
         filters,
-        {"void": schema.STATE_VOID},
     )
