@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from collector import schema
 
@@ -34,8 +35,11 @@ TIMEOUT_LINE = "validation timeout"
 OTHER = "#BAB0AC"
 OBSERVED = "#4C78A8"
 PROJECTED = "#E45756"
+# plotly_white's layout alone: the whole template (styles for every kind of trace, none of
+# which these charts leave to it) is deep-copied into each figure, about 40 ms a chart.
+_TEMPLATE = go.layout.Template(layout=pio.templates["plotly_white"].layout)
 LAYOUT = {
-    "template": "plotly_white",
+    "template": _TEMPLATE,
     "margin": {"l": 10, "r": 10, "t": 80, "b": 10},
     "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0, "traceorder": "normal"},
     "hoverlabel": {"namelength": -1},
@@ -43,21 +47,18 @@ LAYOUT = {
 
 
 def figure(title: str, **layout: object) -> go.Figure:
-    fig = go.Figure()
-    fig.update_layout(
-        title={
-            "text": title,
-            "x": 0,
-            "xanchor": "left",
-            "y": 0.98,
-            "yanchor": "top",
-            "yref": "container",
-            "font": {"size": 15},
-        },
-        **LAYOUT,
-    )
-    fig.update_layout(**layout)
-    return fig
+    """A figure with the shared layout and ``title``; ``layout`` adds top-level keys (axes,
+    bar mode ...). Built in one go: Plotly validates every ``update_layout`` call anew."""
+    title_layout = {
+        "text": title,
+        "x": 0,
+        "xanchor": "left",
+        "y": 0.98,
+        "yanchor": "top",
+        "yref": "container",
+        "font": {"size": 15},
+    }
+    return go.Figure(layout={**LAYOUT, "title": title_layout, **layout})
 
 
 def empty(fig: go.Figure, message: str = "No data for the selected filters") -> go.Figure:
