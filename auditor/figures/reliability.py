@@ -28,7 +28,7 @@ _HANDOFFS = f"""
 """
 
 
-def _rates(keys: str) -> str:
+def _rates(keys: str, handoffs: str = f"({_HANDOFFS})") -> str:
     return f"""
         SELECT {keys},
                count(*) AS handoffs,
@@ -37,7 +37,7 @@ def _rates(keys: str) -> str:
                count(*) FILTER (WHERE ok) AS succeeded,
                count(*) FILTER (WHERE ok) / count(*) AS handoff_success_rate,
                count(*) FILTER (WHERE first_ok) / count(*) AS first_attempt_success_rate
-        FROM ({_HANDOFFS})
+        FROM {handoffs}
         GROUP BY ALL
         ORDER BY ALL
     """
@@ -76,7 +76,9 @@ def end_to_end(
     return query(
         con,
         f"""
-        WITH agents AS ({_rates("receiver AS agent")}),
+        -- Each handoff's outcome once, for the per-agent rates and the per-trace outcomes.
+        WITH handoffs AS MATERIALIZED ({_HANDOFFS}),
+        agents AS ({_rates("receiver AS agent", "handoffs")}),
         projected AS (
             SELECT count(*) AS agents,
                    product(first_attempt_success_rate) AS projected_first_attempt,
@@ -90,7 +92,7 @@ def end_to_end(
             FROM runs GROUP BY workflow_id
         ),
         traces AS (
-            SELECT trace_id, bool_and(ok) AS ok FROM ({_HANDOFFS}) GROUP BY trace_id
+            SELECT trace_id, bool_and(ok) AS ok FROM handoffs GROUP BY trace_id
         ),
         observed AS (
             SELECT
