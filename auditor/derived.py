@@ -1,12 +1,12 @@
 """Derived tables: the auditor's shared views computed once per trace set, not once per query.
 
 Every rule and figure reads a few relations derived from ``spans``: the handshake's phase
-spans (``hs_phases_all``), the spans that report usage (``hs_usage_all``), handoff attempts,
-handoffs, workflow runs and state transitions. As views they are re-derived by every query
-that reads them, which over a million spans costs most of the time of each figure.
-:func:`derive` computes them once into narrow tables (``hs_derived_<name>``: only the columns
-their readers use), and :func:`attach` points a connection's ``hs_<name>_all`` views at those
-tables.
+spans (``hs_phases_all``), the spans that report usage (``hs_usage_all``), handoff attempts
+and their outcome per handoff, handoffs, workflow runs and state transitions. As views they
+are re-derived by every query that reads them, which over a million spans costs most of the
+time of each figure. :func:`derive` computes them once into narrow tables
+(``hs_derived_<name>``: only the columns their readers use), and :func:`attach` points a
+connection's ``hs_<name>_all`` views at those tables.
 
 Each derived row belongs to exactly one trace (its handoff key, attempt and usage parent all
 start with the trace id), so the rows of a selection of whole traces are the derived rows of
@@ -36,7 +36,15 @@ if TYPE_CHECKING:
 
 __all__ = ["DERIVED", "attach", "derive", "derived_names", "for_rules", "forget"]
 
-DERIVED: Final = ("phases", "usage", "attempts", "handoffs", "workflow_runs", "transitions")
+DERIVED: Final = (
+    "phases",
+    "usage",
+    "attempts",
+    "outcomes",
+    "handoffs",
+    "workflow_runs",
+    "transitions",
+)
 """The derived relations, each read as ``hs_<name>_all`` and stored as ``hs_derived_<name>``."""
 
 _PREFIX: Final = "hs_derived_"
@@ -113,6 +121,7 @@ def _selects(rules: bool) -> dict[str, str]:
         " FROM hs_phases(NULL, NULL, [])",
         "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, phase_name FROM hs_usage(NULL, NULL, [])",
         "attempts": "SELECT * FROM hs_attempts(NULL, NULL, [])",
+        "outcomes": "SELECT * FROM hs_outcomes(NULL, NULL, [])",
         "handoffs": "SELECT * FROM hs_handoffs(NULL, NULL, [])",
         "workflow_runs": "SELECT * FROM hs_workflow_runs(NULL, NULL, [])",
         "transitions": "SELECT * FROM hs_transitions(NULL, NULL, [])",

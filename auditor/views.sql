@@ -180,6 +180,21 @@ SELECT
 FROM hs_phases(since_ns, until_ns, agents)
 GROUP BY handoff_key, attempt_no;
 
+-- hs_outcomes(...): one row per handoff that has attempts: its trace, sender and receiver,
+-- how many attempts it took, whether any of them produced a usable result (ok) and whether
+-- the first one did (first_ok).
+CREATE OR REPLACE TEMP MACRO hs_outcomes(since_ns, until_ns, agents) AS TABLE
+SELECT
+    handoff_key,
+    any_value(trace_id) AS trace_id,
+    any_value(sender) AS sender,
+    any_value(receiver) AS receiver,
+    count(*) AS attempts,
+    bool_or(ok) AS ok,
+    arg_min(ok, attempt_no) AS first_ok
+FROM hs_attempts(since_ns, until_ns, agents)
+GROUP BY handoff_key;
+
 -- hs_workflow_runs(...): one row per workflow root span (`invoke_workflow ...`).
 CREATE OR REPLACE TEMP MACRO hs_workflow_runs(since_ns, until_ns, agents) AS TABLE
 SELECT
@@ -196,4 +211,5 @@ WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%
 CREATE OR REPLACE TEMP VIEW hs_spans_all AS SELECT * FROM hs_spans(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_usage_all AS SELECT * FROM hs_usage(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_attempts_all AS SELECT * FROM hs_attempts(NULL, NULL, []);
+CREATE OR REPLACE TEMP VIEW hs_outcomes_all AS SELECT * FROM hs_outcomes(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_workflow_runs_all AS SELECT * FROM hs_workflow_runs(NULL, NULL, []);

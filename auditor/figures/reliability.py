@@ -19,13 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = ["agent_reliability", "edge_reliability", "end_to_end"]
 
-_HANDOFFS = f"""
-    SELECT handoff_key, any_value(trace_id) AS trace_id, any_value(sender) AS sender,
-           any_value(receiver) AS receiver, count(*) AS attempts, bool_or(ok) AS ok,
-           arg_min(ok, attempt_no) AS first_ok
-    FROM hs_attempts({FILTER_ARGS})
-    GROUP BY handoff_key
-"""
+_HANDOFFS = f"SELECT * FROM hs_outcomes({FILTER_ARGS})"
 
 
 def _rates(keys: str, handoffs: str = f"({_HANDOFFS})") -> str:

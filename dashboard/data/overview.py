@@ -114,12 +114,10 @@ def overview(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -
 _RUNS = """
 WITH roots AS (SELECT * FROM hs_workflow_runs_all),
 bare AS (
-    SELECT trace_id, min(h.start_unix_nano) AS start_unix_nano, bool_and(a.ok) AS ok
-    FROM hs_handoffs_all AS h JOIN (
-        SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts_all
-        GROUP BY handoff_key) AS a USING (handoff_key)
-    WHERE trace_id NOT IN (SELECT trace_id FROM roots)
-    GROUP BY trace_id
+    SELECT h.trace_id, min(h.start_unix_nano) AS start_unix_nano, bool_and(a.ok) AS ok
+    FROM hs_handoffs_all AS h JOIN hs_outcomes_all AS a USING (handoff_key)
+    WHERE h.trace_id NOT IN (SELECT trace_id FROM roots)
+    GROUP BY h.trace_id
 )
 SELECT trace_id, start_unix_nano, outcome = 'success' AS ok FROM roots
 UNION ALL SELECT trace_id, start_unix_nano, ok FROM bare

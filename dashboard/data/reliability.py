@@ -62,9 +62,7 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
                 SELECT h.trace_id, h.receiver, a.ok,
                        row_number() OVER (PARTITION BY h.trace_id
                                           ORDER BY h.start_unix_nano, h.handoff_key) AS position
-                FROM hs_handoffs_all AS h JOIN (
-                    SELECT handoff_key, bool_or(ok) AS ok FROM hs_attempts_all
-                    GROUP BY handoff_key) AS a USING (handoff_key)
+                FROM hs_handoffs_all AS h JOIN hs_outcomes_all AS a USING (handoff_key)
             ), shapes AS (
                 SELECT first_failure, length, count(*) AS runs FROM (
                     SELECT coalesce(min(position) FILTER (WHERE NOT ok), max(position) + 1)

@@ -35,14 +35,15 @@ session then spills less and answers about 1.5x faster at a million spans."""
 VALIDATIONS = f"SELECT * FROM hs_phases_all WHERE name = '{s.SPAN_VALIDATE}'"
 
 
-READY_DERIVED = ("phases", "usage", "attempts", "handoffs", "workflow_runs")
+READY_DERIVED = ("phases", "usage", "attempts", "outcomes", "handoffs", "workflow_runs")
 
 
 def ready(trace_set: TraceSet) -> None:
     """Make a freshly loaded trace set quick to filter and read: the auditor's derived tables
-    (phase spans, usage, attempts, handoffs, workflow runs) are computed once here, and every
-    cursor reads them for its selected traces instead of deriving them again; a new filter
-    selects its traces from a row per trace (:func:`~dashboard.selection.build_index`)."""
+    (phase spans, usage, attempts and their outcome per handoff, handoffs, workflow runs) are
+    computed once here, and every cursor reads them for its selected traces instead of
+    deriving them again; a new filter selects its traces from a row per trace
+    (:func:`~dashboard.selection.build_index`)."""
     con = trace_set.con
     if os.environ.get(MEMORY_LIMIT_ENV) is None and memory_limit(con) < WORKING_MEMORY_BYTES:
         con.execute("SET memory_limit = ?", [f"{WORKING_MEMORY_BYTES // 1024**2}MiB"]).fetchall()
