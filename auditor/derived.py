@@ -118,7 +118,7 @@ def _selects(rules: bool) -> dict[str, str]:
         phase = tuple(dict.fromkeys((*phase, *by_rules)))
     return {
         "phases": f"SELECT {_quoted(phase)}, handoff_key, attempt_no, latency_ms"
-        " FROM hs_phases(NULL, NULL, [])",
+        " FROM hs_phase_spans",
         "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, phase_name FROM hs_usage(NULL, NULL, [])",
         "attempts": "SELECT * FROM hs_attempts(NULL, NULL, [])",
         "outcomes": "SELECT * FROM hs_outcomes(NULL, NULL, [])",
@@ -148,11 +148,13 @@ def derive(
         raise ValueError(f"unknown derived tables: {sorted(unknown)}")
     kind = "TEMP TABLE" if temporary else "TABLE"
     selects = _selects(rules)
-    for name in names:
+    for name in sorted(names, key=DERIVED.index):
         # Point the view at the spans again first: a view over an earlier derived table
         # would otherwise be read (or dropped with it) while the new one is computed.
         run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {_computed(name)}")
         _grown(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {selects[name]}")
+        # What is derived next reads this table (attempts read the phase spans' table).
+        run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS SELECT * FROM {_PREFIX}{name}")
 
 
 def _grown(con: duckdb.DuckDBPyConnection, sql: str) -> None:
@@ -254,4 +256,6 @@ def _reads(rule: Rule, name: str) -> bool:
 
 def _computed(name: str) -> str:
     """The view a connection reads without derived tables (as ``views.sql`` defines it)."""
+    if name == "phases":
+        return "SELECT * FROM hs_phase_spans"  # hs_phases() itself reads hs_phases_all
     return f"SELECT * FROM hs_{name}(NULL, NULL, [])"

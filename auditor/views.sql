@@ -25,7 +25,10 @@ WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
   AND (len(agents) = 0 OR list_contains(agents, agent)
        OR list_contains(agents, "handoff.sender") OR list_contains(agents, "handoff.receiver"));
 
-CREATE OR REPLACE TEMP MACRO hs_phases(since_ns, until_ns, agents) AS TABLE
+-- Every phase span, computed from the spans; hs_phases_all reads it (or a derived table)
+-- and hs_phases(...) filters hs_phases_all, so what is built on hs_phases (attempts,
+-- outcomes, the transitions' anchors) reads a derived table when there is one.
+CREATE OR REPLACE TEMP VIEW hs_phase_spans AS
 SELECT
     s.*,
     concat_ws('/', s.trace_id,
@@ -37,8 +40,20 @@ SELECT
         coalesce(s."handoff.validation_latency_ms",
                  CASE WHEN s."handoff.decision" IN ('accept', 'reject') THEN s.duration_ms END)
     END AS latency_ms
-FROM hs_spans(since_ns, until_ns, agents) AS s
+FROM spans AS s
 WHERE s.name IN ('handoff.propose', 'handoff.validate', 'handoff.commit', 'handoff.expire');
+
+CREATE OR REPLACE TEMP VIEW hs_phases_all AS SELECT * FROM hs_phase_spans;
+
+-- The same filter as hs_spans: a phase span is a span, so filtering it after deriving its
+-- columns gives the rows deriving the filtered spans would.
+CREATE OR REPLACE TEMP MACRO hs_phases(since_ns, until_ns, agents) AS TABLE
+SELECT *
+FROM hs_phases_all
+WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
+  AND (until_ns IS NULL OR start_unix_nano < until_ns)
+  AND (len(agents) = 0 OR list_contains(agents, agent)
+       OR list_contains(agents, "handoff.sender") OR list_contains(agents, "handoff.receiver"));
 
 CREATE OR REPLACE TEMP MACRO hs_handoffs(since_ns, until_ns, agents) AS TABLE
 WITH keyed AS (
@@ -139,7 +154,6 @@ FROM unplaced AS m
 ASOF LEFT JOIN anchors AS a
     ON m.handoff_key = a.handoff_key AND m.from_state = a.from_state AND m.at_ns >= a.at_ns;
 
-CREATE OR REPLACE TEMP VIEW hs_phases_all AS SELECT * FROM hs_phases(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_handoffs_all AS SELECT * FROM hs_handoffs(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_transitions_all AS SELECT * FROM hs_transitions(NULL, NULL, []);
 
