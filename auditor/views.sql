@@ -17,13 +17,24 @@
 -- without a filter and the dashboard read. auditor/derived.py may point the views at tables
 -- computed once per trace set instead (same rows, fewer columns).
 
+-- Whether a span is inside the filter every table macro takes (see above).
+CREATE OR REPLACE TEMP MACRO hs_in_filter(since_ns, until_ns, agents, start_ns, agent, sender,
+                                          receiver) AS
+    (since_ns IS NULL OR start_ns >= since_ns)
+    AND (until_ns IS NULL OR start_ns < until_ns)
+    AND (len(agents) = 0 OR list_contains(agents, agent) OR list_contains(agents, sender)
+         OR list_contains(agents, receiver));
+
+-- The handoff a span belongs to: its trace id and handoff.id, or, without handoff.id, its
+-- trace, task, sender and receiver.
+CREATE OR REPLACE TEMP MACRO hs_handoff_key(trace_id, handoff_id, task_id, sender, receiver) AS
+    concat_ws('/', trace_id, coalesce(handoff_id, concat_ws('/', task_id, sender, receiver)));
+
 CREATE OR REPLACE TEMP MACRO hs_spans(since_ns, until_ns, agents) AS TABLE
 SELECT *
 FROM spans
-WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
-  AND (until_ns IS NULL OR start_unix_nano < until_ns)
-  AND (len(agents) = 0 OR list_contains(agents, agent)
-       OR list_contains(agents, "handoff.sender") OR list_contains(agents, "handoff.receiver"));
+WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.sender",
+                   "handoff.receiver");
 
 -- Every phase span, computed from the spans; hs_phases_all reads it (or a derived table)
 -- and hs_phases(...) filters hs_phases_all, so what is built on hs_phases (attempts,
@@ -31,10 +42,8 @@ WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
 CREATE OR REPLACE TEMP VIEW hs_phase_spans AS
 SELECT
     s.*,
-    concat_ws('/', s.trace_id,
-              coalesce(s."handoff.id",
-                       concat_ws('/', s."handoff.task_id", s."handoff.sender",
-                                 s."handoff.receiver"))) AS handoff_key,
+    hs_handoff_key(s.trace_id, s."handoff.id", s."handoff.task_id", s."handoff.sender",
+                   s."handoff.receiver") AS handoff_key,
     coalesce(s."handoff.attempt", 1) AS attempt_no,
     CASE WHEN s.name = 'handoff.validate' THEN
         coalesce(s."handoff.validation_latency_ms",
@@ -50,19 +59,15 @@ CREATE OR REPLACE TEMP VIEW hs_phases_all AS SELECT * FROM hs_phase_spans;
 CREATE OR REPLACE TEMP MACRO hs_phases(since_ns, until_ns, agents) AS TABLE
 SELECT *
 FROM hs_phases_all
-WHERE (since_ns IS NULL OR start_unix_nano >= since_ns)
-  AND (until_ns IS NULL OR start_unix_nano < until_ns)
-  AND (len(agents) = 0 OR list_contains(agents, agent)
-       OR list_contains(agents, "handoff.sender") OR list_contains(agents, "handoff.receiver"));
+WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.sender",
+                   "handoff.receiver");
 
 CREATE OR REPLACE TEMP MACRO hs_handoffs(since_ns, until_ns, agents) AS TABLE
 WITH keyed AS (
     SELECT
         s.*,
-        concat_ws('/', s.trace_id,
-                  coalesce(s."handoff.id",
-                           concat_ws('/', s."handoff.task_id", s."handoff.sender",
-                                     s."handoff.receiver"))) AS handoff_key
+        hs_handoff_key(s.trace_id, s."handoff.id", s."handoff.task_id", s."handoff.sender",
+                   s."handoff.receiver") AS handoff_key
     FROM hs_spans(since_ns, until_ns, agents) AS s
     WHERE s.name IN ('handoff', 'handoff.propose', 'handoff.validate', 'handoff.commit',
                      'handoff.expire')
@@ -97,10 +102,8 @@ WITH events AS (
         s.trace_id,
         s.span_id,
         s.name AS span_name,
-        concat_ws('/', s.trace_id,
-                  coalesce(s."handoff.id",
-                           concat_ws('/', s."handoff.task_id", s."handoff.sender",
-                                     s."handoff.receiver"))) AS handoff_key,
+        hs_handoff_key(s.trace_id, s."handoff.id", s."handoff.task_id", s."handoff.sender",
+                   s."handoff.receiver") AS handoff_key,
         s."handoff.attempt" AS span_attempt,
         coalesce(s."handoff.mode", 'handshake') AS mode,
         unnest(s.events) AS e

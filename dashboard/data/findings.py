@@ -8,6 +8,7 @@ every trace) run again on the selection alone by :func:`set_findings`.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
@@ -82,10 +83,12 @@ def _findings(
     derive: bool = True,
 ) -> pd.DataFrame:
     with cursor(con, filters) as cur:
-        if derive:
-            with for_rules(cur, rules, selection=SELECTED if filters.active else None):
-                found = [f for rule in rules for f in run_rule(cur, rule, settings)]
-        else:
+        derived = (
+            for_rules(cur, rules, selection=SELECTED if filters.active else None)
+            if derive
+            else nullcontext()
+        )
+        with derived:
             found = [f for rule in rules for f in run_rule(cur, rule, settings)]
         rows = pd.DataFrame([f.to_dict() for f in found], columns=list(_FINDING_FIELDS))
         keys = rows[["trace_id", "span_id"]].assign(i=range(len(rows)))
