@@ -10,12 +10,12 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from auditor import derived
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures
+from auditor.macros import views_sql
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.settings import AuditSettings
 
@@ -98,7 +98,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False, shared: bool
     if con in _PREPARED and not (force or shared):
         return
     if shared or force or not _has_shared(con):
-        text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
+        text = views_sql()
         if shared:
             text = text.replace("CREATE OR REPLACE TEMP ", "CREATE OR REPLACE ")
         con.execute(text).fetchall()

@@ -2,7 +2,8 @@
 
 Every rule and figure reads a few relations derived from ``spans``: the handshake's phase
 spans (``hs_phases_all``), the spans that report usage (``hs_usage_all``), handoff attempts
-and their outcome per handoff, handoffs, workflow runs and state transitions. As views they
+and their outcome per handoff, handoffs, workflow runs, a row per trace (``hs_traces_all``)
+and state transitions. As views they
 are re-derived by every query that reads them, which over a million spans costs most of the
 time of each figure. :func:`derive` computes them once into narrow tables
 (``hs_derived_<name>``: only the columns their readers use), and :func:`attach` points a
@@ -26,6 +27,7 @@ from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from auditor.macros import READ_UNFILTERED, unfiltered
 from auditor.readers import grow_memory_limit, run
 from auditor.rules import Rule, all_rules
 from auditor.table import SPAN_COLUMNS
@@ -43,6 +45,7 @@ DERIVED: Final = (
     "outcomes",
     "handoffs",
     "workflow_runs",
+    "traces",
     "transitions",
 )
 """The derived relations, each read as ``hs_<name>_all`` and stored as ``hs_derived_<name>``."""
@@ -124,6 +127,7 @@ def _selects(rules: bool) -> dict[str, str]:
         "outcomes": "SELECT * FROM hs_outcomes(NULL, NULL, [])",
         "handoffs": "SELECT * FROM hs_handoffs(NULL, NULL, [])",
         "workflow_runs": "SELECT * FROM hs_workflow_runs(NULL, NULL, [])",
+        "traces": unfiltered("traces"),
         "transitions": "SELECT * FROM hs_transitions(NULL, NULL, [])",
     }
 
@@ -258,4 +262,6 @@ def _computed(name: str) -> str:
     """The view a connection reads without derived tables (as ``views.sql`` defines it)."""
     if name == "phases":
         return "SELECT * FROM hs_phase_spans"  # hs_phases() itself reads hs_phases_all
+    if name in READ_UNFILTERED:
+        return unfiltered(name)
     return f"SELECT * FROM hs_{name}(NULL, NULL, [])"

@@ -13,6 +13,8 @@
 -- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
 -- hs_transitions(...)  every `handoff.transition` event with the attempt it belongs to
 --                      (span_name says which span recorded it: `handoff.expire` for a sweep)
+-- hs_traces(...)       one row per trace: its span, handoff, attempt and workflow counts,
+--                      spend, and the receivers of its handoffs in order
 -- Each macro hs_<name> also has an unfiltered view hs_<name>_all, which rules, figures
 -- without a filter and the dashboard read. auditor/derived.py may point the views at tables
 -- computed once per trace set instead (same rows, fewer columns).
@@ -225,8 +227,79 @@ SELECT
 FROM hs_spans(since_ns, until_ns, agents)
 WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%';
 
+-- hs_traces(...): one row per trace (spans without a trace id make one row of their own):
+-- what the filters test (when it started, who took part, which workflows it ran) and what
+-- the summary and the per-workflow figures add up, so a figure over a selection of whole
+-- traces sums a row per trace instead of aggregating every span again. Every count is
+-- exact when summed over traces: a handoff, an attempt and a usage span each belong to one
+-- trace. Lists of names are sorted. `chain` lists the receivers of its handoffs (those
+-- with attempts) in order, and `first_failure` is the position of the first that did not
+-- succeed (len(chain) + 1 when all did).
+CREATE OR REPLACE TEMP MACRO hs_traces(since_ns, until_ns, agents) AS TABLE
+WITH per_span AS (
+    SELECT
+        trace_id,
+        count(*) AS spans,
+        min(start_time) AS start_time,
+        max(end_time) AS end_time,
+        list_sort(list_distinct(list(agent))) AS span_agents,
+        list_sort(list_distinct(flatten(list(["handoff.sender", "handoff.receiver",
+                                                 agent])))) AS participants,
+        list_sort(list_distinct(list("gen_ai.workflow.name"))) AS workflow_names,
+        list_sort(list_distinct(list(service_name))) AS services
+    FROM hs_spans(since_ns, until_ns, agents)
+    GROUP BY trace_id
+),
+per_phase AS (
+    SELECT trace_id, count(DISTINCT handoff_key) AS handoffs
+    FROM hs_phases(since_ns, until_ns, agents) GROUP BY trace_id
+),
+per_attempt AS (
+    SELECT trace_id, count(*) AS attempts
+    FROM hs_attempts(since_ns, until_ns, agents) GROUP BY trace_id
+),
+per_run AS (
+    SELECT trace_id, list_sort(list_distinct(list(workflow_id))) AS workflow_ids,
+           any_value(workflow_id) AS workflow_id, any_value(workflow_name) AS workflow_name
+    FROM hs_workflow_runs(since_ns, until_ns, agents) GROUP BY trace_id
+),
+per_usage AS (
+    SELECT trace_id, count(*) AS usage_spans, sum(input_tokens) AS input_tokens,
+           sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd
+    FROM hs_usage(since_ns, until_ns, agents) GROUP BY trace_id
+),
+per_handoff AS (
+    SELECT
+        h.trace_id,
+        list(h.receiver ORDER BY h.start_unix_nano, h.handoff_key) AS chain,
+        list(o.ok ORDER BY h.start_unix_nano, h.handoff_key) AS oks,
+        min(h.start_unix_nano) AS handoff_start,
+        bool_and(o.ok) AS handoffs_ok
+    FROM hs_handoffs(since_ns, until_ns, agents) AS h
+    JOIN hs_outcomes(since_ns, until_ns, agents) AS o USING (handoff_key)
+    GROUP BY h.trace_id
+)
+SELECT
+    s.*,
+    coalesce(p.handoffs, 0) AS handoffs,
+    coalesce(a.attempts, 0) AS attempts,
+    r.workflow_ids, r.workflow_id, r.workflow_name,
+    coalesce(u.usage_spans, 0) AS usage_spans, u.input_tokens, u.output_tokens, u.cost_usd,
+    h.chain,
+    coalesce(list_position(h.oks, false), len(h.chain) + 1) AS first_failure,
+    h.handoff_start, h.handoffs_ok
+-- IS NOT DISTINCT FROM: the spans without a trace id are a row too, joined to their own.
+FROM per_span AS s
+LEFT JOIN per_phase AS p ON p.trace_id IS NOT DISTINCT FROM s.trace_id
+LEFT JOIN per_attempt AS a ON a.trace_id IS NOT DISTINCT FROM s.trace_id
+LEFT JOIN per_run AS r ON r.trace_id IS NOT DISTINCT FROM s.trace_id
+LEFT JOIN per_usage AS u ON u.trace_id IS NOT DISTINCT FROM s.trace_id
+LEFT JOIN per_handoff AS h ON h.trace_id IS NOT DISTINCT FROM s.trace_id;
+
 CREATE OR REPLACE TEMP VIEW hs_spans_all AS SELECT * FROM hs_spans(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_usage_all AS SELECT * FROM hs_usage(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_attempts_all AS SELECT * FROM hs_attempts(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_outcomes_all AS SELECT * FROM hs_outcomes(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_workflow_runs_all AS SELECT * FROM hs_workflow_runs(NULL, NULL, []);
+-- hs_traces_all reads the other unfiltered views instead of deriving them again from the
+-- spans: auditor/macros.py writes it from hs_traces' text.

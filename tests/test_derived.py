@@ -18,6 +18,7 @@ from auditor import audit, figures, load_traces
 from auditor.audit import prepare
 from auditor.derived import DERIVED, attach, derive, derived_names, for_rules, forget
 from auditor.load import append_lines
+from auditor.macros import unfiltered
 from auditor.rules import select_rules
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ _VIEWS = {name: f"SELECT * FROM hs_{name}_all" for name in DERIVED}
 
 
 def _rows(con: Any, sql: str) -> list[tuple[Any, ...]]:
-    return sorted(con.execute(sql).fetchall(), key=repr)
+    return sorted((_rounded(row) for row in con.execute(sql).fetchall()), key=repr)
 
 
 def _columns(con: Any, name: str) -> list[str]:
@@ -185,3 +186,41 @@ def test_shared_views_serve_every_cursor_with_its_own_spans(con: Any) -> None:
     assert own == 0
     assert cursor.execute("SELECT count(*) FROM hs_spans_all").fetchall()[0][0] == 5
     assert figures.summary(cursor).fetchall()[0][0] == 5
+
+
+# The summary as it reads every span, for the per-trace rows to be checked against.
+_SUMMARY_OF_SPANS = """
+SELECT count(*), count(DISTINCT trace_id),
+       (SELECT count(DISTINCT handoff_key) FROM hs_phases_all),
+       (SELECT count(*) FROM hs_attempts_all),
+       (SELECT count(DISTINCT workflow_id) FROM hs_workflow_runs_all),
+       count(DISTINCT agent), count(DISTINCT service_name), min(start_time), max(end_time),
+       (SELECT sum(input_tokens) FROM hs_usage_all), (SELECT sum(output_tokens) FROM hs_usage_all),
+       (SELECT sum(cost_usd) FROM hs_usage_all)
+FROM spans
+"""
+
+
+@pytest.mark.parametrize("derived", [False, True], ids=["as loaded", "derived"])
+def test_the_summary_adds_up_its_rows_per_trace_spans_without_a_trace_id_too(
+    tmp_path: Path, derived: bool
+) -> None:
+    (tmp_path / "spans.jsonl").write_text(_moved("") + "\n" + _moved("ab" * 16) + "\n")
+    con = load_traces(tmp_path).con
+    prepare(con)
+    (without_id,) = con.execute("SELECT count(*) FROM spans WHERE trace_id IS NULL").fetchall()[0]
+    assert without_id > 0
+    expected = _rounded(con.execute(_SUMMARY_OF_SPANS).fetchall()[0])
+    if derived:
+        derive(con)
+    (row,) = figures.summary(con).fetchall()
+    assert _rounded(row) == expected
+    assert (row[0], row[1]) == (2 * without_id, 1)  # both copies counted, one trace id
+
+
+def test_the_per_trace_view_reads_the_other_unfiltered_views() -> None:
+    body = unfiltered("traces")
+    assert "hs_spans_all" in body and "hs_outcomes_all" in body
+    assert "since_ns" not in body
+    with pytest.raises(ValueError, match="hs_nothing"):
+        unfiltered("nothing")

@@ -86,26 +86,15 @@ def edge_spend(
 
 
 _WORKFLOW_COSTS = f"""
-    WITH runs AS (
-        SELECT trace_id, any_value(workflow_id) AS workflow_id,
-               any_value(workflow_name) AS workflow_name
-        FROM hs_workflow_runs({FILTER_ARGS})
-        GROUP BY trace_id
-    ),
-    -- Summed per trace first: the join and the grouping by workflow then see a row per trace.
-    traces AS (
-        SELECT trace_id, sum(input_tokens) AS input_tokens,
-               sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd
-        FROM hs_usage({FILTER_ARGS})
-        GROUP BY trace_id
-    )
-    SELECT coalesce(r.workflow_id, u.trace_id) AS workflow_id,
-           any_value(r.workflow_name) AS workflow_name,
-           count(u.trace_id) AS runs,
-           sum(u.input_tokens) AS input_tokens, sum(u.output_tokens) AS output_tokens,
-           coalesce(sum(u.cost_usd), 0) AS cost_usd
-    FROM traces AS u
-    LEFT JOIN runs AS r USING (trace_id)
+    -- A row per trace that reported usage, with the workflow of its run (any, when a trace
+    -- holds several workflow roots); a trace without a workflow root is its own workflow.
+    SELECT coalesce(workflow_id, trace_id) AS workflow_id,
+           any_value(workflow_name) AS workflow_name,
+           count(trace_id) AS runs,
+           sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
+           coalesce(sum(cost_usd), 0) AS cost_usd
+    FROM hs_traces({FILTER_ARGS})
+    WHERE usage_spans > 0
     GROUP BY 1
 """
 

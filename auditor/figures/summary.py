@@ -23,31 +23,23 @@ def summary(
     return query(
         con,
         f"""
-        -- Only the columns used: a CTE read several times is materialised, and the whole
-        -- rows (attribute maps, events) would be copied with it.
-        WITH s AS (
-            SELECT trace_id, agent, service_name, start_time, end_time
-            FROM hs_spans({FILTER_ARGS})
-        ),
-        -- One pass over the usage spans for all three sums (each use re-runs its anti-join).
-        usage AS (
-            SELECT sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-                   sum(cost_usd) AS cost_usd
-            FROM hs_usage({FILTER_ARGS})
-        )
+        -- A row per trace: its counts add up over traces, and the distinct workflows, agents
+        -- and services come from each trace's short lists, not from every span.
+        WITH t AS (SELECT * FROM hs_traces({FILTER_ARGS}))
         SELECT
-            (SELECT count(*) FROM s) AS spans,
-            (SELECT count(DISTINCT trace_id) FROM s) AS traces,
-            (SELECT count(DISTINCT handoff_key) FROM hs_phases({FILTER_ARGS})) AS handoffs,
-            (SELECT count(*) FROM hs_attempts({FILTER_ARGS})) AS attempts,
-            (SELECT count(DISTINCT workflow_id) FROM hs_workflow_runs({FILTER_ARGS}))
-                AS workflows,
-            (SELECT count(DISTINCT agent) FROM s) AS agents,
-            (SELECT count(DISTINCT service_name) FROM s) AS services,
-            (SELECT min(start_time) FROM s) AS first_start,
-            (SELECT max(end_time) FROM s) AS last_end,
-            usage.input_tokens, usage.output_tokens, usage.cost_usd
-        FROM usage
+            coalesce(sum(spans), 0)::BIGINT AS spans,
+            count(trace_id) AS traces,
+            coalesce(sum(handoffs), 0)::BIGINT AS handoffs,
+            coalesce(sum(attempts), 0)::BIGINT AS attempts,
+            (SELECT count(DISTINCT v) FROM (SELECT unnest(workflow_ids) AS v FROM t)) AS workflows,
+            (SELECT count(DISTINCT v) FROM (SELECT unnest(span_agents) AS v FROM t)) AS agents,
+            (SELECT count(DISTINCT v) FROM (SELECT unnest(services) AS v FROM t)) AS services,
+            min(start_time) AS first_start,
+            max(end_time) AS last_end,
+            sum(input_tokens) AS input_tokens,
+            sum(output_tokens) AS output_tokens,
+            sum(cost_usd) AS cost_usd
+        FROM t
         """,
         filters,
     )

@@ -1,0 +1,48 @@
+"""The text of the auditor's SQL macros and views (``views.sql``).
+
+Most unfiltered views are their macro called without a filter. A macro that aggregates what
+other macros derive, such as ``hs_traces``, would then derive its inputs again from the
+spans; its unfiltered view reads the other unfiltered views instead (:func:`unfiltered`),
+which :mod:`auditor.derived` may point at tables computed once.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from typing import Final
+
+__all__ = ["READ_UNFILTERED", "unfiltered", "views_sql"]
+
+READ_UNFILTERED: Final = ("traces",)
+"""The macros whose unfiltered view (``hs_<name>_all``) is :func:`unfiltered`."""
+
+_ARGS: Final = "since_ns, until_ns, agents"
+_CALL: Final = re.compile(r"\b(hs_[a-z_]+)\(" + re.escape(_ARGS) + r"\)")
+
+
+@cache
+def views_sql() -> str:
+    """Every statement of ``views.sql``, followed by the views of :data:`READ_UNFILTERED`."""
+    text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
+    views = "".join(
+        f"\nCREATE OR REPLACE TEMP VIEW hs_{name}_all AS {unfiltered(name)};\n"
+        for name in READ_UNFILTERED
+    )
+    return text + views
+
+
+@cache
+def unfiltered(name: str) -> str:
+    """The body of the table macro ``hs_<name>``, reading ``hs_<x>_all`` wherever it calls
+    ``hs_<x>(since_ns, until_ns, agents)``: the macro's rows without a filter."""
+    text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
+    found = re.search(
+        rf"^CREATE OR REPLACE TEMP MACRO hs_{name}\({re.escape(_ARGS)}\) AS TABLE\n(.*?);$",
+        text,
+        re.S | re.M,
+    )
+    if found is None:
+        raise ValueError(f"views.sql has no table macro hs_{name}({_ARGS})")
+    return _CALL.sub(r"\1_all", found.group(1))
