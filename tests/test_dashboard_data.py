@@ -12,6 +12,7 @@ import math
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -24,6 +25,8 @@ from collector import schema as s
 from dashboard import data, format, trace_data
 from dashboard.data.scope import READY_DERIVED, ready
 from dashboard.selection import Filters, scoped
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +244,28 @@ def test_the_overview_matches_the_workflow_roots_and_handoffs(scenario: Scenario
     activity = data.activity_over_time(con, width=timedelta(minutes=5))
     assert activity["workflows"].sum() == RUNS and activity["succeeded"].sum() == succeeded
     assert activity["cost_usd"].sum() == pytest.approx(view.summary["cost_usd"])
+
+
+def test_workflow_spend_lists_every_cost_and_the_costliest_with_their_latest_run(
+    scenario: Scenario, con: Any
+) -> None:
+    cost: Counter[str] = Counter()
+    for sp in scenario.spans:
+        cost[f"{sp.context.trace_id:032x}"] += scenario.attrs(sp).get(s.COST_USD, 0)
+    workflows: dict[str, dict[str, Any]] = {}
+    for root in _roots(scenario):
+        a, trace = scenario.attrs(root), f"{root.context.trace_id:032x}"
+        w = workflows.setdefault(a[s.WORKFLOW_ID], {"cost": 0.0, "runs": []})
+        w["cost"] += cost[trace]
+        w["runs"].append((a.get(s.WORKFLOW_ATTEMPT, 1), trace))
+    spend = data.workflow_spend(con, top=3)
+    assert sorted(spend.costs["cost_usd"]) == pytest.approx(
+        sorted(w["cost"] for w in workflows.values())
+    )
+    costliest = sorted(workflows, key=lambda k: (-workflows[k]["cost"], k))[:3]
+    assert spend.top["workflow_id"].tolist() == costliest
+    assert spend.top["trace_id"].tolist() == [max(workflows[k]["runs"])[1] for k in costliest]
+    assert spend.top["cost_usd"].tolist() == pytest.approx([workflows[k]["cost"] for k in costliest])
 
 
 def test_compounding_multiplies_the_rates_of_the_agents_along_the_chain(
@@ -592,3 +617,25 @@ def test_a_trace_set_too_big_to_derive_is_still_served(
     f = Filters(workflows=("report",))
     assert data.overview(trace_set.con, filters=f) == data.overview(plain.con, filters=f)
     assert data.overview(trace_set.con) == data.overview(plain.con)
+
+
+@pytest.mark.parametrize("derive", [True, False], ids=["derived", "as loaded"])
+def test_a_restarted_workflow_links_to_its_latest_run(derive: bool) -> None:
+    """sample_traces/fault-mix restarts some workflows from the top: the workflow's row
+    sums every run and links to the trace of the last one."""
+    trace_set = load_traces(ROOT / "sample_traces" / "fault-mix")
+    if derive:
+        ready(trace_set)
+    runs = trace_set.con.execute(
+        f"""SELECT "{s.WORKFLOW_ID}", arg_max(trace_id, "{s.WORKFLOW_ATTEMPT}"), count(*)
+            FROM spans WHERE name LIKE '{s.SPAN_WORKFLOW_PREFIX}%' GROUP BY 1"""
+    ).fetchall()
+    latest = {w: trace for w, trace, _ in runs}
+    restarted = {w for w, _, count in runs if count > 1}
+    spend = data.workflow_spend(trace_set.con, top=len(runs))
+    assert len(spend.top) == len(spend.costs) == len(runs)
+    assert restarted & set(spend.top["workflow_id"])
+    assert dict(zip(spend.top["workflow_id"], spend.top["trace_id"], strict=True)) == latest
+    assert dict(zip(spend.top["workflow_id"], spend.top["runs"], strict=True)) == {
+        w: count for w, _, count in runs
+    }

@@ -32,11 +32,19 @@ from dashboard.data.overview import (
 )
 from dashboard.data.reliability import agent_reliability, compounding, edge_reliability, retries
 from dashboard.data.scope import cursor
-from dashboard.data.spend import agent_spend, edge_spend, model_spend, voided_spend, workflow_spend
+from dashboard.data.spend import (
+    WorkflowSpend,
+    agent_spend,
+    edge_spend,
+    model_spend,
+    voided_spend,
+    workflow_spend,
+)
 
 __all__ = [
     "Bounds",
     "Overview",
+    "WorkflowSpend",
     "activity_over_time",
     "agent_reliability",
     "agent_spend",

@@ -111,16 +111,13 @@ def overview(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -
 
 # Workflow runs: the workflow root spans, or for traces without one, the trace itself
 # (successful when every handoff in it succeeded), as the auditor's end-to-end figure does.
+# The per-trace rows already hold when a bare trace's handoffs started and whether all of
+# them succeeded.
 _RUNS = """
-WITH roots AS (SELECT * FROM hs_workflow_runs_all),
-bare AS (
-    SELECT h.trace_id, min(h.start_unix_nano) AS start_unix_nano, bool_and(a.ok) AS ok
-    FROM hs_handoffs_all AS h JOIN hs_outcomes_all AS a USING (handoff_key)
-    WHERE h.trace_id NOT IN (SELECT trace_id FROM roots)
-    GROUP BY h.trace_id
-)
-SELECT trace_id, start_unix_nano, outcome = 'success' AS ok FROM roots
-UNION ALL SELECT trace_id, start_unix_nano, ok FROM bare
+SELECT trace_id, start_unix_nano, outcome = 'success' AS ok FROM hs_workflow_runs_all
+UNION ALL
+SELECT trace_id, handoff_start, handoffs_ok FROM hs_traces_all
+WHERE workflow_ids IS NULL AND handoff_start IS NOT NULL
 """
 
 

@@ -58,23 +58,20 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
         chain = query_frame(
             cur,
             """
-            WITH handoffs AS (
-                SELECT h.trace_id, h.receiver, a.ok,
-                       row_number() OVER (PARTITION BY h.trace_id
-                                          ORDER BY h.start_unix_nano, h.handoff_key) AS position
-                FROM hs_handoffs_all AS h JOIN hs_outcomes_all AS a USING (handoff_key)
+            WITH chains AS (
+                SELECT chain, first_failure FROM hs_traces_all WHERE len(chain) > 0
             ), shapes AS (
-                SELECT first_failure, length, count(*) AS runs FROM (
-                    SELECT coalesce(min(position) FILTER (WHERE NOT ok), max(position) + 1)
-                               AS first_failure,
-                           max(position) AS length
-                    FROM handoffs GROUP BY trace_id)
-                GROUP BY ALL
+                SELECT first_failure, len(chain) AS length, count(*) AS runs
+                FROM chains GROUP BY ALL
             ), positions AS (
                 -- The receiver at each position, as most runs have it (runs of one pipeline
-                -- agree); a tie goes to the first name.
+                -- agree); a tie goes to the first name. Counted over the distinct chains,
+                -- a handful of rows, each weighted by its runs.
                 SELECT position, receiver FROM (
-                    SELECT position, receiver, count(*) AS n FROM handoffs
+                    SELECT position, receiver, sum(runs) AS n FROM (
+                        SELECT unnest(range(1, len(chain) + 1)) AS position,
+                               unnest(chain) AS receiver, runs
+                        FROM (SELECT chain, count(*) AS runs FROM chains GROUP BY chain))
                     GROUP BY position, receiver)
                 QUALIFY row_number() OVER (
                     PARTITION BY position ORDER BY n DESC, receiver NULLS LAST) = 1

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from auditor.audit import prepare
-from auditor.derived import attach, derive, forget
+from auditor.derived import DERIVED, attach, derive, forget
 from auditor.errors import AuditError
 from auditor.load import MEMORY_LIMIT_ENV
 from auditor.readers import memory_limit
@@ -35,15 +35,17 @@ session then spills less and answers about 1.5x faster at a million spans."""
 VALIDATIONS = f"SELECT * FROM hs_phases_all WHERE name = '{s.SPAN_VALIDATE}'"
 
 
-READY_DERIVED = ("phases", "usage", "attempts", "outcomes", "handoffs", "workflow_runs")
+# Every derived relation but the transitions, which only the rules read.
+READY_DERIVED = tuple(name for name in DERIVED if name != "transitions")
 
 
 def ready(trace_set: TraceSet) -> None:
     """Make a freshly loaded trace set quick to filter and read: the auditor's derived tables
-    (phase spans, usage, attempts and their outcome per handoff, handoffs, workflow runs) are
-    computed once here, and every cursor reads them for its selected traces instead of
-    deriving them again; a new filter selects its traces from a row per trace
-    (:func:`~dashboard.selection.build_index`)."""
+    (phase spans, usage, attempts and their outcome per handoff, handoffs, workflow runs, a
+    row per trace) are computed once here, and every cursor reads them for its selected
+    traces instead of deriving them again; a new filter selects its traces from the row per
+    trace (:func:`~dashboard.selection.build_index`). A figure over a selection then adds up
+    a row per selected trace where it can (the summary, workflow spend, compounding)."""
     con = trace_set.con
     if os.environ.get(MEMORY_LIMIT_ENV) is None and memory_limit(con) < WORKING_MEMORY_BYTES:
         con.execute("SET memory_limit = ?", [f"{WORKING_MEMORY_BYTES // 1024**2}MiB"]).fetchall()
@@ -56,7 +58,9 @@ def ready(trace_set: TraceSet) -> None:
         # Out of memory even at the ceiling: every query derives what it reads instead,
         # slower but within the limit.
         forget(con)
-    build_index(con)
+        build_index(con)
+    else:
+        build_index(con, traces="hs_traces_all")
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -51,27 +52,40 @@ def model_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
         )
 
 
+@dataclass(frozen=True)
+class WorkflowSpend:
+    """Cost per workflow: every workflow's cost, and the most expensive ones in full."""
+
+    costs: pd.DataFrame
+    """``cost_usd``: one row per workflow, most expensive first (for the distribution)."""
+    top: pd.DataFrame
+    """``auditor.figures.workflow_spend``'s most expensive rows with the trace of each
+    workflow's latest run: workflow_id, workflow_name, runs, input_tokens, output_tokens,
+    cost_usd, trace_id."""
+
+
 def workflow_spend(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
-) -> pd.DataFrame:
-    """``auditor.figures.workflow_spend`` with the trace of the workflow's latest run:
-    workflow_id, workflow_name, runs, input_tokens, output_tokens, cost_usd, trace_id."""
+    con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING, top: int = 20
+) -> WorkflowSpend:
+    """``auditor.figures.workflow_spend``: every workflow's cost, and the ``top`` most
+    expensive workflows in full, each with the trace of its latest run."""
     with cursor(con, filters) as cur:
-        # Joined in DuckDB, not pandas: a row per workflow, tens of thousands of them.
-        latest = cur.sql(
+        spend = figures.workflow_spend(cur)
+        # Tens of thousands of workflows: only their costs cross into pandas, and the rest
+        # of a row only for the few the page lists.
+        costs = spend.project("cost_usd").df()
+        rows = spend.limit(top).df()
+        latest = query_frame(
+            cur,
             "SELECT workflow_id, arg_max(trace_id, run) AS latest_trace"
-            " FROM hs_workflow_runs_all GROUP BY workflow_id"
+            " FROM hs_workflow_runs_all WHERE list_contains($ids, workflow_id)"
+            " GROUP BY workflow_id",
+            {"ids": rows["workflow_id"].dropna().tolist()},
         )
-        joined = figures.workflow_spend(cur).join(latest, "workflow_id", how="left")
-        return (
-            joined.project(
-                "workflow_id, workflow_name, runs, input_tokens, output_tokens, cost_usd,"
-                # Without a workflow root span, the auditor keys it by its trace id.
-                " coalesce(latest_trace, workflow_id) AS trace_id"
-            )
-            .order("cost_usd DESC, workflow_id")
-            .df()
-        )
+    rows = rows.merge(latest, on="workflow_id", how="left")
+    # Without a workflow root span, the auditor keys the workflow by its trace id.
+    rows["trace_id"] = rows.pop("latest_trace").fillna(rows["workflow_id"])
+    return WorkflowSpend(costs, rows)
 
 
 def edge_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:

@@ -24,10 +24,12 @@ row = st.columns(4)
 row[0].metric("Total spend", format.usd(total), border=True)
 row[1].metric(
     "Per workflow (mean)",
-    format.usd(workflows["cost_usd"].mean() if not workflows.empty else None),
+    format.usd(workflows.costs["cost_usd"].mean() if not workflows.costs.empty else None),
     border=True,
     help="p95: "
-    + format.usd(workflows["cost_usd"].quantile(0.95) if not workflows.empty else None),
+    + format.usd(
+        workflows.costs["cost_usd"].quantile(0.95) if not workflows.costs.empty else None
+    ),
 )
 row[2].metric(
     "Spent on voided attempts",
@@ -68,7 +70,7 @@ with right:
         charts.edge_spend(voided.head(12), title="Spend on voided attempts, per edge"),
         key="spend_voided",
     )
-ui.chart(charts.cost_per_workflow(workflows), key="spend_workflows")
+ui.chart(charts.cost_per_workflow(workflows.costs), key="spend_workflows")
 
 usd = st.column_config.NumberColumn("cost (USD)", format="$%.4f")
 st.subheader("Per agent and phase")
@@ -78,6 +80,6 @@ ui.table(
 )
 st.subheader("Most expensive workflows")
 ui.table(
-    ui.trace_links(workflows.head(20)),
+    ui.trace_links(workflows.top),
     column_config={"cost_usd": usd, "trace_id": ui.trace_link_column("latest run")},
 )
