@@ -242,11 +242,20 @@ WITH per_span AS (
         count(*) AS spans,
         min(start_time) AS start_time,
         max(end_time) AS end_time,
-        list_sort(list_distinct(list(agent))) AS span_agents,
-        list_sort(list_distinct(flatten(list(["handoff.sender", "handoff.receiver",
-                                                 agent])))) AS participants,
-        list_sort(list_distinct(list("gen_ai.workflow.name"))) AS workflow_names,
-        list_sort(list_distinct(list(service_name))) AS services
+        -- Plain lists of the values present, deduplicated afterwards: several times
+        -- quicker than list(DISTINCT ...) or a list of lists (measured at 1M spans).
+        list_sort(list_distinct(list(agent) FILTER (WHERE agent IS NOT NULL)))
+            AS span_agents,
+        list_sort(list_distinct(list_concat(
+            list(agent) FILTER (WHERE agent IS NOT NULL),
+            list("handoff.sender") FILTER (WHERE "handoff.sender" IS NOT NULL),
+            list("handoff.receiver") FILTER (WHERE "handoff.receiver" IS NOT NULL))))
+            AS participants,
+        list_sort(list_distinct(list("gen_ai.workflow.name")
+                                FILTER (WHERE "gen_ai.workflow.name" IS NOT NULL)))
+            AS workflow_names,
+        list_sort(list_distinct(list(service_name) FILTER (WHERE service_name IS NOT NULL)))
+            AS services
     FROM hs_spans(since_ns, until_ns, agents)
     GROUP BY trace_id
 ),
@@ -271,8 +280,9 @@ per_usage AS (
 per_handoff AS (
     SELECT
         h.trace_id,
-        list(h.receiver ORDER BY h.start_unix_nano, h.handoff_key) AS chain,
-        list(o.ok ORDER BY h.start_unix_nano, h.handoff_key) AS oks,
+        -- Sorted afterwards (by start, then key): quicker than an ordered aggregate.
+        list_sort(list({'start': h.start_unix_nano, 'key': h.handoff_key,
+                        'receiver': h.receiver, 'ok': o.ok})) AS ordered,
         min(h.start_unix_nano) AS handoff_start,
         bool_and(o.ok) AS handoffs_ok
     FROM hs_handoffs(since_ns, until_ns, agents) AS h
@@ -285,8 +295,9 @@ SELECT
     coalesce(a.attempts, 0) AS attempts,
     r.workflow_ids, r.workflow_id, r.workflow_name,
     coalesce(u.usage_spans, 0) AS usage_spans, u.input_tokens, u.output_tokens, u.cost_usd,
-    h.chain,
-    coalesce(list_position(h.oks, false), len(h.chain) + 1) AS first_failure,
+    list_transform(h.ordered, lambda x: x.receiver) AS chain,
+    coalesce(list_position(list_transform(h.ordered, lambda x: x.ok), false),
+             len(h.ordered) + 1) AS first_failure,
     h.handoff_start, h.handoffs_ok
 -- IS NOT DISTINCT FROM: the spans without a trace id are a row too, joined to their own.
 FROM per_span AS s

@@ -97,11 +97,15 @@ def _findings(
             times = query_frame(
                 cur,
                 """
+                -- Only the spans of the traces with findings: under a filter, a handful.
+                WITH found AS MATERIALIZED (
+                    SELECT trace_id, span_id, start_time FROM spans
+                    SEMI JOIN hs_dashboard_findings AS f USING (trace_id)
+                )
                 SELECT f.i, coalesce(sp.start_time, tr.start_time) AS time
                 FROM hs_dashboard_findings AS f
-                LEFT JOIN (SELECT trace_id, span_id, start_time FROM spans) AS sp
-                    ON sp.trace_id = f.trace_id AND sp.span_id = f.span_id
-                LEFT JOIN (SELECT trace_id, min(start_time) AS start_time FROM spans
+                LEFT JOIN found AS sp ON sp.trace_id = f.trace_id AND sp.span_id = f.span_id
+                LEFT JOIN (SELECT trace_id, min(start_time) AS start_time FROM found
                            GROUP BY trace_id) AS tr ON tr.trace_id = f.trace_id
                 ORDER BY f.i
                 """,
@@ -132,5 +136,7 @@ _FINDING_FIELDS = tuple(f.name for f in fields(Finding))
 def trace_ids(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> frozenset[str]:
     """The ids of the traces the filters select."""
     with cursor(con, filters) as cur:
-        rows = cur.execute("SELECT DISTINCT trace_id FROM spans WHERE trace_id IS NOT NULL")
+        # A filtered cursor holds them in a table already: every selected trace has spans.
+        source = SELECTED if filters.active else "spans"
+        rows = cur.execute(f"SELECT DISTINCT trace_id FROM {source} WHERE trace_id IS NOT NULL")
         return frozenset(str(r[0]) for r in rows.fetchall())
