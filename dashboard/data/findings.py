@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from auditor.audit import Finding, run_rule
@@ -66,7 +67,13 @@ def within(found: pd.DataFrame, traces: frozenset[str], set_level: pd.DataFrame)
     set), those about one of ``traces``, with ``set_level`` (:func:`set_findings` on the
     selection) in place of the set-scoped ones."""
     scoped = {r.id for r in all_rules() if r.scope == "set"}
-    kept = found[~found["rule"].isin(scoped) & found["trace_id"].isin(traces)]
+    # Membership in the set itself: Series.isin copies tens of thousands of ids first.
+    about = np.fromiter(
+        (trace in traces for trace in found["trace_id"].to_numpy(dtype=object)),
+        dtype=bool,
+        count=len(found),
+    )
+    kept = found[~found["rule"].isin(scoped) & about]
     parts = [frame for frame in (kept, set_level) if not frame.empty]
     if not parts:
         return found.iloc[0:0]
