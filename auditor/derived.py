@@ -110,7 +110,7 @@ def _quoted(columns: tuple[str, ...]) -> str:
 def _selects(rules: bool) -> dict[str, str]:
     """What each derived table holds: the unfiltered macro, narrowed to the columns read
     (by the figures, and with ``rules`` by the rules too)."""
-    phase = _PHASE_COLUMNS
+    phase: tuple[str, ...] = _PHASE_COLUMNS
     if rules:
         text = " ".join(r.sql for r in all_rules())
         by_rules = tuple(

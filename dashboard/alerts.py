@@ -7,6 +7,7 @@ so the page and a real ``watch --once`` can never disagree.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
 
 import pandas as pd
@@ -59,7 +60,7 @@ def watch_alerts(
     return frame.sort_values("time", kind="stable").reset_index(drop=True)
 
 
-def filter_alerts(alerts: pd.DataFrame, filters: Filters, trace_ids: set[str]) -> pd.DataFrame:
+def filter_alerts(alerts: pd.DataFrame, filters: Filters, trace_ids: AbstractSet[str]) -> pd.DataFrame:
     """The alerts that belong to the filtered selection.
 
     An alert about one handoff is kept when its trace is selected; an alert about a receiver

@@ -15,15 +15,19 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
 
 from auditor import AuditError, TraceSet, load_traces
 from collector.errors import HandoffscopeError
-from dashboard import alerts, selection
+from dashboard import alerts, data, selection
 from dashboard.data.scope import ready
+from dashboard.selection import Filters
 from dashboard.source import Upload, fingerprint, save_uploads, uploads_digest
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 T = TypeVar("T")
 
@@ -135,6 +139,31 @@ def _query(
 ) -> Any:
     del name, key  # cache key only
     return _function(_con, **dict(options))
+
+
+def selected_findings(
+    loaded: Loaded, filters: Filters, *, validation_timeout_s: float, p95_budget_s: float
+) -> pd.DataFrame:
+    """The findings ``filters`` select (:func:`dashboard.data.within` of the whole set's,
+    cached on their own), cached per source, filters and thresholds: a page showing them
+    again, or a widget on it, does not sift tens of thousands of rows again."""
+    assert loaded.trace_set is not None, "selected_findings() needs a loaded trace set"
+    return _selected_findings(
+        loaded.key, filters, validation_timeout_s, p95_budget_s, _loaded=loaded
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _selected_findings(
+    key: str, filters: Filters, timeout_s: float, budget_s: float, *, _loaded: Loaded
+) -> pd.DataFrame:
+    del key  # cache key only
+    options = {"validation_timeout_s": timeout_s, "p95_budget_s": budget_s}
+    return data.within(
+        query(_loaded, data.findings, **options),
+        query(_loaded, data.trace_ids, filters=filters),
+        query(_loaded, data.set_findings, filters=filters, **options),
+    )
 
 
 def watch_alerts(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float) -> Any:

@@ -114,6 +114,55 @@ def table(frame: pd.DataFrame, **options: Any) -> None:
     st.dataframe(frame, hide_index=True, **options)
 
 
+TABLE_ROWS = 10_000
+"""The most rows :func:`long_table` sends to the browser; the download holds them all."""
+
+# Spreadsheet programs run a cell that starts with one of these as a formula.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def long_table(
+    frame: pd.DataFrame,
+    *,
+    name: str,
+    noun: str,
+    shown: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+    **options: Any,
+) -> None:
+    """:func:`table` for a frame that may hold a hundred thousand rows: the first
+    :data:`TABLE_ROWS` are shown (through ``shown``, such as :func:`trace_links`), and a
+    button downloads every row as CSV (written only when clicked, with text cells that a
+    spreadsheet would run as formulas quoted)."""
+    if len(frame) > TABLE_ROWS:
+        st.caption(
+            f"Showing the first {TABLE_ROWS:,} of {len(frame):,} {noun}; narrow them with the "
+            "filters, or download them all."
+        )
+    head = frame.head(TABLE_ROWS)
+    table(head if shown is None else shown(head), **options)
+    st.download_button(
+        f"Download {len(frame):,} {noun} (CSV)",
+        data=lambda: csv_text(frame),
+        file_name=f"{name}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key=f"download_{name}",
+    )
+
+
+def csv_text(frame: pd.DataFrame) -> str:
+    """``frame`` as CSV, with text cells that start like a formula quoted (a leading ')."""
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object or pd.api.types.is_string_dtype(out[column]):
+            out[column] = [
+                "'" + v if isinstance(v, str) and v.startswith(_FORMULA_START) else v
+                for v in out[column]
+            ]
+    return str(out.to_csv(index=False))
+
+
 def filtered_caption(current: View) -> None:
     """A one-line note of what is shown, so a filtered page never passes for the whole set."""
     f = current.filters
@@ -155,14 +204,9 @@ def findings(current: View) -> pd.DataFrame | None:
     """
     options = current.thresholds.options()
     with guarded("The auditor's findings"):
-        whole = current.query_all(data.findings, **options)
         if not current.filters.active:
-            return whole
-        return data.within(
-            whole,
-            current.query(data.trace_ids),
-            current.query(data.set_findings, **options),
-        )
+            return current.query_all(data.findings, **options)
+        return cache.selected_findings(current.loaded, current.filters, **options)
     return None
 
 
@@ -235,7 +279,7 @@ def watch_alerts(current: View) -> None:
         current.loaded, validation_timeout_s=t.validation_timeout_s, p95_budget_s=t.p95_budget_s
     )
     selected = alerts_module.filter_alerts(
-        raised, current.filters, current.query(data.trace_ids) if current.filters.active else set()
+        raised, current.filters, current.query(data.trace_ids) if current.filters.active else frozenset()
     )
     if selected.empty:
         st.success("watch would raise no alert on this selection.", icon=":material/check:")

@@ -8,11 +8,14 @@ content holding HTML must reach the page as text.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_dashboard_scenario import HOSTILE, build
@@ -21,6 +24,7 @@ from auditor import load_traces
 from auditor.audit import AuditResult, audit
 from dashboard import format
 from dashboard.source import PATHS_ENV
+from dashboard.ui import csv_text
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = ROOT / "dashboard" / "app.py"
@@ -299,3 +303,38 @@ def test_other_instrumentations_traces_show_their_spend(monkeypatch: pytest.Monk
     for page in ("reliability", "latency", "handoffs", "findings", "trace"):
         at = _page(at, page)
         assert not at.exception, (page, [e.message for e in at.exception])
+
+
+def test_a_long_findings_table_shows_its_first_rows_and_downloads_them_all(
+    monkeypatch: pytest.MonkeyPatch, expected: AuditResult
+) -> None:
+    from dashboard import ui
+
+    monkeypatch.setattr(ui, "TABLE_ROWS", 5)
+    at = _page(_app(monkeypatch, [SAMPLE]).run(), "findings")
+    _no_trouble(at)
+    assert len(at.dataframe[1].value) == 5
+    total = len(expected.findings)
+    assert any(f"first 5 of {total:,} findings" in c.value for c in at.caption)
+    (button,) = at.get("download_button")
+    assert button.proto.label == f"Download {total:,} findings (CSV)"
+
+
+def test_the_csv_download_quotes_cells_a_spreadsheet_would_run() -> None:
+    frame = pd.DataFrame(
+        {
+            "message": ['=HYPERLINK("http://x")', "+1", "@sum", "plain", "-2", None],
+            "value": [-1.5, 2.0, 3.0, 4.0, 5.0, 6.0],
+        }
+    )
+    rows = list(csv.DictReader(io.StringIO(csv_text(frame))))
+    assert [r["message"] for r in rows] == [
+        '\'=HYPERLINK("http://x")',
+        "'+1",
+        "'@sum",
+        "plain",
+        "'-2",
+        "",
+    ]
+    assert [float(r["value"]) for r in rows] == [-1.5, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert frame["message"].iloc[0].startswith("=")  # the frame itself is left alone

@@ -265,7 +265,9 @@ def test_workflow_spend_lists_every_cost_and_the_costliest_with_their_latest_run
     costliest = sorted(workflows, key=lambda k: (-workflows[k]["cost"], k))[:3]
     assert spend.top["workflow_id"].tolist() == costliest
     assert spend.top["trace_id"].tolist() == [max(workflows[k]["runs"])[1] for k in costliest]
-    assert spend.top["cost_usd"].tolist() == pytest.approx([workflows[k]["cost"] for k in costliest])
+    assert spend.top["cost_usd"].tolist() == pytest.approx(
+        [workflows[k]["cost"] for k in costliest]
+    )
 
 
 def test_compounding_multiplies_the_rates_of_the_agents_along_the_chain(
@@ -621,6 +623,7 @@ def test_a_trace_set_too_big_to_derive_is_still_served(
 
 def _same(a: data.Overview, b: data.Overview) -> bool:
     """Equal, floats to the last few bits: a sum of floats depends on the order of its terms."""
+
     def close(x: Any, y: Any) -> bool:
         if isinstance(x, float) and isinstance(y, float):
             return math.isclose(x, y, rel_tol=1e-12)

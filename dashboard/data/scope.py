@@ -103,7 +103,7 @@ def number(value: Any) -> float | None:
 
 def plain(row: dict[str, Any]) -> dict[str, Any]:
     """A frame row as plain Python values (NaN and NA become None)."""
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in row.items():
         if value is None or (isinstance(value, float) and value != value) or value is pd.NA:
             out[key] = None

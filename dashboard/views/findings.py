@@ -61,8 +61,11 @@ ui.table(
     .sort_values("findings", ascending=False)
 )
 st.subheader("All findings")
-ui.table(
-    ui.trace_links(shown.drop(columns=["span_id"])),
+ui.long_table(
+    shown,
+    name="findings",
+    noun="findings",
+    shown=lambda rows: ui.trace_links(rows.drop(columns=["span_id"])),
     column_config={
         "trace_id": ui.trace_link_column(),
         "message": st.column_config.TextColumn("message", width="large"),

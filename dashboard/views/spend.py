@@ -27,9 +27,7 @@ row[1].metric(
     format.usd(workflows.costs["cost_usd"].mean() if not workflows.costs.empty else None),
     border=True,
     help="p95: "
-    + format.usd(
-        workflows.costs["cost_usd"].quantile(0.95) if not workflows.costs.empty else None
-    ),
+    + format.usd(workflows.costs["cost_usd"].quantile(0.95) if not workflows.costs.empty else None),
 )
 row[2].metric(
     "Spent on voided attempts",
