@@ -65,8 +65,8 @@ from collector.policy import Decision, OrchestratorPolicy
 from collector.pricing import Price, PriceTable, default_prices, set_default_prices
 from collector.protocol import RejectReason, StateMachine, is_on_time
 from collector.receiving import Receiver
-from collector.sweeping import Sweeper
 from collector.sender import HandoffOutcome, Sender
+from collector.sweeping import Sweeper
 from collector.telemetry import Telemetry
 from collector.work import Verdict, Work, accept, reject
 from collector.workflow import Workflow, workflow

@@ -60,7 +60,9 @@ def watch_alerts(
     return frame.sort_values("time", kind="stable").reset_index(drop=True)
 
 
-def filter_alerts(alerts: pd.DataFrame, filters: Filters, trace_ids: AbstractSet[str]) -> pd.DataFrame:
+def filter_alerts(
+    alerts: pd.DataFrame, filters: Filters, trace_ids: AbstractSet[str]
+) -> pd.DataFrame:
     """The alerts that belong to the filtered selection.
 
     An alert about one handoff is kept when its trace is selected; an alert about a receiver

@@ -141,26 +141,54 @@ def _query(
     return _function(_con, **dict(options))
 
 
-def selected_findings(
-    loaded: Loaded, filters: Filters, *, validation_timeout_s: float, p95_budget_s: float
+def findings(
+    loaded: Loaded,
+    filters: Filters,
+    *,
+    validation_timeout_s: float,
+    p95_budget_s: float,
 ) -> pd.DataFrame:
-    """The findings ``filters`` select (:func:`dashboard.data.within` of the whole set's,
-    cached on their own), cached per source, filters and thresholds: a page showing them
-    again, or a widget on it, does not sift tens of thousands of rows again."""
-    assert loaded.trace_set is not None, "selected_findings() needs a loaded trace set"
+    """The auditor's findings on what ``filters`` select, cached per source, filters and
+    thresholds. The rules run once over the whole set; a filter keeps the findings about its
+    traces (:func:`dashboard.data.within`).
+
+    Unlike query results, these frames are shared, not copied, by every page and session:
+    a hundred thousand findings cost 0.1 to 0.2 s to copy on each use. Treat them as
+    read-only.
+    """
+    assert loaded.trace_set is not None, "findings() needs a loaded trace set"
+    whole = _whole_findings(loaded.key, validation_timeout_s, p95_budget_s, _loaded=loaded)
+    if not filters.active:
+        return whole
     return _selected_findings(
-        loaded.key, filters, validation_timeout_s, p95_budget_s, _loaded=loaded
+        loaded.key, filters, validation_timeout_s, p95_budget_s, _loaded=loaded, _whole=whole
     )
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _whole_findings(key: str, timeout_s: float, budget_s: float, *, _loaded: Loaded) -> Any:
+    del key  # cache key only
+    assert _loaded.trace_set is not None
+    return data.findings(
+        _loaded.trace_set.con, validation_timeout_s=timeout_s, p95_budget_s=budget_s
+    )
+
+
+# As many as the filtered cursors kept (dashboard.selection): each may hold 100,000 rows.
+@st.cache_resource(show_spinner=False, max_entries=4)
 def _selected_findings(
-    key: str, filters: Filters, timeout_s: float, budget_s: float, *, _loaded: Loaded
-) -> pd.DataFrame:
+    key: str,
+    filters: Filters,
+    timeout_s: float,
+    budget_s: float,
+    *,
+    _loaded: Loaded,
+    _whole: pd.DataFrame,
+) -> Any:
     del key  # cache key only
     options = {"validation_timeout_s": timeout_s, "p95_budget_s": budget_s}
     return data.within(
-        query(_loaded, data.findings, **options),
+        _whole,
         query(_loaded, data.trace_ids, filters=filters),
         query(_loaded, data.set_findings, filters=filters, **options),
     )

@@ -202,11 +202,8 @@ def findings(current: View) -> pd.DataFrame | None:
     The rules run once on the whole trace set (cached); a filter keeps the findings about
     its traces and runs only the set-scoped rules again (:func:`dashboard.data.within`).
     """
-    options = current.thresholds.options()
     with guarded("The auditor's findings"):
-        if not current.filters.active:
-            return current.query_all(data.findings, **options)
-        return cache.selected_findings(current.loaded, current.filters, **options)
+        return cache.findings(current.loaded, current.filters, **current.thresholds.options())
     return None
 
 
@@ -279,7 +276,9 @@ def watch_alerts(current: View) -> None:
         current.loaded, validation_timeout_s=t.validation_timeout_s, p95_budget_s=t.p95_budget_s
     )
     selected = alerts_module.filter_alerts(
-        raised, current.filters, current.query(data.trace_ids) if current.filters.active else frozenset()
+        raised,
+        current.filters,
+        current.query(data.trace_ids) if current.filters.active else frozenset(),
     )
     if selected.empty:
         st.success("watch would raise no alert on this selection.", icon=":material/check:")

@@ -12,8 +12,9 @@ from contextlib import nullcontext
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from auditor.audit import Finding, run_rule
 from auditor.derived import for_rules
@@ -67,13 +68,16 @@ def within(found: pd.DataFrame, traces: frozenset[str], set_level: pd.DataFrame)
     set), those about one of ``traces``, with ``set_level`` (:func:`set_findings` on the
     selection) in place of the set-scoped ones."""
     scoped = {r.id for r in all_rules() if r.scope == "set"}
-    # Membership in the set itself: Series.isin copies tens of thousands of ids first.
-    about = np.fromiter(
-        (trace in traces for trace in found["trace_id"].to_numpy(dtype=object)),
-        dtype=bool,
-        count=len(found),
-    )
+    # Arrow's hash lookup on the column as it is held: Series.isin and a loop over Python
+    # strings both copy a hundred thousand ids first.
+    ids = pa.array(found["trace_id"])
+    about = pc.is_in(ids, value_set=pa.array(list(traces), type=ids.type))
+    about = about.to_numpy(zero_copy_only=False)
     kept = found[~found["rule"].isin(scoped) & about]
+    if not set_level.empty:
+        # In ``found``'s column types: concatenating columns of different types converts
+        # every row of them (0.13 s at 100,000 findings, against 0.01 s).
+        set_level = set_level.astype(kept.dtypes.to_dict())
     parts = [frame for frame in (kept, set_level) if not frame.empty]
     if not parts:
         return found.iloc[0:0]

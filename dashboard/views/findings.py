@@ -33,7 +33,8 @@ severities = middle.multiselect(
 )
 agents = right.multiselect(
     "Agent",
-    sorted(set(found["sender"].dropna()) | set(found["receiver"].dropna())),
+    # The distinct names first: a set of every row's name takes ten times as long.
+    sorted(set(found["sender"].dropna().unique()) | set(found["receiver"].dropna().unique())),
     key="findings_agent",
     placeholder="All agents",
 )
