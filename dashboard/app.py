@@ -10,7 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import sidebar
+from dashboard import cache, sidebar
 
 # Not "pages/": a folder of that name beside the entry point switches Streamlit to its legacy
 # multipage mode, which runs a page without this script (and so without the sidebar).
@@ -35,5 +35,11 @@ navigation = st.navigation(
     ],
     position="top",
 )
-sidebar.render()
-navigation.run()
+current = sidebar.render()
+try:
+    navigation.run()
+finally:
+    # Once the page is drawn, every rule starts over the whole set in the background: the
+    # Findings page, and the overview's findings, are then ready or under way when asked.
+    if current is not None:
+        cache.warm_findings(current.loaded, **current.thresholds.options())

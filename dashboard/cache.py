@@ -9,8 +9,10 @@ moving between pages or back to an earlier filter costs nothing.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx
 
 from auditor import AuditError, TraceSet, load_traces
 from collector.errors import HandoffscopeError
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -109,6 +114,8 @@ def reload() -> None:
     st.cache_resource.clear()
     st.cache_data.clear()
     selection.forget_all()
+    with _warming_lock:
+        _warming.clear()
 
 
 def query(loaded: Loaded, function: Callable[..., T], /, **options: Any) -> T:
@@ -163,6 +170,40 @@ def findings(
     return _selected_findings(
         loaded.key, filters, validation_timeout_s, p95_budget_s, _loaded=loaded, _whole=whole
     )
+
+
+# Whose findings a background run was started for: (source, timeout, budget).
+_warming: set[tuple[str, float, float]] = set()
+_warming_lock = threading.Lock()
+
+
+def warm_findings(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float) -> None:
+    """Start every rule over the whole trace set in a background thread, once per source and
+    thresholds, so that the findings are cached before a page asks for them: at a million
+    spans the rules take seconds, a page drawn while they run does not wait for them, and a
+    page that asks for them meanwhile waits for this run rather than starting another."""
+    if loaded.trace_set is None:
+        return
+    key = (loaded.key, validation_timeout_s, p95_budget_s)
+    with _warming_lock:
+        if key in _warming:
+            return
+        _warming.add(key)
+    thread = threading.Thread(
+        target=_warm,
+        args=(loaded, validation_timeout_s, p95_budget_s),
+        name=f"handoffscope-findings-{loaded.key[:12]}",
+        daemon=True,
+    )
+    add_script_run_ctx(thread)  # Streamlit's caches expect a script's context
+    thread.start()
+
+
+def _warm(loaded: Loaded, timeout_s: float, budget_s: float) -> None:
+    try:
+        _whole_findings(loaded.key, timeout_s, budget_s, _loaded=loaded)
+    except Exception:  # noqa: BLE001 - the page runs them again and shows what went wrong
+        logger.exception("running the rules in the background failed")
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)

@@ -338,3 +338,32 @@ def test_the_csv_download_quotes_cells_a_spreadsheet_would_run() -> None:
     ]
     assert [float(r["value"]) for r in rows] == [-1.5, 2.0, 3.0, 4.0, 5.0, 6.0]
     assert frame["message"].iloc[0].startswith("=")  # the frame itself is left alone
+
+
+def test_the_rules_run_in_the_background_once_and_the_findings_page_reuses_them(
+    monkeypatch: pytest.MonkeyPatch, expected: AuditResult
+) -> None:
+    import threading
+
+    from dashboard import cache, data, ui
+
+    runs: list[str] = []
+    real = data.findings
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        runs.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(data, "findings", counted)
+    monkeypatch.setattr(ui, "AUTO_SPANS", 0)  # as on a large set: the overview asks first
+    cache.reload()  # nothing cached or started by earlier tests
+    at = _app(monkeypatch, [SAMPLE]).run()
+    _no_trouble(at)
+    for thread in threading.enumerate():
+        if thread.name.startswith("handoffscope-findings"):
+            thread.join(timeout=120)
+    assert len(runs) == 1 and runs[0].startswith("handoffscope-findings"), runs
+    at = _page(at, "findings")
+    _no_trouble(at)
+    assert _metrics(at)["Findings"] == format.count(len(expected.findings))
+    assert len(runs) == 1, "the Findings page should read the background run's findings"
