@@ -228,9 +228,8 @@ FROM hs_spans(since_ns, until_ns, agents)
 WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%';
 
 -- hs_traces(...): one row per trace (spans without a trace id make one row of their own):
--- what the filters test (when it started, who took part, which workflows it ran) and what
--- the summary and the per-workflow figures add up, so a figure over a selection of whole
--- traces sums a row per trace instead of aggregating every span again. Every count is
+-- what the summary and the per-workflow figures add up, so a figure over a selection of
+-- whole traces sums a row per trace instead of aggregating every span again. Every count is
 -- exact when summed over traces: a handoff, an attempt and a usage span each belong to one
 -- trace. Lists of names are sorted. `chain` lists the receivers of its handoffs (those
 -- with attempts) in order, and `first_failure` is the position of the first that did not
@@ -246,14 +245,6 @@ WITH per_span AS (
         -- quicker than list(DISTINCT ...) or a list of lists (measured at 1M spans).
         list_sort(list_distinct(list(agent) FILTER (WHERE agent IS NOT NULL)))
             AS span_agents,
-        list_sort(list_distinct(list_concat(
-            list(agent) FILTER (WHERE agent IS NOT NULL),
-            list("handoff.sender") FILTER (WHERE "handoff.sender" IS NOT NULL),
-            list("handoff.receiver") FILTER (WHERE "handoff.receiver" IS NOT NULL))))
-            AS participants,
-        list_sort(list_distinct(list("gen_ai.workflow.name")
-                                FILTER (WHERE "gen_ai.workflow.name" IS NOT NULL)))
-            AS workflow_names,
         list_sort(list_distinct(list(service_name) FILTER (WHERE service_name IS NOT NULL)))
             AS services
     FROM hs_spans(since_ns, until_ns, agents)

@@ -10,7 +10,9 @@ auditor's own writer, then measures in one run:
 * the data behind each page, uncached (what the first view of a page, or a filter change,
   costs), with and without a filter;
 * the real app under Streamlit's AppTest: the first render of the overview (Parquet load
-  included), a filter change, a page switch, and a page visited again (served from cache).
+  included), a filter change while every rule still runs in the background and once they
+  are done, the first visit of each page under a filter, interactions on the Findings page,
+  and pages visited again (served from cache).
 
 Every figure is also given as a ratio to the plain aggregation of the same run. Run::
 
@@ -26,6 +28,7 @@ import resource
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -154,7 +157,7 @@ def page_queries(con: Any, filters: Any, whole: Any = None) -> dict[str, Callabl
 
 
 def app_timings(parquet: Path) -> dict[str, float]:
-    """The real app under AppTest: first render, a filter change, page switches."""
+    """The real app under AppTest: first render, filter changes, page switches."""
     from streamlit.testing.v1 import AppTest
 
     from dashboard.source import PATHS_ENV
@@ -164,17 +167,46 @@ def app_timings(parquet: Path) -> dict[str, float]:
     out: dict[str, float] = {}
     start = time.perf_counter()
     at = AppTest.from_file(app, default_timeout=600).run()
-    out["first render of the overview (load included)"] = time.perf_counter() - start
+    rendered = time.perf_counter()
+    out["first render of the overview (load included)"] = rendered - start
     assert not at.exception, at.exception
-    agent = at.multiselect(key="filter_agents").options[-1]
+    agents = at.multiselect(key="filter_agents").options
+    busy, agent = agents[1], agents[-1]
     start = time.perf_counter()
-    at.multiselect(key="filter_agents").select(agent).run()
+    at.multiselect(key="filter_agents").select(busy).run()
+    out[f"filter change (agent {busy}) while the rules run in the background"] = (
+        time.perf_counter() - start
+    )
+    for thread in threading.enumerate():
+        if thread.name.startswith("handoffscope-findings"):
+            thread.join()
+    out["every rule done, in the background (after the first render)"] = (
+        time.perf_counter() - rendered
+    )
+    start = time.perf_counter()
+    at.multiselect(key="filter_agents").unselect(busy).select(agent).run()
     out[f"filter change (agent {agent}) on the overview"] = time.perf_counter() - start
-    for page in ("spend", "latency", "reliability"):
+    for page in ("spend", "latency", "reliability", "handoffs", "trace"):
         start = time.perf_counter()
         at.switch_page(f"views/{page}.py").run()
         out[f"switch to {page} (first visit, filtered)"] = time.perf_counter() - start
         assert not at.exception, at.exception
+    start = time.perf_counter()
+    at.switch_page("views/findings.py").run()
+    out["switch to findings (first visit, filtered)"] = time.perf_counter() - start
+    assert not at.exception, at.exception
+    start = time.perf_counter()
+    at.multiselect(key="findings_rule").select(at.multiselect(key="findings_rule").options[0])
+    at.run()
+    out["findings: pick a rule"] = time.perf_counter() - start
+    other = at.multiselect(key="filter_agents").options[0]
+    start = time.perf_counter()
+    at.multiselect(key="filter_agents").unselect(agent).select(other).run()
+    out[f"findings: change the agent filter (agent {other})"] = time.perf_counter() - start
+    assert not at.exception, at.exception
+    start = time.perf_counter()
+    at.multiselect(key="filter_agents").unselect(other).select(agent).run()
+    out[f"findings: back to agent {agent} (cached)"] = time.perf_counter() - start
     start = time.perf_counter()
     at.switch_page("views/overview.py").run()
     out["back to the overview (cached)"] = time.perf_counter() - start

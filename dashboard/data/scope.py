@@ -43,7 +43,7 @@ def ready(trace_set: TraceSet) -> None:
     """Make a freshly loaded trace set quick to filter and read: the auditor's derived tables
     (phase spans, usage, attempts and their outcome per handoff, handoffs, workflow runs, a
     row per trace) are computed once here, and every cursor reads them for its selected
-    traces instead of deriving them again; a new filter selects its traces from the row per
+    traces instead of deriving them again; a new filter selects its traces from a row per
     trace (:func:`~dashboard.selection.build_index`). A figure over a selection then adds up
     a row per selected trace where it can (the summary, workflow spend, compounding)."""
     con = trace_set.con
@@ -56,16 +56,15 @@ def ready(trace_set: TraceSet) -> None:
     (ordered,) = con.execute("SELECT current_setting('preserve_insertion_order')").fetchall()[0]
     con.execute("SET preserve_insertion_order = false").fetchall()
     try:
-        # The rules (the Findings page) derive their wider phase spans, and the transitions
-        # only they read, per run; everything else reads these.
-        derive(con, READY_DERIVED, rules=False)
-    except AuditError:
-        # Out of memory even at the ceiling: every query derives what it reads instead,
-        # slower but within the limit.
-        forget(con)
+        try:
+            # The rules (the Findings page) derive their wider phase spans, and the
+            # transitions only they read, per run; everything else reads these.
+            derive(con, READY_DERIVED, rules=False)
+        except AuditError:
+            # Out of memory even at the ceiling: every query derives what it reads instead,
+            # slower but within the limit.
+            forget(con)
         build_index(con)
-    else:
-        build_index(con, traces="hs_traces_all")
     finally:
         con.execute("SET preserve_insertion_order = ?", [bool(ordered)]).fetchall()
 
