@@ -189,15 +189,22 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     """Turn trace files into Parquet for fast repeated audits.
 
     The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
-    like any trace file, without parsing JSON again.
+    like any trace file, without parsing JSON again. The tables derived from the spans for
+    the figures are saved beside it (a hidden `.NAME.derived` folder), so the dashboard
+    opens the store without deriving them.
 
     \b
     Example:
       handoffscope compact sample_traces/ --out store.parquet
       handoffscope audit store.parquet
     """
+    import duckdb
+
+    from auditor.audit import prepare
     from auditor.compact import write_parquet
+    from auditor.errors import AuditError
     from auditor.load import load_traces
+    from auditor.saved import save
 
     traces = load_traces(paths)
     _report_problems(traces.problems, quiet=quiet)
@@ -207,4 +214,16 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
         + (written[0] if len(written) == 1 else f"{len(written)} files in {out}"),
         err=True,
     )
+    # The store is complete without them: whoever opens it then derives them itself.
+    try:
+        prepare(traces.con)
+        beside = save(traces.con, written)
+    except (AuditError, OSError, duckdb.Error) as e:
+        click.echo(
+            f"handoffscope: the derived tables were not saved beside {out} ({e}); "
+            "the store is complete, and whoever opens it derives them",
+            err=True,
+        )
+    else:
+        click.echo(f"handoffscope: saved the derived tables in {beside}", err=True)
     return 0

@@ -36,7 +36,16 @@ from collector import schema as s
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["DERIVED", "attach", "derive", "derived_names", "for_rules", "forget"]
+__all__ = [
+    "DERIVED",
+    "attach",
+    "derive",
+    "derived_names",
+    "for_rules",
+    "forget",
+    "grown",
+    "selects",
+]
 
 DERIVED: Final = (
     "phases",
@@ -107,7 +116,7 @@ def _quoted(columns: tuple[str, ...]) -> str:
 
 
 @cache
-def _selects(rules: bool) -> dict[str, str]:
+def selects(rules: bool) -> dict[str, str]:
     """What each derived table holds: the unfiltered macro, narrowed to the columns read
     (by the figures, and with ``rules`` by the rules too)."""
     phase: tuple[str, ...] = _PHASE_COLUMNS
@@ -151,24 +160,26 @@ def derive(
     if unknown:
         raise ValueError(f"unknown derived tables: {sorted(unknown)}")
     kind = "TEMP TABLE" if temporary else "TABLE"
-    selects = _selects(rules)
+    chosen = selects(rules)
     for name in sorted(names, key=DERIVED.index):
         # Point the view at the spans again first: a view over an earlier derived table
         # would otherwise be read (or dropped with it) while the new one is computed.
         run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {_computed(name)}")
-        _grown(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {selects[name]}")
+        grown(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {chosen[name]}")
         # What is derived next reads this table (attempts read the phase spans' table).
         run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS SELECT * FROM {_PREFIX}{name}")
 
 
-def _grown(con: duckdb.DuckDBPyConnection, sql: str) -> None:
+def grown(
+    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None
+) -> None:
     """Run ``sql``, raising DuckDB's memory limit and retrying when it runs out, as a load
     does (:func:`auditor.readers.grow_memory_limit`)."""
     import duckdb
 
     while True:
         try:
-            run(con, sql)
+            run(con, sql, params)
             return
         except duckdb.OutOfMemoryException as e:
             grow_memory_limit(con, e)

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from auditor.audit import prepare
-from auditor.derived import DERIVED, attach, derive, forget
+from auditor.derived import attach, derive, forget
 from auditor.errors import AuditError
 from auditor.load import MEMORY_LIMIT_ENV
 from auditor.readers import memory_limit
+from auditor.saved import SAVED, restore
 from auditor.settings import AuditSettings
 from collector import schema as s
 from dashboard.selection import Filters, build_index, scoped
@@ -35,8 +36,9 @@ session then spills less and answers about 1.5x faster at a million spans."""
 VALIDATIONS = f"SELECT * FROM hs_phases_all WHERE name = '{s.SPAN_VALIDATE}'"
 
 
-# Every derived relation but the transitions, which only the rules read.
-READY_DERIVED = tuple(name for name in DERIVED if name != "transitions")
+# What a compacted store keeps beside it: every derived relation but the transitions, which
+# only the rules read.
+READY_DERIVED = SAVED
 
 
 def ready(trace_set: TraceSet) -> None:
@@ -59,7 +61,9 @@ def ready(trace_set: TraceSet) -> None:
         try:
             # The rules (the Findings page) derive their wider phase spans, and the
             # transitions only they read, per run; everything else reads these.
-            derive(con, READY_DERIVED, rules=False)
+            # A compacted store may carry them, saved beside it by `handoffscope compact`.
+            restored = restore(con, trace_set.files, READY_DERIVED)
+            derive(con, tuple(n for n in READY_DERIVED if n not in restored), rules=False)
         except AuditError:
             # Out of memory even at the ceiling: every query derives what it reads instead,
             # slower but within the limit.

@@ -1,0 +1,147 @@
+"""Derived tables saved beside a compacted store: read back only when they still belong to it.
+
+`handoffscope compact` writes them; the dashboard reads them instead of deriving. Each test
+compacts the fault-mix samples with the real CLI, so the tables come from the same code path
+a user runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from auditor import figures, load_traces
+from auditor.audit import prepare
+from auditor.cli import main
+from auditor.derived import derive, derived_names, forget
+from auditor.saved import SAVED, location, restore, save
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces" / "fault-mix"
+
+
+def _compact(tmp_path: Path, out: str = "store.parquet", *extra: str) -> Path:
+    assert main(["compact", str(SAMPLES), "--out", str(tmp_path / out), *extra]) == 0
+    return tmp_path / out
+
+
+def _rows(con: Any, name: str) -> list[tuple[Any, ...]]:
+    rows = con.execute(f"SELECT * FROM hs_{name}_all").fetchall()
+    return sorted(
+        (tuple(round(v, 9) if isinstance(v, float) else v for v in r) for r in rows), key=repr
+    )
+
+
+def _figures(con: Any) -> dict[str, Any]:
+    def rounded(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return [tuple(round(v, 9) if isinstance(v, float) else v for v in r) for r in rows]
+
+    return {
+        "summary": rounded(figures.summary(con).fetchall()),
+        "workflows": sorted(rounded(figures.workflow_spend(con).fetchall()), key=repr),
+        "reliability": rounded(figures.agent_reliability(con).fetchall()),
+        "end_to_end": rounded(figures.end_to_end(con).fetchall()),
+    }
+
+
+def _opened(store: Path) -> Any:
+    trace_set = load_traces(store)
+    prepare(trace_set.con)
+    return trace_set
+
+
+def test_compact_saves_the_tables_and_a_store_reads_them_back(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = _compact(tmp_path)
+    beside = location([str(store)])
+    assert beside == tmp_path / ".store.parquet.derived"
+    assert f"saved the derived tables in {beside}" in capsys.readouterr().err
+    assert {p.name for p in beside.iterdir()} == {"manifest.json"} | {f"{n}.parquet" for n in SAVED}
+
+    derived = _opened(store)
+    derive(derived.con, SAVED, rules=False)
+    restored = _opened(store)
+    assert restore(restored.con, restored.files) == SAVED
+    assert derived_names(restored.con) == SAVED
+    for name in SAVED:
+        assert _rows(restored.con, name) == _rows(derived.con, name), name
+    assert _figures(restored.con) == _figures(derived.con)
+
+
+def test_a_directory_walk_reads_the_store_not_its_saved_tables(tmp_path: Path) -> None:
+    store = _compact(tmp_path)
+    trace_set = load_traces(tmp_path)
+    assert trace_set.files == [str(store)]
+    assert not trace_set.problems
+
+
+def test_a_store_written_again_or_another_version_derives_afresh(tmp_path: Path) -> None:
+    store = _compact(tmp_path)
+    stat = store.stat()
+    os.utime(store, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    trace_set = _opened(store)
+    assert restore(trace_set.con, trace_set.files) == ()
+    assert derived_names(trace_set.con) == ()
+
+    store = _compact(tmp_path, "store.parquet", "--force")
+    manifest = location([str(store)]) / "manifest.json"
+    assert restore(_opened(store).con, [str(store)]) == SAVED
+    saved = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**saved, "version": "older"}))
+    assert restore(_opened(store).con, [str(store)]) == ()
+    manifest.write_text("not json")
+    assert restore(_opened(store).con, [str(store)]) == ()
+
+
+def test_a_folder_store_keeps_its_tables_among_its_files(tmp_path: Path) -> None:
+    folder = _compact(tmp_path, "store")
+    (written,) = sorted(folder.glob("*.parquet"))  # the samples make one file of the folder
+    assert (folder / f".{written.name}.derived" / "manifest.json").is_file()
+    trace_set = _opened(folder)
+    assert restore(trace_set.con, trace_set.files) == SAVED
+    several = [str(folder / "spans_0.parquet"), str(folder / "spans_1.parquet")]
+    assert location(several) == folder / ".parquet.derived"
+    assert location([str(folder / "a.parquet"), str(tmp_path / "b.parquet")]) is None
+
+
+def test_saving_leaves_the_connection_without_derived_tables(tmp_path: Path) -> None:
+    trace_set = load_traces(SAMPLES)
+    prepare(trace_set.con)
+    before = _figures(trace_set.con)
+    (tmp_path / "x.parquet").write_bytes(b"")  # save() needs only the file's name and stat
+    save(trace_set.con, [str(tmp_path / "x.parquet")])
+    assert derived_names(trace_set.con) == ()
+    assert _figures(trace_set.con) == before
+    forget(trace_set.con)
+
+
+def test_the_dashboard_reads_a_compacted_stores_tables_instead_of_deriving(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dashboard import data
+    from dashboard.data import scope
+
+    store = _compact(tmp_path)
+    asked: list[tuple[str, ...]] = []
+    real = scope.derive
+
+    def recorded(con: Any, names: tuple[str, ...], **options: Any) -> None:
+        asked.append(tuple(names))
+        real(con, names, **options)
+
+    monkeypatch.setattr(scope, "derive", recorded)
+    trace_set = load_traces(store)
+    scope.ready(trace_set)
+    assert asked == [()]
+    assert derived_names(trace_set.con) == scope.READY_DERIVED
+    plain = load_traces(SAMPLES)
+    assert data.overview(trace_set.con).end_to_end == data.overview(plain.con).end_to_end
+    assert (
+        data.overview(trace_set.con).summary["handoffs"]
+        == data.overview(plain.con).summary["handoffs"]
+    )
