@@ -4,7 +4,9 @@
 fingerprint of the files (sizes and modification times), so a directory a collector keeps
 writing to is reloaded when it changed and the Reload button is pressed, and not otherwise.
 ``st.cache_data`` keeps each query's frame per (source, function, filters and options), so
-moving between pages or back to an earlier filter costs nothing.
+moving between pages or back to an earlier filter costs nothing. The findings, a hundred
+thousand rows on a large set, are kept by ``st.cache_resource`` instead (shared, not copied
+on each use), and are computed in the background once a source is loaded.
 """
 
 from __future__ import annotations
@@ -172,23 +174,24 @@ def findings(
     )
 
 
-# Whose findings a background run was started for: (source, timeout, budget).
-_warming: set[tuple[str, float, float]] = set()
+# The sources whose findings a background run was started for.
+_warming: set[str] = set()
 _warming_lock = threading.Lock()
 
 
 def warm_findings(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float) -> None:
-    """Start every rule over the whole trace set in a background thread, once per source and
-    thresholds, so that the findings are cached before a page asks for them: at a million
-    spans the rules take seconds, a page drawn while they run does not wait for them, and a
-    page that asks for them meanwhile waits for this run rather than starting another."""
+    """Start every rule over the whole trace set in a background thread, so that the findings
+    are cached before a page asks for them: at a million spans the rules take seconds, a page
+    drawn while they run does not wait for them, and a page that asks for them meanwhile
+    waits for this run rather than starting another. Once per source, with the thresholds of
+    its first page: other thresholds (set in the sidebar) run when a page asks, so stepping
+    through values never piles up runs."""
     if loaded.trace_set is None:
         return
-    key = (loaded.key, validation_timeout_s, p95_budget_s)
     with _warming_lock:
-        if key in _warming:
+        if loaded.key in _warming:
             return
-        _warming.add(key)
+        _warming.add(loaded.key)
     thread = threading.Thread(
         target=_warm,
         args=(loaded, validation_timeout_s, p95_budget_s),

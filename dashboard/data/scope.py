@@ -44,7 +44,8 @@ READY_DERIVED = SAVED
 def ready(trace_set: TraceSet) -> None:
     """Make a freshly loaded trace set quick to filter and read: the auditor's derived tables
     (phase spans, usage, attempts and their outcome per handoff, handoffs, workflow runs, a
-    row per trace) are computed once here, and every cursor reads them for its selected
+    row per trace) are read back from beside a compacted store (:mod:`auditor.saved`) or
+    computed once here, and every cursor reads them for its selected
     traces instead of deriving them again; a new filter selects its traces from a row per
     trace (:func:`~dashboard.selection.build_index`). A figure over a selection then adds up
     a row per selected trace where it can (the summary, workflow spend, compounding)."""
