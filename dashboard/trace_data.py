@@ -144,11 +144,15 @@ def span_events(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> 
         return _frame(
             cur,
             """
+            -- The span first: unnesting before the filter would unnest every span's events.
+            WITH sp AS MATERIALIZED (
+                SELECT start_unix_nano, events FROM spans
+                WHERE trace_id = $trace AND span_id = $span
+            )
             SELECT (ev.time_unix_nano - sp.start_unix_nano) / 1e6 AS offset_ms, ev.name AS name,
                    array_to_string(list_transform(map_entries(ev.attributes),
                                    lambda e: e.key || '=' || e.value), ', ') AS attributes
-            FROM spans AS sp, unnest(sp.events) AS t(ev)
-            WHERE sp.trace_id = $trace AND sp.span_id = $span
+            FROM sp, unnest(sp.events) AS t(ev)
             ORDER BY offset_ms
             """,
             {"trace": trace_id, "span": span_id},
