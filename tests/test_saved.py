@@ -17,7 +17,7 @@ import pytest
 from auditor import figures, load_traces
 from auditor.audit import prepare
 from auditor.cli import main
-from auditor.derived import derive, derived_names, forget
+from auditor.derived import derive, derived_names
 from auditor.saved import SAVED, location, restore, save
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,7 +117,6 @@ def test_saving_leaves_the_connection_without_derived_tables(tmp_path: Path) -> 
     save(trace_set.con, [str(tmp_path / "x.parquet")])
     assert derived_names(trace_set.con) == ()
     assert _figures(trace_set.con) == before
-    forget(trace_set.con)
 
 
 def test_the_dashboard_reads_a_compacted_stores_tables_instead_of_deriving(
