@@ -17,6 +17,7 @@ from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures
 from auditor.macros import views_sql
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
+from auditor.saved import SAVED, restore
 from auditor.settings import AuditSettings
 
 if TYPE_CHECKING:
@@ -158,8 +159,11 @@ def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditRe
     rules = select_rules(settings.rules, settings.skip)
     con = trace_set.con
     prepare(con)
+    # A store `compact` wrote carries most derived tables; the rules need wider phase spans
+    # than it saves, so those (and what only the rules read) are derived here.
+    kept = restore(con, trace_set.files, tuple(n for n in SAVED if n != "phases"))
     findings: list[Finding] = []
-    with derived.for_rules(con, rules, figures=True):
+    with derived.for_rules(con, rules, figures=True, kept=kept):
         for rule in rules:
             findings.extend(run_rule(con, rule, settings))
         figures = compute_figures(con, settings=settings, trace_set=trace_set)

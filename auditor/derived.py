@@ -244,17 +244,22 @@ def for_rules(
     *,
     figures: bool = False,
     selection: str | None = None,
+    kept: tuple[str, ...] = (),
 ) -> Iterator[None]:
     """Derive what ``rules`` read (with ``figures``, every derived table), once, for the
     duration of the block; afterwards ``con`` reads what it read before (the spans, or the
-    database's derived tables for ``selection``, see :func:`attach`).
+    database's derived tables for ``selection``, see :func:`attach`). ``kept`` names tables
+    ``con`` already reads and the rules can read as they are (those a compacted store saved,
+    :func:`auditor.saved.restore`): they are not derived again.
 
     The tables go in the database when it has none of its own (a large trace set's database
     lives in a file, and its tables can leave memory: temporary ones cannot), else they are
     temporary tables of ``con``.
     """
     wanted = tuple(rules)
-    names = tuple(n for n in DERIVED if figures or any(_reads(r, n) for r in wanted))
+    names = tuple(
+        n for n in DERIVED if (figures or any(_reads(r, n) for r in wanted)) and n not in kept
+    )
     temporary = bool(_main_names(con))
     try:
         derive(con, names, temporary=temporary)

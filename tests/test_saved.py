@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -144,3 +145,41 @@ def test_the_dashboard_reads_a_compacted_stores_tables_instead_of_deriving(
         data.overview(trace_set.con).summary["handoffs"]
         == data.overview(plain.con).summary["handoffs"]
     )
+
+
+def test_an_audit_of_a_store_reads_its_saved_tables_and_finds_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from auditor import audit, derived
+
+    store = _compact(tmp_path)
+    asked: list[tuple[str, ...]] = []
+    real = derived.derive
+
+    def recorded(con: Any, names: tuple[str, ...] = derived.DERIVED, **options: Any) -> None:
+        asked.append(tuple(names))
+        real(con, names, **options)
+
+    monkeypatch.setattr(derived, "derive", recorded)
+    with_saved = audit(load_traces(store))
+    assert asked == [("phases", "transitions")]  # the rules' wider phase spans, and theirs
+
+    shutil.rmtree(location([str(store)]))
+    asked.clear()
+    derived_here = audit(load_traces(store))
+    assert asked == [derived.DERIVED]
+    assert [f.to_dict() for f in with_saved.findings] == [
+        f.to_dict() for f in derived_here.findings
+    ]
+    assert _tree(with_saved.figures.to_dict()) == _tree(derived_here.figures.to_dict())
+
+
+def _tree(value: Any) -> Any:
+    """Figures with floats to 9 significant digits: sums depend on the order of their terms."""
+    if isinstance(value, float):
+        return float(f"{value:.9g}")
+    if isinstance(value, dict):
+        return {k: _tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_tree(v) for v in value]
+    return value
