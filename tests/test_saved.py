@@ -49,6 +49,21 @@ def _figures(con: Any) -> dict[str, Any]:
     }
 
 
+def _asked(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[tuple[str, ...]]:
+    """Record which tables ``module.derive`` is asked to derive (and still derive them)."""
+    from auditor.derived import DERIVED
+
+    asked: list[tuple[str, ...]] = []
+    real = module.derive
+
+    def recorded(con: Any, names: tuple[str, ...] = DERIVED, **options: Any) -> None:
+        asked.append(tuple(names))
+        real(con, names, **options)
+
+    monkeypatch.setattr(module, "derive", recorded)
+    return asked
+
+
 def _opened(store: Path) -> Any:
     trace_set = load_traces(store)
     prepare(trace_set.con)
@@ -127,14 +142,7 @@ def test_the_dashboard_reads_a_compacted_stores_tables_instead_of_deriving(
     from dashboard.data import scope
 
     store = _compact(tmp_path)
-    asked: list[tuple[str, ...]] = []
-    real = scope.derive
-
-    def recorded(con: Any, names: tuple[str, ...], **options: Any) -> None:
-        asked.append(tuple(names))
-        real(con, names, **options)
-
-    monkeypatch.setattr(scope, "derive", recorded)
+    asked = _asked(monkeypatch, scope)
     trace_set = load_traces(store)
     scope.ready(trace_set)
     assert asked == [()]
@@ -153,14 +161,7 @@ def test_an_audit_of_a_store_reads_its_saved_tables_and_finds_the_same(
     from auditor import audit, derived
 
     store = _compact(tmp_path)
-    asked: list[tuple[str, ...]] = []
-    real = derived.derive
-
-    def recorded(con: Any, names: tuple[str, ...] = derived.DERIVED, **options: Any) -> None:
-        asked.append(tuple(names))
-        real(con, names, **options)
-
-    monkeypatch.setattr(derived, "derive", recorded)
+    asked = _asked(monkeypatch, derived)
     with_saved = audit(load_traces(store))
     assert asked == [("phases", "transitions")]  # the rules' wider phase spans, and theirs
 
