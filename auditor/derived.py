@@ -28,7 +28,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from auditor.macros import READ_UNFILTERED, unfiltered
-from auditor.readers import grow_memory_limit, run
+from auditor.readers import grown, run
 from auditor.rules import Rule, all_rules
 from auditor.table import SPAN_COLUMNS
 from collector import schema as s
@@ -43,7 +43,6 @@ __all__ = [
     "derived_names",
     "for_rules",
     "forget",
-    "grown",
     "selects",
 ]
 
@@ -168,21 +167,6 @@ def derive(
         grown(con, f"CREATE OR REPLACE {kind} {_PREFIX}{name} AS {chosen[name]}")
         # What is derived next reads this table (attempts read the phase spans' table).
         run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS SELECT * FROM {_PREFIX}{name}")
-
-
-def grown(
-    con: duckdb.DuckDBPyConnection, sql: str, params: dict[str, object] | None = None
-) -> None:
-    """Run ``sql``, raising DuckDB's memory limit and retrying when it runs out, as a load
-    does (:func:`auditor.readers.grow_memory_limit`)."""
-    import duckdb
-
-    while True:
-        try:
-            run(con, sql, params)
-            return
-        except duckdb.OutOfMemoryException as e:
-            grow_memory_limit(con, e)
 
 
 def derived_names(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:

@@ -306,10 +306,11 @@ class Reader:
         except Exception:
             _rollback(self.con)
             raise
-        # Cheap check first: did every non-blank line of every file yield a span?
-        nonblank = dict(run(self.con, _LINE_COUNTS, params))
+        # Cheap check first: did every non-blank line of every file yield a span? These read
+        # the files and the table whole, so they too may need more memory than the insert.
+        nonblank = dict(grown(self.con, _LINE_COUNTS, params))
         loaded = dict(
-            run(
+            grown(
                 self.con,
                 "SELECT source_file, count(DISTINCT source_line) FROM spans"
                 " WHERE list_contains($1, source_file) GROUP BY ALL",
@@ -321,7 +322,7 @@ class Reader:
             return
         lines = _FILE_LINES if len(suspects) == 1 else _BATCH_LINES
         params = [[s.path for s in suspects], sources[0].compression, MAX_LINE_BYTES]
-        stats = run(self.con, _FILE_STATS.format(lines=lines), params)
+        stats = grown(self.con, _FILE_STATS.format(lines=lines), params)
         by_path = {s.path: s for s in suspects}
         troubled = []
         for path, last, missing, spans in stats:
@@ -472,6 +473,23 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
             title="out of memory",
         ) from error
     run(con, "SET memory_limit = ?", [f"{grown // 1024}KiB"])
+
+
+def grown(
+    con: duckdb.DuckDBPyConnection,
+    sql: str,
+    params: Sequence[object] | Mapping[str, object] | None = None,
+) -> list[tuple[Any, ...]]:
+    """:func:`run` ``sql``, raising DuckDB's memory limit and running it again whenever it
+    runs out (:func:`grow_memory_limit`): for statements that read whole inputs or build
+    whole tables, which a small limit cannot always hold."""
+    import duckdb
+
+    while True:
+        try:
+            return run(con, sql, params)
+        except duckdb.OutOfMemoryException as e:
+            grow_memory_limit(con, e)
 
 
 def memory_limit(con: duckdb.DuckDBPyConnection) -> int:

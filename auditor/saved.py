@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.compact import TABLE_VERSION
-from auditor.derived import DERIVED, attach, derive, derived_names, forget, grown, selects
+from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects
 from auditor.macros import views_sql
+from auditor.readers import grown
 
 if TYPE_CHECKING:
     import duckdb
