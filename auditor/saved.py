@@ -94,7 +94,8 @@ def restore(
 ) -> tuple[str, ...]:
     """Read the saved tables ``names`` of the store made of ``files`` into ``con``'s database
     and point its views at them (:func:`auditor.derived.attach`). Returns the names read:
-    none when nothing was saved, or when it was saved from other files or by another version.
+    none when nothing was saved, when it was saved from other files or by another version,
+    or when a saved file cannot be read.
     ``con`` must be prepared."""
     target = location(files) if files else None
     if target is None:
@@ -114,12 +115,20 @@ def restore(
     wanted = tuple(n for n in SAVED if n in names and n in saved)
     if not all((target / f"{n}.parquet").is_file() for n in wanted):
         return ()
-    for name in wanted:
-        grown(
-            con,
-            f"CREATE OR REPLACE TABLE hs_derived_{name} AS SELECT * FROM read_parquet($path)",
-            {"path": str(target / f"{name}.parquet")},
-        )
+    import duckdb
+
+    try:
+        for name in wanted:
+            grown(
+                con,
+                f"CREATE OR REPLACE TABLE hs_derived_{name} AS SELECT * FROM read_parquet($path)",
+                {"path": str(target / f"{name}.parquet")},
+            )
+    except duckdb.Error:
+        # A damaged file beside the store must not cost the store: derive them instead.
+        for name in wanted:
+            con.execute(f"DROP TABLE IF EXISTS hs_derived_{name}").fetchall()
+        return ()
     return attach(con, names=wanted)
 
 

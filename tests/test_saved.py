@@ -114,6 +114,19 @@ def test_a_store_written_again_or_another_version_derives_afresh(tmp_path: Path)
     assert restore(_opened(store).con, [str(store)]) == ()
 
 
+def test_a_damaged_saved_table_costs_nothing_but_time(tmp_path: Path) -> None:
+    from auditor import audit
+
+    store = _compact(tmp_path)
+    expected = audit(load_traces(store))
+    (location([str(store)]) / "traces.parquet").write_bytes(b"PAR1 not really parquet")
+    trace_set = _opened(store)
+    assert restore(trace_set.con, trace_set.files) == ()
+    assert derived_names(trace_set.con) == ()
+    found = audit(load_traces(store))
+    assert [f.to_dict() for f in found.findings] == [f.to_dict() for f in expected.findings]
+
+
 def test_a_folder_store_keeps_its_tables_among_its_files(tmp_path: Path) -> None:
     folder = _compact(tmp_path, "store")
     (written,) = sorted(folder.glob("*.parquet"))  # the samples make one file of the folder
