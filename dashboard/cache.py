@@ -12,6 +12,7 @@ on each use), and are computed in the background once a source is loaded.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -204,18 +205,48 @@ def warm_findings(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: 
 
 def _warm(loaded: Loaded, timeout_s: float, budget_s: float) -> None:
     try:
-        _whole_findings(loaded.key, timeout_s, budget_s, _loaded=loaded)
+        _whole_findings(loaded.key, timeout_s, budget_s, _loaded=loaded, _aside=True)
     except Exception:  # noqa: BLE001 - the page runs them again and shows what went wrong
         logger.exception("running the rules in the background failed")
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
-def _whole_findings(key: str, timeout_s: float, budget_s: float, *, _loaded: Loaded) -> Any:
+def _whole_findings(
+    key: str, timeout_s: float, budget_s: float, *, _loaded: Loaded, _aside: bool = False
+) -> Any:
     del key  # cache key only
     assert _loaded.trace_set is not None
-    return data.findings(
-        _loaded.trace_set.con, validation_timeout_s=timeout_s, p95_budget_s=budget_s
-    )
+    options = {"validation_timeout_s": timeout_s, "p95_budget_s": budget_s}
+    aside = _aside_copy(_loaded.trace_set) if _aside else None
+    if aside is None:
+        return data.findings(_loaded.trace_set.con, **options)
+    try:
+        return data.findings(aside.con, **options)
+    finally:
+        selection.forget(aside.con)
+        aside.con.close()
+
+
+def _aside_copy(trace_set: TraceSet) -> TraceSet | None:
+    """The same compacted store opened again at the lowest CPU priority, for the background
+    run of the rules; None when that is not possible here.
+
+    DuckDB's worker threads belong to a database and inherit the priority of the thread that
+    opens it: a store read in place opens again at once, and its queries then yield the CPU
+    to the pages' own. Trace files loaded into memory would have to be parsed again, so
+    their rules run on the app's own connection.
+    """
+    in_place = trace_set.con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans' AND NOT temporary"
+        " AND database_name = current_database()"
+    ).fetchall()[0][0]
+    if not in_place:
+        return None
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # this thread only
+    except (AttributeError, OSError):
+        return None
+    return load_traces(trace_set.files)
 
 
 # As many as the filtered cursors kept (dashboard.selection): each may hold 100,000 rows.

@@ -367,3 +367,42 @@ def test_the_rules_run_in_the_background_once_and_the_findings_page_reuses_them(
     _no_trouble(at)
     assert _metrics(at)["Findings"] == format.count(len(expected.findings))
     assert len(runs) == 1, "the Findings page should read the background run's findings"
+
+
+def test_the_background_rules_on_a_compacted_store_run_aside_at_low_priority(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, expected: AuditResult
+) -> None:
+    """A store read in place opens again in the background thread, whose DuckDB threads then
+    run at the lowest priority: the pages' own queries keep the CPU."""
+    import os
+    import threading
+
+    from auditor.cli import main
+    from dashboard import cache, data, ui
+
+    store = tmp_path / "store.parquet"
+    assert main(["compact", str(SAMPLE), "--out", str(store)]) == 0
+    seen: list[tuple[int, int]] = []
+    real = data.findings
+
+    def observed(con: Any, **kwargs: Any) -> Any:
+        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        seen.append((id(con), nice))
+        return real(con, **kwargs)
+
+    monkeypatch.setattr(data, "findings", observed)
+    monkeypatch.setattr(ui, "AUTO_SPANS", 0)  # as on a large set: the overview asks first
+    cache.reload()
+    at = _app(monkeypatch, [store]).run()
+    _no_trouble(at)
+    for thread in threading.enumerate():
+        if thread.name.startswith("handoffscope-findings"):
+            thread.join(timeout=120)
+    ((con_id, nice),) = seen
+    assert nice == 19
+    loaded = cache.load_paths((store,))
+    assert loaded.trace_set is not None and con_id != id(loaded.trace_set.con)
+    at = _page(at, "findings")
+    _no_trouble(at)
+    assert _metrics(at)["Findings"] == format.count(len(expected.findings))
+    assert len(seen) == 1
