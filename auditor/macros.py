@@ -23,24 +23,27 @@ _CALL: Final = re.compile(r"\b(hs_[a-z_]+)\(" + re.escape(_ARGS) + r"\)")
 
 
 @cache
+def _text() -> str:
+    return resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
+
+
+@cache
 def views_sql() -> str:
     """Every statement of ``views.sql``, followed by the views of :data:`READ_UNFILTERED`."""
-    text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
     views = "".join(
         f"\nCREATE OR REPLACE TEMP VIEW hs_{name}_all AS {unfiltered(name)};\n"
         for name in READ_UNFILTERED
     )
-    return text + views
+    return _text() + views
 
 
 @cache
 def unfiltered(name: str) -> str:
     """The body of the table macro ``hs_<name>``, reading ``hs_<x>_all`` wherever it calls
     ``hs_<x>(since_ns, until_ns, agents)``: the macro's rows without a filter."""
-    text = resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
     found = re.search(
         rf"^CREATE OR REPLACE TEMP MACRO hs_{name}\({re.escape(_ARGS)}\) AS TABLE\n(.*?);$",
-        text,
+        _text(),
         re.S | re.M,
     )
     if found is None:
