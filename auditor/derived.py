@@ -11,8 +11,9 @@ connection's ``hs_<name>_all`` views at those tables.
 
 Each derived row belongs to exactly one trace (its handoff key, attempt and usage parent all
 start with the trace id), so the rows of a selection of whole traces are the derived rows of
-those traces: :func:`attach` with ``selection`` semi-joins each table to a table of selected
-trace ids instead of deriving again from the selected spans.
+those traces: :func:`attach` with a :class:`Selection` joins each table to a table of
+trace ids (those selected, or those left out) instead of deriving again from the selected
+spans.
 
 The derived tables are a snapshot: spans added afterwards are not in them. Callers derive
 after loading and :func:`forget` before the spans change (:func:`auditor.load.append_lines`
@@ -24,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DERIVED",
+    "Selection",
     "attach",
     "derive",
     "derived_names",
@@ -59,6 +62,32 @@ DERIVED: Final = (
 """The derived relations, each read as ``hs_<name>_all`` and stored as ``hs_derived_<name>``."""
 
 _PREFIX: Final = "hs_derived_"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which whole traces a connection's views hold: those whose id is in ``table`` (a
+    table with a ``trace_id`` column), or with ``excluded``, every trace but those.
+
+    The two give the same rows; what differs is the cost. Keeping a large share of the
+    traces, the ids left out are few: a join against them builds a smaller hash table and
+    most rows pass its Bloom filter untouched (a figure over 86% of a million spans: 0.05 s
+    against 0.03 s, unfiltered 0.025 s).
+    """
+
+    table: str
+    excluded: bool = False
+
+    def rows(self, source: str) -> str:
+        """A query of ``source``'s rows (``source`` has a ``trace_id`` column) that belong to
+        the selected traces; rows without a trace id belong to none."""
+        join = "ANTI" if self.excluded else "SEMI"
+        select = (
+            f"SELECT d.* FROM {source} AS d {join} JOIN {self.table} AS sel"
+            " ON d.trace_id = sel.trace_id"
+        )
+        return select + " WHERE d.trace_id IS NOT NULL" if self.excluded else select
+
 
 # Span columns the figures, the dashboard and watch read from the phase spans, besides those
 # the rules read (found in the rules' SQL). A column missing here fails loudly: the query
@@ -192,22 +221,25 @@ def _names(con: duckdb.DuckDBPyConnection, where: str) -> tuple[str, ...]:
 def attach(
     con: duckdb.DuckDBPyConnection,
     *,
-    selection: str | None = None,
+    selection: Selection | str | None = None,
     names: tuple[str, ...] | None = None,
 ) -> tuple[str, ...]:
     """Point ``con``'s ``hs_<name>_all`` views at the derived tables that exist (of
     ``names``, else all).
 
-    ``con`` must be prepared. With ``selection``, the name of a table of trace ids,
-    each view holds only the rows of those traces. Returns the names attached; the other
-    views are left as they are (deriving from ``spans``, unless attached before).
+    ``con`` must be prepared. With ``selection`` (a :class:`Selection`, or the name of a
+    table of the selected trace ids), each view holds only the rows of those traces.
+    Returns the names attached; the other views are left as they are (deriving from
+    ``spans``, unless attached before).
     """
+    if isinstance(selection, str):
+        selection = Selection(selection)
     found = derived_names(con)
     names = found if names is None else tuple(n for n in names if n in found)
     for name in names:
         select = f"SELECT d.* FROM {_PREFIX}{name} AS d"
         if selection is not None:
-            select += f" SEMI JOIN {selection} AS sel ON d.trace_id = sel.trace_id"
+            select = selection.rows(f"{_PREFIX}{name}")
         run(con, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS {select}")
     return names
 
@@ -227,7 +259,7 @@ def for_rules(
     rules: Iterable[Rule],
     *,
     figures: bool = False,
-    selection: str | None = None,
+    selection: Selection | str | None = None,
     kept: tuple[str, ...] = (),
 ) -> Iterator[None]:
     """Derive what ``rules`` read (with ``figures``, every derived table), once, for the

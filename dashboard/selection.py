@@ -10,7 +10,8 @@ auditor's own queries run unchanged on the filtered set. For a filter, the selec
 are computed once (with bound parameters) into a small table of a cursor kept for that
 filter, and ``spans`` there is a view joining the base table to it; the few most recent
 filters keep their cursor. Without a filter, each lease is a fresh cursor on the whole table.
-With :func:`build_index`, the selection reads one row per trace instead of every span.
+With :func:`build_index`, the selection reads one row per trace instead of every span, and a
+filter keeping most traces joins the few it leaves out instead (a cheaper join).
 """
 
 from __future__ import annotations
@@ -24,15 +25,28 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from auditor.derived import Selection
 from collector import schema as s
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["EVERYTHING", "SELECTED", "Filters", "forget", "forget_all", "scoped"]
+__all__ = [
+    "EXCLUDED",
+    "EVERYTHING",
+    "SELECTED",
+    "Filters",
+    "forget",
+    "forget_all",
+    "scoped",
+    "selection_of",
+]
 
 SELECTED = "handoffscope_selected"
 """The table of a filtered cursor holding the ids of the selected traces."""
+EXCLUDED = "handoffscope_excluded"
+"""The table of a filtered cursor holding the ids of the traces left out, when they are fewer
+than those selected (with :func:`build_index` only)."""
 
 _MAX_FILTERED = 4
 """Filtered cursors kept per trace set; each holds a copy of its selection."""
@@ -120,6 +134,7 @@ def build_index(con: duckdb.DuckDBPyConnection) -> None:
 @dataclass
 class _Lease:
     cursor: duckdb.DuckDBPyConnection
+    selection: Selection = Selection(SELECTED)
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
     """Set (under ``lock``) when the lease was evicted and its cursor closed."""
@@ -135,12 +150,13 @@ def scoped(
     con: duckdb.DuckDBPyConnection,
     filters: Filters,
     *,
-    prepare: Callable[[duckdb.DuckDBPyConnection, str | None], None] | None = None,
+    prepare: Callable[[duckdb.DuckDBPyConnection, Selection | None], None] | None = None,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """Lend a cursor of ``con`` on which ``spans`` holds only what ``filters`` select.
 
     ``prepare(cursor, selection)`` runs once on each new cursor (the auditor's views and
-    macros); ``selection`` is :data:`SELECTED` on a filtered cursor, else None. A filtered
+    macros); ``selection`` is how a filtered cursor keeps its traces (see
+    :func:`selection_of`), else None. A filtered
     cursor is kept for the next lease of the same filter and used by one thread at a time;
     an unfiltered one is new each time and closed afterwards.
     """
@@ -165,7 +181,7 @@ def scoped(
 def _lease(
     con: duckdb.DuckDBPyConnection,
     filters: Filters,
-    prepare: Callable[[duckdb.DuckDBPyConnection, str | None], None] | None,
+    prepare: Callable[[duckdb.DuckDBPyConnection, Selection | None], None] | None,
 ) -> _Lease:
     key = filters.key()
     with _lock:
@@ -183,7 +199,8 @@ def _lease(
     try:
         base = _qualified(lease.cursor, "spans")
         index = _qualified(lease.cursor, INDEX)
-        facts = index if _has_table(lease.cursor, INDEX) else f"({_TRACE_FACTS.format(base=base)})"
+        indexed = _has_table(lease.cursor, INDEX)
+        facts = index if indexed else f"({_TRACE_FACTS.format(base=base)})"
         # The selected trace ids go into a small table; ``spans`` becomes a view joining the
         # base table to it. Copying the selected rows instead costs more than it saves: the
         # rows are wide (attribute maps, events) and a join on a set of ids is cheap.
@@ -196,12 +213,11 @@ def _lease(
                 "workflows": list(filters.workflows),
             },
         )
-        lease.cursor.execute(
-            f"CREATE TEMP VIEW spans AS SELECT sp.* FROM {base} AS sp "
-            f"SEMI JOIN {SELECTED} AS sel ON sp.trace_id = sel.trace_id"
-        )
+        if indexed:
+            lease.selection = _smaller_side(lease.cursor, index)
+        lease.cursor.execute(f"CREATE TEMP VIEW spans AS {lease.selection.rows(base)}")
         if prepare is not None:
-            prepare(lease.cursor, SELECTED)
+            prepare(lease.cursor, lease.selection)
     except BaseException:
         with _lock:
             pool.pop(key, None)
@@ -213,6 +229,31 @@ def _lease(
     for old in evicted:
         old.close()
     return lease
+
+
+def _smaller_side(cursor: duckdb.DuckDBPyConnection, index: str) -> Selection:
+    # An agent filter often keeps most traces; then the few left out make the cheaper join.
+    (selected, total) = cursor.execute(
+        f"SELECT (SELECT count(*) FROM {SELECTED}), (SELECT count(*) FROM {index})"
+    ).fetchall()[0]
+    if total - selected >= selected:
+        return Selection(SELECTED)
+    cursor.execute(
+        f"CREATE TEMP TABLE {EXCLUDED} AS SELECT trace_id FROM {index} AS i"
+        f" ANTI JOIN {SELECTED} AS sel ON i.trace_id = sel.trace_id"
+    )
+    return Selection(EXCLUDED, excluded=True)
+
+
+def selection_of(cursor: duckdb.DuckDBPyConnection) -> Selection | None:
+    """How a cursor :func:`scoped` lent keeps its traces: the table of selected (or of
+    excluded) trace ids its views join; None for an unfiltered cursor."""
+    with _lock:
+        for _, pool in _pools.values():
+            for lease in pool.values():
+                if lease.cursor is cursor:
+                    return lease.selection
+    return None
 
 
 def forget_all() -> None:

@@ -24,7 +24,7 @@ from auditor.derived import derived_names
 from collector import schema as s
 from dashboard import data, format, trace_data
 from dashboard.data.scope import READY_DERIVED, ready
-from dashboard.selection import Filters, scoped
+from dashboard.selection import Filters, scoped, selection_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -451,6 +451,49 @@ def test_filtered_queries_from_many_threads_agree(con: Any) -> None:
         t.join()
     assert results == [expected] * 8
     assert expected != data.state_funnel(con)["handoffs"].tolist()
+
+
+def test_a_filter_keeping_most_traces_joins_those_left_out_with_the_same_figures(
+    scenario: Scenario,
+) -> None:
+    """A filter keeping most traces joins the few it leaves out (the cheaper join); every
+    figure must equal that of the selected traces joined directly, as a trace set without
+    the app's index does."""
+    starts = sorted(_when(r.start_time) for r in _roots(scenario))
+    indexed = load_traces(scenario.path)
+    ready(indexed)
+    plain = load_traces(scenario.path).con
+    width = timedelta(minutes=5)
+    figures = {
+        "summary": lambda c, f: data.overview(c, filters=f).summary,
+        "end to end": lambda c, f: data.overview(c, filters=f).end_to_end,
+        "agent spend": lambda c, f: data.agent_spend(c, filters=f),
+        "edge spend": lambda c, f: data.edge_spend(c, filters=f),
+        "voided spend": lambda c, f: data.voided_spend(c, filters=f),
+        "workflow spend": lambda c, f: data.workflow_spend(c, filters=f).top,
+        "funnel": lambda c, f: data.state_funnel(c, filters=f),
+        "latency": lambda c, f: data.latency_by(c, filters=f),
+        "activity": lambda c, f: data.activity_over_time(c, filters=f, width=width),
+        "compounding": lambda c, f: data.compounding(c, filters=f),
+        "findings": lambda c, f: data.findings(c, filters=f, p95_budget_s=0.05),
+        "traces": lambda c, f: data.trace_ids(c, filters=f),
+    }
+    most, half = Filters(start=starts[1]), Filters(workflows=("report",))
+    for filters, excluded in ((most, True), (half, False)):
+        with scoped(indexed.con, filters) as cursor:
+            chosen = selection_of(cursor)
+            assert chosen is not None and chosen.excluded is excluded
+        with scoped(plain, filters) as cursor:
+            chosen = selection_of(cursor)
+            assert chosen is not None and not chosen.excluded
+        for name, figure in figures.items():
+            got, expected = figure(indexed.con, filters), figure(plain, filters)
+            if isinstance(expected, pd.DataFrame):
+                pd.testing.assert_frame_equal(got, expected, check_dtype=False, obj=name)
+            else:
+                assert got == expected, name
+    assert data.overview(indexed.con, filters=most).end_to_end["workflows"] == RUNS - 1
+    assert len(data.trace_ids(indexed.con, filters=most)) == RUNS - 1
 
 
 # -----------------------------------------------------------------------------------------

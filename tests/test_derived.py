@@ -16,7 +16,15 @@ import pytest
 
 from auditor import audit, figures, load_traces
 from auditor.audit import prepare
-from auditor.derived import DERIVED, attach, derive, derived_names, for_rules, forget
+from auditor.derived import (
+    DERIVED,
+    Selection,
+    attach,
+    derive,
+    derived_names,
+    for_rules,
+    forget,
+)
 from auditor.load import append_lines
 from auditor.macros import unfiltered
 from auditor.rules import select_rules
@@ -108,7 +116,8 @@ def test_figures_agree_with_and_without_derived_tables(con: Any) -> None:
     assert _figures(con) == before
 
 
-def test_a_selection_reads_the_derived_rows_of_its_traces(con: Any) -> None:
+@pytest.mark.parametrize("excluded", [False, True], ids=["selected", "left out"])
+def test_a_selection_reads_the_derived_rows_of_its_traces(con: Any, excluded: bool) -> None:
     traces = [
         r[0] for r in con.execute("SELECT DISTINCT trace_id FROM spans ORDER BY 1").fetchall()
     ]
@@ -116,6 +125,9 @@ def test_a_selection_reads_the_derived_rows_of_its_traces(con: Any) -> None:
     derive(con)
     cursor = con.cursor()
     cursor.execute("CREATE TEMP TABLE chosen AS SELECT unnest(?::VARCHAR[]) AS trace_id", [chosen])
+    # The same traces, named by those left out.
+    others = [t for t in traces if t not in chosen]
+    cursor.execute("CREATE TEMP TABLE others AS SELECT unnest(?::VARCHAR[]) AS trace_id", [others])
     cursor.execute(
         "CREATE TEMP VIEW spans AS SELECT * FROM memory.main.spans"
         " WHERE trace_id IN (SELECT trace_id FROM chosen)"
@@ -124,7 +136,7 @@ def test_a_selection_reads_the_derived_rows_of_its_traces(con: Any) -> None:
     from_spans = {name: _rows(cursor, sql) for name, sql in _VIEWS.items()}
     columns = {name: _columns(cursor, name) for name in DERIVED}
     figures_from_spans = _figures(cursor)
-    attach(cursor, selection="chosen")
+    attach(cursor, selection=Selection("others", excluded=True) if excluded else "chosen")
     for name in DERIVED:
         kept = _columns(cursor, name)
         index = [columns[name].index(c) for c in kept]

@@ -26,7 +26,7 @@ from dashboard.data.scope import (
     cursor,
     query_frame,
 )
-from dashboard.selection import EVERYTHING, SELECTED, Filters
+from dashboard.selection import EVERYTHING, SELECTED, Filters, selection_of
 
 if TYPE_CHECKING:
     import duckdb
@@ -94,11 +94,7 @@ def _findings(
     derive: bool = True,
 ) -> pd.DataFrame:
     with cursor(con, filters) as cur:
-        derived = (
-            for_rules(cur, rules, selection=SELECTED if filters.active else None)
-            if derive
-            else nullcontext()
-        )
+        derived = for_rules(cur, rules, selection=selection_of(cur)) if derive else nullcontext()
         with derived:
             found = [f for rule in rules for f in run_rule(cur, rule, settings)]
         rows = pd.DataFrame([f.to_dict() for f in found], columns=list(_FINDING_FIELDS))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from auditor.audit import prepare
-from auditor.derived import attach, derive, forget
+from auditor.derived import Selection, attach, derive, forget
 from auditor.errors import AuditError
 from auditor.load import MEMORY_LIMIT_ENV
 from auditor.readers import memory_limit
@@ -82,7 +82,7 @@ def cursor(con: duckdb.DuckDBPyConnection, filters: Filters) -> Iterator[duckdb.
         yield cur
 
 
-def _prepare(cur: duckdb.DuckDBPyConnection, selection: str | None) -> None:
+def _prepare(cur: duckdb.DuckDBPyConnection, selection: Selection | None) -> None:
     prepare(cur)
     attach(cur, selection=selection)
 
