@@ -156,9 +156,7 @@ def page_queries(con: Any, filters: Any, whole: Any = None) -> dict[str, Callabl
             (lambda: data.findings(con))
             if whole is None
             else lambda: data.within(
-                whole,
-                data.trace_ids(con, filters=filters),
-                data.set_findings(con, filters=filters),
+                con, whole, data.set_findings(con, filters=filters), filters=filters
             )
         ),
         "spend": lambda: (

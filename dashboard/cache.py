@@ -262,10 +262,12 @@ def _selected_findings(
 ) -> Any:
     del key  # cache key only
     options = {"validation_timeout_s": timeout_s, "p95_budget_s": budget_s}
+    assert _loaded.trace_set is not None
     return data.within(
+        _loaded.trace_set.con,
         _whole,
-        query(_loaded, data.trace_ids, filters=filters),
         query(_loaded, data.set_findings, filters=filters, **options),
+        filters=filters,
     )
 
 

@@ -332,9 +332,10 @@ def test_a_filter_selects_the_whole_sets_findings_as_the_rules_would_find_them(
         )
 
     selected = data.within(
+        con,
         data.findings(con, **both),
-        data.trace_ids(con, filters=filters),
         data.set_findings(con, filters=filters, **both),
+        filters=filters,
     )
     rerun = data.findings(con, filters=filters, **both)
     assert keys(selected) == keys(rerun)
