@@ -33,13 +33,17 @@ def trace_list(
     """Traces to pick from, newest first: ``trace_id``, ``workflow``, ``started``, ``spans``,
     ``handoffs``, ``void``, ``cost_usd``, ``duration_ms``, ``outcome``.
 
-    ``only``: ``"all"``, ``"failed"`` (a void handoff or a workflow that did not succeed) or
-    ``"expensive"`` (most expensive first).
+    ``only``: ``"all"``, ``"failed"`` (a handoff that ended void or a workflow that did not
+    succeed) or ``"expensive"`` (most expensive first). Handoffs, void handoffs and cost are
+    the auditor's (``hs_traces_all``, ``hs_handoffs_all``): the cost of the spans that report
+    usage, a parent that adds up its children's counted once, as on the Spend page.
     """
     order = "cost_usd DESC NULLS LAST" if only == "expensive" else "started DESC"
-    having = (
-        f"HAVING count(*) FILTER (WHERE \"{s.STATE}\" = '{s.STATE_VOID}' AND name = "
-        f"'{s.SPAN_HANDOFF}') > 0 OR bool_or(\"{s.WORKFLOW_OUTCOME}\" <> '{s.WORKFLOW_SUCCESS}')"
+    failed = (
+        f"""AND (trace_id IN (SELECT trace_id FROM hs_handoffs_all
+                              WHERE final_state = '{s.STATE_VOID}')
+                 OR trace_id IN (SELECT trace_id FROM hs_workflow_runs_all
+                                 WHERE outcome <> '{s.WORKFLOW_SUCCESS}'))"""
         if only == "failed"
         else ""
     )
@@ -47,20 +51,31 @@ def trace_list(
         return _frame(
             cur,
             f"""
-            SELECT trace_id,
-                   coalesce(max("{s.GEN_AI_WORKFLOW_NAME}"), '') AS workflow,
-                   min(start_time) AS started,
-                   count(*) AS spans,
-                   count(*) FILTER (WHERE name = '{s.SPAN_HANDOFF}') AS handoffs,
-                   count(*) FILTER (WHERE name = '{s.SPAN_HANDOFF}'
-                                    AND "{s.STATE}" = '{s.STATE_VOID}') AS void,
-                   sum(cost_usd) AS cost_usd,
-                   (max(end_unix_nano) - min(start_unix_nano)) / 1e6 AS duration_ms,
-                   max("{s.WORKFLOW_OUTCOME}") AS outcome
-            FROM spans WHERE trace_id IS NOT NULL
-            GROUP BY trace_id {having}
+            -- A row per trace picks the few listed; only theirs are read further.
+            WITH picked AS MATERIALIZED (
+                SELECT trace_id, coalesce(workflow_name, '') AS workflow,
+                       start_time AS started, spans, handoffs, cost_usd,
+                       (epoch_us(end_time) - epoch_us(start_time)) / 1e3 AS duration_ms
+                FROM hs_traces_all
+                WHERE trace_id IS NOT NULL {failed}
+                ORDER BY {order}, trace_id
+                LIMIT $limit
+            ),
+            void AS (
+                SELECT trace_id, count(*) AS void FROM hs_handoffs_all
+                SEMI JOIN picked USING (trace_id)
+                WHERE final_state = '{s.STATE_VOID}' GROUP BY trace_id
+            ),
+            runs AS (
+                SELECT trace_id, max(outcome) AS outcome FROM hs_workflow_runs_all
+                SEMI JOIN picked USING (trace_id) GROUP BY trace_id
+            )
+            SELECT p.trace_id, p.workflow, p.started, p.spans, p.handoffs,
+                   coalesce(v.void, 0) AS void, p.cost_usd, p.duration_ms, r.outcome
+            FROM picked AS p
+            LEFT JOIN void AS v USING (trace_id)
+            LEFT JOIN runs AS r USING (trace_id)
             ORDER BY {order}, trace_id
-            LIMIT $limit
             """,
             {"limit": limit},
         )
