@@ -6,6 +6,7 @@ no finding reaches ``--fail-on``, 1 when one does, 2 for unusable input or a usa
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -158,7 +159,7 @@ def audit(
     result = run_audit(traces, settings)
     to_terminal = output is None and sys.stdout.isatty()
     if width is None:
-        width = click.get_terminal_size()[0] if to_terminal else 100
+        width = shutil.get_terminal_size().columns if to_terminal else 100
     text = render(result, fmt, width=max(60, width), color=to_terminal if color is None else color)
     if output is None:
         click.echo(text, nl=False)

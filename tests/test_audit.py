@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -184,6 +185,52 @@ def test_list_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--list-rules"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 18 and out[0].startswith("abandoned-accept")
+
+
+def _in_a_terminal(args: list[str], *, columns: int) -> tuple[int, str, str]:
+    """Run the console script with its standard output on a pseudo-terminal ``columns``
+    wide, as a person at a shell would: (exit code, what the terminal showed, stderr)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    main_fd, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
+    script = Path(sys.executable).parent / "handoffscope"
+    with subprocess.Popen(
+        [str(script), *args], stdout=terminal, stderr=subprocess.PIPE, env=env
+    ) as process:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main_fd, 65536)
+            except OSError:  # the terminal closed: the process is done writing
+                break
+            if not chunk:
+                break
+            shown += chunk
+        stderr = process.stderr.read().decode() if process.stderr else ""
+        code = process.wait(timeout=120)
+    os.close(main_fd)
+    return code, shown.decode(errors="replace"), stderr
+
+
+def test_the_audit_in_a_terminal_fits_its_width_in_colour() -> None:
+    """The Quick start's command at a shell: the report fills the terminal's width (no
+    wider) and is coloured, and nothing goes wrong."""
+    code, shown, stderr = _in_a_terminal(["audit", str(ERROR_CASE)], columns=90)
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    assert "\x1b[" in shown  # colour, because it is a terminal
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", shown).replace("\r", "")
+    assert "fire-and-forget" in plain and "Verdict" in plain
+    widths = [len(line) for line in plain.splitlines()]
+    assert max(widths) <= 90
+    assert max(widths) > 80  # the terminal's width, not the 100 of a pipe or a fixed 80
 
 
 def test_the_console_script_runs_in_a_subprocess() -> None:
