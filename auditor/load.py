@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -264,7 +264,7 @@ def _drop_duplicates(con: duckdb.DuckDBPyConnection, files: list[str]) -> int:
 
 
 def _nothing_usable(
-    paths: list[str | os.PathLike[str]], sources: list[SourceFile], ts: TraceSet
+    paths: Sequence[str | os.PathLike[str]], sources: list[SourceFile], ts: TraceSet
 ) -> str:
     shown = ", ".join(os.fspath(p) for p in paths) or "(no path given)"
     lines = [f"no spans found in {shown}"]

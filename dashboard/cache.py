@@ -216,15 +216,14 @@ def _whole_findings(
 ) -> Any:
     del key  # cache key only
     assert _loaded.trace_set is not None
-    options = {"validation_timeout_s": timeout_s, "p95_budget_s": budget_s}
     aside = _aside_copy(_loaded.trace_set) if _aside else None
-    if aside is None:
-        return data.findings(_loaded.trace_set.con, **options)
+    con = _loaded.trace_set.con if aside is None else aside.con
     try:
-        return data.findings(aside.con, **options)
+        return data.findings(con, validation_timeout_s=timeout_s, p95_budget_s=budget_s)
     finally:
-        selection.forget(aside.con)
-        aside.con.close()
+        if aside is not None:  # the copy opened for this run alone
+            selection.forget(aside.con)
+            aside.con.close()
 
 
 def _aside_copy(trace_set: TraceSet) -> TraceSet | None:

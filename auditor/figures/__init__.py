@@ -145,13 +145,14 @@ def compute_figures(
         edges.append(row)
     edges.sort(key=lambda e: (-(e.get("cost_usd") or 0.0), e["sender"] or "", e["receiver"] or ""))
     e2e = rows(end_to_end(con, filters=filters))[0]
+    receivers = [{**v, "over_budget": (v["p95_ms"] or 0) > budget_ms} for v in lat_r.values()]
+    receivers.sort(key=lambda v: -(v["p95_ms"] or 0))
     latency = {
         "budget_ms": budget_ms,
         "timeout_ms": settings.validation_timeout_s * 1000,
-        "receivers": [{**v, "over_budget": (v["p95_ms"] or 0) > budget_ms} for v in lat_r.values()],
+        "receivers": receivers,
         "edges": list(e_lat.values()),
     }
-    latency["receivers"].sort(key=lambda v: -(v["p95_ms"] or 0))
     workflows = rows(workflow_spend(con, filters=filters))
     spend_figures = {
         "phases": rows(agent_phase_spend(con, filters=filters)),

@@ -162,8 +162,9 @@ def halves(activity: pd.DataFrame) -> dict[str, tuple[float | None, float | None
         runs = part["workflows"].sum()
         return float(part["succeeded"].sum() / runs) if runs else None
 
+    earlier, later = parts
     return {
-        "workflows": tuple(float(part["workflows"].sum()) for part in parts),
-        "success": tuple(success(part) for part in parts),
-        "cost_usd": tuple(float(part["cost_usd"].sum()) for part in parts),
+        "workflows": (float(earlier["workflows"].sum()), float(later["workflows"].sum())),
+        "success": (success(earlier), success(later)),
+        "cost_usd": (float(earlier["cost_usd"].sum()), float(later["cost_usd"].sum())),
     }

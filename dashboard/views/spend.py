@@ -50,7 +50,7 @@ measure = (
             "tokens": "Tokens",
             "input_tokens": "Input tokens",
             "output_tokens": "Output tokens",
-        }.get,
+        }.__getitem__,
         key="spend_measure",
     )
     or "cost_usd"

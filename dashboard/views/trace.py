@@ -30,7 +30,7 @@ typed = left.text_input(
 ).strip()
 which = (
     right.segmented_control(
-        "Pick from", list(LISTS), format_func=LISTS.get, default="failed", key="trace_list"
+        "Pick from", list(LISTS), format_func=LISTS.__getitem__, default="failed", key="trace_list"
     )
     or "failed"
 )
