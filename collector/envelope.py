@@ -138,7 +138,8 @@ class CommitmentEnvelope:
 
     def successor(self, *, by: str, status: str, **changes: Any) -> CommitmentEnvelope:
         """The envelope receiver ``by`` emits in answer: same commitment, new id and status."""
-        base = {
+        # Any: ``changes`` may set any field, of any field's type.
+        base: dict[str, Any] = {
             "id": f"{self.id}/{by}",
             "from_agent": by,
             "to": self.from_agent,

@@ -235,7 +235,8 @@ class Handoff:
             cost = usage_attributes(sender.name, usage, sender.prices)[1]
             self.tel.usage(sender.name, schema.PHASE_PROPOSE, usage, cost)
         sent_ns = self.clock.time_ns()
-        validate = trace.INVALID_SPAN
+        # A placeholder (a NonRecordingSpan) until handshake mode starts the real span.
+        validate: trace.Span = trace.INVALID_SPAN
         carrier_span = propose
         if s.mode == MODE_HANDSHAKE:
             validate = self.tel.start(

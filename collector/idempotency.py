@@ -338,15 +338,15 @@ class MemoryStore:
                 for k, r in self._rows.items()
                 if r.result is not None and now_ms - r.result.created_ms > ttl_ms
             ]
-            for k in old:
-                del self._rows[k]
+            for row_key in old:
+                del self._rows[row_key]
             stale = [
                 k
                 for k, a in self._accepts.items()
                 if now_ms - max(a.created_ms, a.deadline_ms) > ttl_ms
             ]
-            for k in stale:
-                del self._accepts[k]
+            for accept_key in stale:
+                del self._accepts[accept_key]
             self._due = [
                 (a.deadline_ms, next(self._due_order), k)
                 for k, a in self._accepts.items()

@@ -358,8 +358,7 @@ def decode(data: Any) -> Message:
             raise MessageError(f"message is not valid JSON: {e}") from e
     d = _mapping(data, "message")
     kind = d.get("kind")
-    found = _SPECS.get(kind) if isinstance(kind, str) else None
-    if found is None:
+    if not isinstance(kind, str) or (found := _SPECS.get(kind)) is None:
         raise MessageError(
             f"message field 'kind' is {kind!r}; expected one of {', '.join(sorted(_KINDS))}"
         )

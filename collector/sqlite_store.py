@@ -357,5 +357,11 @@ class SQLiteStore:
 
 
 def _acceptance(row: tuple[Any, ...]) -> Acceptance:
-    *fields, trace = row
-    return Acceptance(*fields, tuple(json.loads(trace).items()) if trace else ())
+    # Named one by one (the columns of _ACCEPTANCE_COLUMNS, in order): a row of another
+    # width fails here, and mypy cannot count ``*fields`` followed by one more argument.
+    (receiver, handoff_id, attempt, task_id, key, fingerprint, state, deadline_ms, created_ms,
+     sender, trace) = row  # fmt: skip
+    return Acceptance(
+        receiver, handoff_id, attempt, task_id, key, fingerprint, state, deadline_ms,
+        created_ms, sender, tuple(json.loads(trace).items()) if trace else (),
+    )  # fmt: skip

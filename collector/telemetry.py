@@ -181,9 +181,11 @@ class Telemetry:
         try:
             if callable(attributes):
                 attributes = attributes()
-            ctx = parent
+            ctx: otel_context.Context | None
             # Contexts first: ``trace.Span`` is an abstract class, slow to test against.
-            if parent is not None and not isinstance(parent, otel_context.Context):
+            if parent is None or isinstance(parent, otel_context.Context):
+                ctx = parent
+            else:
                 # An invalid parent (telemetry off) adds nothing; skip building a context.
                 valid = parent.get_span_context().is_valid
                 ctx = trace.set_span_in_context(parent) if valid else None

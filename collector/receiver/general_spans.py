@@ -150,15 +150,15 @@ class GeneralSpans:
                 flags = FIXED32(buf, pos + 1)[0]
                 pos += 5
             elif tag == 0x30 or tag == 0x50 or tag == 0x60 or tag == 0x70:
-                raw, pos = varint(buf, pos)
+                number, pos = varint(buf, pos)
                 if tag == 0x30:
-                    kind = signed64(raw)
+                    kind = signed64(number)
                 elif tag == 0x50:
-                    dropped_attrs = raw & 0xFFFFFFFF
+                    dropped_attrs = number & 0xFFFFFFFF
                 elif tag == 0x60:
-                    dropped_events = raw & 0xFFFFFFFF
+                    dropped_events = number & 0xFFFFFFFF
                 else:
-                    dropped_links = raw & 0xFFFFFFFF
+                    dropped_links = number & 0xFFFFFFFF
             else:
                 tag, pos = varint(buf, pos - 1)
                 pos = skip(buf, pos, tag)

@@ -63,7 +63,10 @@ class OtlpHttpServer(ThreadingHTTPServer):
     def url(self) -> str:
         """The traces endpoint, e.g. ``http://127.0.0.1:4318/v1/traces``."""
         host, port = self.server_address[:2]
-        shown = f"[{host}]" if ":" in str(host) else host
+        # After bind, TCPServer sets server_address from getsockname(), which gives an
+        # AF_INET or AF_INET6 host as str; typeshed also allows the bytes one may bind to.
+        assert isinstance(host, str)
+        shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}{TRACES_PATH}"
 
     def begin_request(self) -> None:

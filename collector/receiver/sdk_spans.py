@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import struct
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
-from typing import Final
+from typing import Any, Final
 
 from collector.receiver.wire import (
     FIXED32,
@@ -215,12 +215,12 @@ class SdkSpans:
         first = len(out)
         # The attribute whose following run is being learned: where the run starts in
         # ``buf`` and ``out``, how far it was already known, and the run it would replace.
-        anchor: _Entry | None = None
+        anchor: _Recurring | None = None
         anchor_pos = anchor_out = known = 0
         replaced: _Run | None = None
         # The last run taken (its attribute, the run, where it started in buf and out), to
         # be extended when a recurring attribute follows it that it does not hold yet.
-        last: tuple[_Entry, _Run, int, int] | None = None
+        last: tuple[_Recurring, _Run, int, int] | None = None
         while pos < end and buf[pos] == 0x4A:
             head = pos
             n = buf[pos + 1]
@@ -239,7 +239,7 @@ class SdkSpans:
                 if pos > end:  # not an attribute of this span: ``span`` hands it on
                     return pos
                 entry = self._attribute(raw)
-            elif entry[1] >= STABLE:
+            elif len(entry) == 3:  # recurring (seen ``STABLE`` times): a list, see ``_Entry``
                 add(entry[0])
                 for run in entry[2]:
                     if buf.startswith(run[0], pos, end):
@@ -348,16 +348,19 @@ class SdkSpans:
 
 _Run = tuple[bytes, str]
 """Wire bytes of recurring attributes that followed an attribute, and their JSON."""
-_Entry = tuple[str, int] | list  # type: ignore[type-arg]
+_Recurring = list[Any]
+"""``[JSON, times seen, (runs that followed it, ...)]``: see ``_Entry``."""
+_Entry = tuple[str, int] | _Recurring
 """A remembered attribute: ``(JSON, times seen again)``, and once it recurs (``STABLE``)
-``[JSON, times seen, (runs that followed it, ...)]``.
+``[JSON, times seen, (runs that followed it, ...)]``. Only a recurring entry has three items,
+which is how the walk tells them apart (and how mypy narrows the union).
 
 Tuples of strings and ints are not tracked by the garbage collector, which would otherwise
 walk tens of thousands of cached entries on every full collection (over a quarter of the time).
 """
 
 
-def _learn(entry: _Entry, run: bytes, text: str, replaced: _Run | None) -> None:
+def _learn(entry: _Recurring, run: bytes, text: str, replaced: _Run | None) -> None:
     """Remember a run that followed ``entry`` (in place of a shorter one it extends)."""
     kept = tuple(item for item in entry[2] if item is not replaced)
     entry[2] = (*kept[1 - RUNS_KEPT :], (run, text))

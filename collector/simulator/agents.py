@@ -87,7 +87,7 @@ class SimulatedAgent:
         *,
         clock: VirtualClock,
         tracer_provider: Any,
-        store: MemoryStore,
+        store: ForgetfulStore,
     ) -> None:
         self.profile = profile
         self.clock = clock

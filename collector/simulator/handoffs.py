@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from collector import CommitmentEnvelope, Handoff, Usage, schema
-from collector.messages import MODE_FIRE_AND_FORGET, MODE_HANDSHAKE, MODE_TWO_STEP, CommitResult
+from collector.messages import (
+    MODE_FIRE_AND_FORGET,
+    MODE_HANDSHAKE,
+    MODE_TWO_STEP,
+    Ack,
+    CommitResult,
+)
 from collector.protocol import is_on_time
 from collector.sender import RETRYABLE_REJECTS
 from collector.simulator import faults as F
@@ -265,6 +271,8 @@ class HandoffDriver:
                 wire.faults.strip_eta = True
             seen = len(wire.validation_latencies)
             answer = h.propose(usage=self._usage(sender_profile, (250, 60)))
+            # Only a two-step proposal is acknowledged (Ack); a handshake one is answered.
+            assert not isinstance(answer, Ack)
             wire.faults.reply_delay_s = 0.0
             for latency_s in wire.validation_latencies[seen:]:
                 if not is_on_time(latency_s, timeout):

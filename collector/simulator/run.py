@@ -169,7 +169,7 @@ def _merge(
                     value=round(value * 1000, 3),
                 )
             )
-    files = [
+    files: list[dict[str, Any]] = [
         {
             "path": f.path,
             "service": f.service,
