@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import collector
 from auditor.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ["collector", "auditor", "dashboard"]
 HEAVY = ["duckdb", "streamlit", "plotly", "grpc", "opentelemetry.sdk", "pandas", "click"]
 
 
@@ -53,3 +56,22 @@ def test_every_command_and_option_has_help_text():
         for param in command.params:
             if isinstance(param, click.Option) and not param.hidden:
                 assert (param.help or "").strip(), f"{name} {param.opts} has no help text"
+
+
+def test_the_packages_type_check(tmp_path: Path) -> None:
+    """Every public name carries type hints; the checker holds them to the code."""
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path), *PACKAGES],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_code_passes_the_linter_and_the_formatter() -> None:
+    for args in (["check", "--no-cache", "."], ["format", "--check", "--no-cache", "."]):
+        done = subprocess.run(
+            [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
