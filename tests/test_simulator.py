@@ -239,6 +239,52 @@ def test_gzip_files_are_reproducible_and_hold_the_same_spans(tmp_path):
     assert plain.figures == packed.figures
 
 
+def test_runs_that_differ_share_no_id_or_key_and_audit_together_as_their_sum(tmp_path):
+    """The same seed in another mode or fault mix draws the same world, but never the same
+    ids or idempotency keys: audited together, runs add up and none is taken for another's
+    duplicate (the bundled samples audit together)."""
+    runs = {
+        "handshake": {},
+        "fire-and-forget": {"mode": "fire-and-forget"},
+        "faulty": {"faults": parse_fault("all=0.05", mode="handshake")},
+    }
+    ids: dict[str, set[str]] = {}
+    keys: dict[str, set[str]] = {}
+    for name, options in runs.items():
+        _run(tmp_path, name, seed=1, **options)
+        spans, _ = read_spans(tmp_path / name)
+        ids[name] = {s.span_id for s in spans} | {s.trace_id for s in spans}
+        keys[name] = {
+            str(s.attrs[schema.IDEMPOTENCY_KEY])
+            for s in spans
+            if s.attrs.get(schema.IDEMPOTENCY_KEY)
+        }
+    assert all(keys.values())
+    names = list(runs)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            assert not ids[a] & ids[b], (a, b)
+            assert not keys[a] & keys[b], (a, b)
+    # The same run again draws the same ids.
+    _run(tmp_path, "again", seed=1)
+    again, _ = read_spans(tmp_path / "again")
+    assert {s.span_id for s in again} | {s.trace_id for s in again} == ids["handshake"]
+    def keyed(paths: list[Path]) -> list[tuple[str, str | None, str | None, str | None]]:
+        found, con = findings(paths)
+        spans = con.execute("SELECT count(*) FROM spans").fetchone()[0]
+        # The p95 per receiver is over the whole set, so it is not a sum of runs.
+        per_trace = [f for f in found if f.trace_id is not None]
+        return [("spans", str(spans), None, None)] + sorted(
+            finding_key(f.rule, f.trace_id, f.task_id, f.receiver) for f in per_trace
+        )
+
+    apart = [keyed([tmp_path / name]) for name in names]
+    together = keyed([tmp_path / name for name in names])
+    total = sum(int(k[0][1]) for k in apart)
+    assert together[0] == ("spans", str(total), None, None)
+    assert together[1:] == sorted(key for k in apart for key in k[1:])
+
+
 # ----------------------------------------------------------------------------- virtual clock
 def test_virtual_clock_takes_no_real_time_but_timestamps_show_it(tmp_path, monkeypatch):
     """Slow validations and deadline misses: no real sleep, no timer thread, true spans."""

@@ -6,6 +6,8 @@ The command line and the Python API share these parsers, so ``--base-latency 2.5
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -203,6 +205,17 @@ class SimulationConfig:
     run_id: str | None = None
     """Prefix of workflow ids (``wf-RUN-000042``); None derives it from mode and seed, so
     runs audited together keep distinct workflows."""
+
+    @property
+    def identity(self) -> str:
+        """24 hex digits digesting every parameter that shapes the run (all but the files'
+        compression). Trace and span ids and idempotency keys are drawn from it: the same run
+        always writes the same ids, and two different runs (another mode or fault mix, the
+        same seed) never share one, which, audited together, would be taken for duplicates.
+        """
+        shaping = {k: v for k, v in self.to_dict().items() if k != "gzip"}
+        text = json.dumps(shaping, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     @property
     def workflow_prefix(self) -> str:

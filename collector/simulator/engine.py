@@ -84,6 +84,7 @@ class Replica:
             out_dir,
             replica=replica,
             seed=config.seed,
+            ids=config.identity,
             duplicate_rate=config.duplicate_rate,
             gzip_files=config.gzip,
         )

@@ -84,6 +84,7 @@ class HandoffDriver:
     def __init__(self, replica: Replica) -> None:
         self.cfg = replica.cfg
         self.rng = replica.rng
+        self._key_salt = int(replica.cfg.identity, 16)
         self.clock = replica.clock
         self.result = replica.result
         self.truth = replica.truth
@@ -97,7 +98,9 @@ class HandoffDriver:
         self.slow_receiver_rate = replica.slow_receiver_rate
 
     def _key(self) -> str:
-        return f"idem-{self.rng.getrandbits(96):024x}"
+        # Mixed with the run's identity: the same draws (the same world) in another mode or
+        # fault mix must not hand out the same keys. XOR keeps the draw, so nothing else moves.
+        return f"idem-{self.rng.getrandbits(96) ^ self._key_salt:024x}"
 
     def _tokens(self, profile: AgentProfile, typical: tuple[int, int]) -> tuple[int, int]:
         return profile.tokens(self.rng, typical, self.cfg.token_scale)

@@ -142,6 +142,7 @@ class TraceWriter:
         *,
         replica: int,
         seed: int | str,
+        ids: str | None = None,
         duplicate_rate: float = 0.0,
         gzip_files: bool = False,
         batch: int = BATCH_SPANS,
@@ -158,7 +159,8 @@ class TraceWriter:
         self._gzip = gzip_files
         self._batch = batch
         self._duplicate_rate = duplicate_rate
-        self._id_generator = SeededIdGenerator(f"ids:{seed}:{replica}")
+        # Ids from ``ids`` (the run's identity) when given, else from the seed alone.
+        self._id_generator = SeededIdGenerator(f"ids:{seed if ids is None else ids}:{replica}")
         self._dup_rng = random.Random(f"duplicates:{seed}:{replica}")
         self._providers: dict[str, TracerProvider] = {}
         self._streams: list[IO[str]] = []
