@@ -110,6 +110,7 @@ def test_config_rejects_bad_values(options, message):
     [
         (["--fault", "slow-valdation=0.1"], "did you mean 'slow-validation'"),
         (["--agents", "3", "--pipeline", "a,b"], "either --agents or --pipeline"),
+        (["--agents", "0"], "--agents must be at least 1, got 0"),
         (["--base-latency", "quick"], "--base-latency: 'quick' is not a duration"),
         (["--pipeline", "research,research"], "appears twice"),
         (["--models", "gpt-5o"], "unknown model 'gpt-5o'"),

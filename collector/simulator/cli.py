@@ -256,7 +256,11 @@ def _build_config(
 ) -> SimulationConfig:
     if agents is not None and pipeline is not None:
         raise ConfigurationError("give either --agents or --pipeline, not both")
-    names = parse_pipeline(pipeline) if pipeline is not None else default_pipeline(agents or 5)
+    names = (
+        parse_pipeline(pipeline)
+        if pipeline is not None
+        else default_pipeline(5 if agents is None else agents)
+    )
     chosen: dict[str, float] = {}
     for spec in faults:
         chosen.update(parse_fault(spec, mode=mode))
