@@ -289,7 +289,6 @@ def test_hostile_bytes_are_refused_cleanly_or_encoded(body):
 # --------------------------------------------------------------------------------------
 FIXTURE_SPANS = {
     "opentelemetry-proto__examples__trace.json": 1,
-    "opentelemetry-proto__examples__logs.json": 0,
     "opentelemetry-rust__opentelemetry-otlp__tests__integration_test__expected__traces.json": 2,
     "opentelemetry-rust__opentelemetry-otlp__tests__integration_test__expected__serialized_traces.json": 2,  # noqa: E501
     "elastic-ottl-playground__testdata__traces.json": 2,
@@ -317,6 +316,12 @@ def test_upstream_otlp_json_files_are_accepted(name, spans):
         first_out = written[0]["scopeSpans"][0]["spans"][0]
         assert first_out["traceId"] == first_in["traceId"].lower()
         assert first_out["name"] == first_in["name"]
+
+
+def test_the_upstream_logs_example_is_refused_as_logs():
+    """Unknown fields are ignored, so a logs export would read as an empty trace request."""
+    with pytest.raises(Undecodable, match=r"OTLP logs export \(resourceLogs\), not traces"):
+        json_to_protobuf((FIXTURES / "opentelemetry-proto__examples__logs.json").read_bytes())
 
 
 def test_spans_with_empty_ids_in_the_specification_example_are_rejected():
@@ -402,6 +407,8 @@ def test_a_base64_id_rejects_only_its_span():
         (b"[]", "must be a JSON object"),
         (b"\xff\xfe", "not"),
         (b'{"resourceSpans": {}}', "resourceSpans: expected a JSON array"),
+        (b'{"resourceLogs": []}', "body is an OTLP logs export (resourceLogs), not traces"),
+        (b'{"resource_metrics": []}', "OTLP metrics export (resource_metrics)"),
         (
             b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"name": 5}]}]}]}',
             "resourceSpans[0].scopeSpans[0].spans[0].name: expected a string",

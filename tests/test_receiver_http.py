@@ -283,6 +283,14 @@ def _status(body: bytes, content_type: str) -> tuple[int, str]:
             id="malformed-json",
         ),
         pytest.param(
+            {"Content-Type": JSON},
+            (FIXTURES / "opentelemetry-proto__examples__logs.json").read_bytes(),
+            400,
+            code_pb2.INVALID_ARGUMENT,
+            "body is an OTLP logs export (resourceLogs), not traces",
+            id="logs-to-traces",
+        ),
+        pytest.param(
             {"Content-Type": PROTOBUF, "Content-Encoding": "gzip"},
             b"not gzip",
             400,

@@ -82,6 +82,7 @@ def json_to_protobuf(body: bytes) -> bytes:
         raise Undecodable(
             f"body must be a JSON object with resourceSpans, not {type(document).__name__}"
         )
+    _refuse_other_signals(document)
     request = ExportTraceServiceRequest()
     try:
         _fill(request, document, "")
@@ -89,6 +90,30 @@ def json_to_protobuf(body: bytes) -> bytes:
         raise Undecodable("body is nested too deeply to be an OTLP request") from e
     # The same checks as a protobuf body (nesting depth above all), so both read alike.
     return parse_protobuf(request.SerializeToString())
+
+
+# The top-level field of each other OTLP signal's export request, in JSON's two spellings.
+_OTHER_SIGNALS = {
+    "resourceLogs": "logs",
+    "resource_logs": "logs",
+    "resourceMetrics": "metrics",
+    "resource_metrics": "metrics",
+    "resourceProfiles": "profiles",
+    "resource_profiles": "profiles",
+}
+
+
+def _refuse_other_signals(document: dict[str, Any]) -> None:
+    """Unknown fields are ignored, so a logs or metrics export would be answered 200 and
+    dropped: say instead what it is and where it belongs."""
+    if "resourceSpans" in document or "resource_spans" in document:
+        return
+    for key, signal in _OTHER_SIGNALS.items():
+        if key in document:
+            raise Undecodable(
+                f"body is an OTLP {signal} export ({key}), not traces: handoffscope receives "
+                f"traces only; point the {signal} exporter at a {signal} backend"
+            )
 
 
 _FIELDS: dict[str, dict[str, FieldDescriptor]] = {}
