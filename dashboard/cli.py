@@ -7,8 +7,10 @@ same source whether it was started from here, from ``streamlit run`` or from a t
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -115,6 +117,7 @@ def dashboard(paths: tuple[Path, ...], host: str, port: int, max_upload_mb: int)
             "these traces.",
             err=True,
         )
+    _check_free(host, port)
     command = build_command(host=host, port=port, max_upload_mb=max_upload_mb)
     env = build_env(list(paths))
     click.echo(
@@ -130,6 +133,29 @@ def dashboard(paths: tuple[Path, ...], host: str, port: int, max_upload_mb: int)
     returncode = subprocess.call(command, env=env)  # pragma: no cover - non-POSIX only
     if returncode != 0:  # pragma: no cover
         raise click.ClickException(f"streamlit exited with status {returncode}")
+
+
+def _check_free(host: str, port: int) -> None:
+    """Fail with a usable message before Streamlit starts, rather than after the URL was
+    printed, when nothing can listen there (Streamlit's own message names no way out)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        raise click.BadParameter(
+            f"{host!r} is not an address here: {e}", param_hint="--host"
+        ) from e
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # As a server binds: a port in TIME_WAIT after a restart is free to use.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as e:
+            hint = "in use" if e.errno == errno.EADDRINUSE else e.strerror or str(e)
+            raise click.ClickException(
+                f"cannot listen on {_url_host(host)}:{port} ({hint}); choose another "
+                "--port, or stop what listens there"
+            ) from e
 
 
 def _url_host(host: str) -> str:

@@ -107,3 +107,25 @@ def test_a_missing_path_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["dashboard", "/no/such/traces"]) == 2
     err = capsys.readouterr().err
     assert "/no/such/traces" in err and "does not exist" in err
+
+
+def test_a_port_in_use_is_a_clear_error_before_anything_starts() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        script = Path(sys.executable).parent / "handoffscope"
+        # A subprocess: were the check missing, the command would become the server itself.
+        done = subprocess.run(
+            [str(script), "dashboard", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port} (in use)" in done.stderr
+    assert "dashboard on" not in done.stderr and "Traceback" not in done.stderr
