@@ -197,6 +197,11 @@ def test_unknown_rule_ids_get_suggestions() -> None:
         "fire-and-forget",
     ]
     assert len(select_rules(skip=["deadline-missed"])) == len(RULE_IDS) - 1
+    # Skipping every rule chosen would pass any traces: an error, not an empty audit.
+    with pytest.raises(AuditError, match="would check nothing"):
+        select_rules(["deadline-missed"], skip=["deadline-missed"])
+    with pytest.raises(AuditError, match="would check nothing"):
+        select_rules(skip=RULE_IDS)
 
 
 def test_thresholds_are_bound_parameters(case_findings: Any) -> None:

@@ -155,6 +155,13 @@ def select_rules(only: Iterable[str] = (), skip: Iterable[str] = ()) -> tuple[Ru
     for rule_id in (*only, *skip):
         get_rule(rule_id)
     chosen = [r for r in all_rules() if (not only or r.id in only) and r.id not in skip]
+    if not chosen:
+        # An audit running no rule would pass whatever the traces hold.
+        raise AuditError(
+            "the rules chosen (--rule, rules) are all skipped (--skip, skip), so the audit "
+            "would check nothing; drop one of them",
+            title="no rule to run",
+        )
     return tuple(chosen)
 
 
