@@ -397,7 +397,8 @@ def test_a_base64_id_rejects_only_its_span():
     }
     encoded = SpanEncoder().encode(json_to_protobuf(json.dumps(document).encode()))
     assert (encoded.spans, encoded.rejected) == (1, 1)
-    assert "traceId" in encoded.message
+    assert "traceId is not hex: OTLP JSON writes ids in hex, not base64" in encoded.message
+    assert "'00'" not in encoded.message
 
 
 @pytest.mark.parametrize(

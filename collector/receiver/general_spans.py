@@ -163,11 +163,11 @@ class GeneralSpans:
                 tag, pos = varint(buf, pos - 1)
                 pos = skip(buf, pos, tag)
         if len(trace_id) != 16 or trace_id == _ZERO_TRACE:
-            return f"traceId {trace_id.hex()!r} is not 16 bytes (32 hex digits) or is all zero"
+            return _unusable("traceId", trace_id, "is not 16 bytes (32 hex digits) or is all zero")
         if len(span_id) != 8 or span_id == _ZERO_SPAN:
-            return f"spanId {span_id.hex()!r} is not 8 bytes (16 hex digits) or is all zero"
+            return _unusable("spanId", span_id, "is not 8 bytes (16 hex digits) or is all zero")
         if parent and len(parent) != 8:
-            return f"parentSpanId {parent.hex()!r} is neither empty nor 8 bytes (16 hex digits)"
+            return _unusable("parentSpanId", parent, "is neither empty nor 8 bytes (16 hex digits)")
         ids = f'"traceId":"{trace_id.hex()}","spanId":"{span_id.hex()}"'
         if trace_state:
             # traceState comes between spanId and parentSpanId in declaration order.
@@ -254,3 +254,12 @@ class GeneralSpans:
         if dropped:
             parts.append(f',"droppedAttributesCount":{dropped}')
         return "".join(parts)
+
+
+def _unusable(field: str, id_bytes: bytes, problem: str) -> str:
+    """Why a span's id is refused. A JSON id that is not hex (base64, as plain proto3 JSON
+    would write it) reaches here as one zero byte: quoting '00' would name nothing the
+    sender wrote, so the message says what OTLP JSON expects instead."""
+    if id_bytes == b"\x00":
+        return f"{field} is not hex: OTLP JSON writes ids in hex, not base64"
+    return f"{field} {id_bytes.hex()!r} {problem}"
