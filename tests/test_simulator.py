@@ -270,6 +270,7 @@ def test_runs_that_differ_share_no_id_or_key_and_audit_together_as_their_sum(tmp
     _run(tmp_path, "again", seed=1)
     again, _ = read_spans(tmp_path / "again")
     assert {s.span_id for s in again} | {s.trace_id for s in again} == ids["handshake"]
+
     def keyed(paths: list[Path]) -> list[tuple[str, str | None, str | None, str | None]]:
         found, con = findings(paths)
         spans = con.execute("SELECT count(*) FROM spans").fetchone()[0]
