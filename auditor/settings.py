@@ -15,6 +15,8 @@ Durations accept ``ms``, ``s``, ``m`` and ``us`` suffixes (a bare number is seco
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
 import re
 import tomllib
@@ -73,6 +75,15 @@ class AuditSettings:
     """Where each non-default value came from (for ``--explain``-style diagnostics)."""
 
     def __post_init__(self) -> None:
+        for what, seconds in (
+            ("validation timeout", self.validation_timeout_s),
+            ("p95 budget", self.p95_budget_s),
+        ):
+            # inf or nan would pass or fail every comparison in the rules' SQL silently.
+            if not math.isfinite(seconds):
+                raise ConfigurationError(
+                    f"{what} must be a finite duration such as 2s or 500ms (got {seconds:g})"
+                )
         if not self.validation_timeout_s > 0:
             raise ConfigurationError(
                 f"validation timeout must be greater than zero (got {self.validation_timeout_s:g}s)"
@@ -80,6 +91,10 @@ class AuditSettings:
         if not self.p95_budget_s > 0:
             raise ConfigurationError(
                 f"p95 budget must be greater than zero (got {self.p95_budget_s:g}s)"
+            )
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int):
+            raise ConfigurationError(
+                f"max attempts must be a whole number (got {self.max_attempts!r})"
             )
         if self.max_attempts < 1:
             raise ConfigurationError(f"max attempts must be at least 1 (got {self.max_attempts})")
@@ -100,9 +115,12 @@ class AuditSettings:
 def parse_duration(text: str | float | int, *, option: str) -> float:
     """Seconds in ``text`` (``"2s"``, ``"500ms"``, ``"1.5"``); errors name ``option``."""
     if isinstance(text, bool):
-        raise ConfigurationError(f"{option}: expected a duration such as 2s or 500ms")
+        raise ConfigurationError(f"{option}: expected a duration such as 2s or 500ms, got {text!r}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an int from pyproject.toml too big for a float
+            value = math.inf
     else:
         match = _DURATION.match(str(text))
         if not match:
@@ -110,9 +128,29 @@ def parse_duration(text: str | float | int, *, option: str) -> float:
                 f"{option}: {text!r} is not a duration; write it like 2s, 500ms or 1.5s"
             )
         value = float(match.group(1)) * _UNITS[match.group(2)]
-    if not value > 0 or value != value or value == float("inf"):
+    # Checked before the sign: "1e400" overflows to inf, and "greater than zero" would mislead.
+    if not math.isfinite(value):
+        raise ConfigurationError(
+            f"{option}: must be a finite duration such as 2s or 500ms (got {text!r})"
+        )
+    if not value > 0:
         raise ConfigurationError(f"{option}: the duration must be greater than zero (got {text!r})")
     return value
+
+
+def _whole_number(value: Any, where: str) -> int:
+    """``value`` as an int; floats and booleans are refused rather than truncated."""
+    # int(2.7) would quietly give 2 and int(True) 1: a typo must not change the threshold.
+    if isinstance(value, bool) or isinstance(value, float):
+        raise ConfigurationError(f"{where}: expected a whole number such as 3, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise ConfigurationError(f"{where}: expected a whole number such as 3, got {value!r}")
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:
@@ -137,8 +175,15 @@ def _from_pyproject(path: Path | None) -> dict[str, Any]:
         raise ConfigurationError(f"{path}: [tool.handoffscope] must be a table")
     out: dict[str, Any] = {}
     for key, value in table.items():
-        if key in _PYPROJECT_KEYS:
-            out[_PYPROJECT_KEYS[key]] = (value, f"{path} [tool.handoffscope] {key}")
+        if key not in _PYPROJECT_KEYS:
+            # An ignored misspelling would leave the default in force without a word.
+            close = difflib.get_close_matches(key, _PYPROJECT_KEYS, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigurationError(
+                f"{path}: [tool.handoffscope] has an unknown key {key!r}; {hint}"
+                f"valid keys: {', '.join(_PYPROJECT_KEYS)}"
+            )
+        out[_PYPROJECT_KEYS[key]] = (value, f"{path} [tool.handoffscope] {key}")
     return out
 
 
@@ -187,10 +232,9 @@ def resolve(
         if name in ("validation_timeout", "p95_budget"):
             kwargs[f"{name}_s"] = parse_duration(value, option=where)
         elif name == "max_attempts":
-            try:
-                kwargs[name] = int(value)
-            except (TypeError, ValueError) as e:
-                raise ConfigurationError(f"{where}: expected a whole number, got {value!r}") from e
+            kwargs[name] = _whole_number(value, where)
+            if kwargs[name] < 1:
+                raise ConfigurationError(f"{where}: must be at least 1 (got {kwargs[name]})")
         elif name == "fail_on":
             kwargs[name] = str(value).strip().lower()
         else:

@@ -215,3 +215,112 @@ def test_agents_created_before_the_sdk_is_installed_start_recording_once_it_is(t
     text = path.read_text()
     assert len(span_names_in(text.splitlines())) == 4
     assert '"after"' in text and '"before"' not in text
+
+
+# ----------------------------------------------------------------------------------------
+# Audit and watch settings: numbers that are not what they seem are refused, with the place
+# ----------------------------------------------------------------------------------------
+FINITE = "must be a finite duration such as 2s or 500ms"
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ("max-attempts = 2.7", "max-attempts: expected a whole number such as 3, got 2.7"),
+        ("max-attempts = 3.0", "max-attempts: expected a whole number such as 3, got 3.0"),
+        ("max-attempts = true", "max-attempts: expected a whole number such as 3, got True"),
+        ('max-attempts = "2.7"', "max-attempts: expected a whole number such as 3, got '2.7'"),
+        ("max-attempts = 0", "max-attempts: must be at least 1 (got 0)"),
+        ("validation-timeout = inf", f"validation-timeout: {FINITE} (got inf)"),
+        ("validation-timeout = nan", f"validation-timeout: {FINITE} (got nan)"),
+        ("validation-timeout = 1e400", f"validation-timeout: {FINITE} (got inf)"),
+        ('validation-timeout = "1e400"', f"validation-timeout: {FINITE} (got '1e400')"),
+        ("p95-budget = " + "9" * 400, f"p95-budget: {FINITE}"),
+        ("p95-budget = false", "p95-budget: expected a duration such as 2s or 500ms, got False"),
+        ("p95-budget = 0", "p95-budget: the duration must be greater than zero"),
+        ("max-attempt = 3", "unknown key 'max-attempt'; did you mean 'max-attempts'?"),
+    ],
+)
+def test_pyproject_numbers_are_checked_and_errors_name_the_file_and_key(tmp_path, table, words):
+    from auditor.settings import resolve
+
+    project = tmp_path / "pyproject.toml"
+    project.write_text(f"[tool.handoffscope]\n{table}\n")
+    with pytest.raises(ConfigurationError) as raised:
+        resolve({}, env={}, pyproject=project)
+    message = str(raised.value)
+    assert words in message
+    assert message.startswith(f"{project}") and "[tool.handoffscope]" in message
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ("max-attempts = 4", (4, 2.0)),
+        ('max-attempts = " 5 "', (5, 2.0)),
+        ("validation-timeout = 3", (3, 3.0)),
+        ('validation-timeout = "2.5s"', (3, 2.5)),
+    ],
+)
+def test_pyproject_whole_numbers_and_durations_still_work(tmp_path, table, expected):
+    from auditor.settings import resolve
+
+    project = tmp_path / "pyproject.toml"
+    project.write_text(f"[tool.handoffscope]\n{table}\n")
+    s = resolve({}, env={}, pyproject=project)
+    assert (s.max_attempts, s.validation_timeout_s) == expected
+
+
+@pytest.mark.parametrize(
+    ("options", "env", "words"),
+    [
+        ({}, {"HANDOFFSCOPE_MAX_ATTEMPTS": "2.7"}, "HANDOFFSCOPE_MAX_ATTEMPTS: expected a whole"),
+        ({}, {"HANDOFFSCOPE_VALIDATION_TIMEOUT": "1e400"}, f"TIMEOUT: {FINITE} (got '1e400')"),
+        ({}, {"HANDOFFSCOPE_P95_BUDGET": "1e308m"}, f"HANDOFFSCOPE_P95_BUDGET: {FINITE}"),
+        ({"validation_timeout": "1e400"}, {}, f"option --validation-timeout: {FINITE}"),
+        ({"p95_budget": float("nan")}, {}, f"option --p95-budget: {FINITE} (got nan)"),
+        ({"max_attempts": True}, {}, "option --max-attempts: expected a whole number"),
+    ],
+)
+def test_env_and_options_refuse_the_same_numbers(options, env, words):
+    from auditor.settings import resolve
+
+    with pytest.raises(ConfigurationError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        resolve(options, env=env, pyproject=None)
+
+
+def test_settings_objects_refuse_infinite_durations():
+    import math
+
+    from auditor.settings import AuditSettings
+    from auditor.watch import WatchSettings
+
+    with pytest.raises(ConfigurationError, match=f"p95 budget {FINITE}"):
+        AuditSettings(p95_budget_s=math.inf)
+    with pytest.raises(ConfigurationError, match=f"--window {FINITE}"):
+        WatchSettings(window_s=math.inf)
+    with pytest.raises(ConfigurationError, match=f"--cooldown {FINITE}"):
+        WatchSettings(cooldown_s=math.nan)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["audit", "{traces}", "--validation-timeout", "1e400"],
+        ["audit", "{traces}", "--p95-budget", "1e400"],
+        ["watch", "{traces}", "--once", "--no-state", "--validation-timeout", "1e400"],
+        ["watch", "{traces}", "--once", "--no-state", "--p95-budget", "1e400"],
+    ],
+)
+def test_infinite_durations_on_the_command_line_get_their_own_message(
+    tmp_path, monkeypatch, capsys, args
+):
+    from auditor.cli import main
+    from auditor.settings import ENV_VARS
+
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main([a.format(traces=tmp_path) for a in args]) == 2
+    err = capsys.readouterr().err
+    assert FINITE in err and "greater than zero" not in err and "Traceback" not in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from collector import schema as s
@@ -50,6 +51,18 @@ class WatchSettings:
             "--window": self.window_s,
             "--poll-interval": self.poll_interval_s,
         }
+        durations = {
+            **positive,
+            "--cooldown": self.cooldown_s,
+            "--settle": self.settle_s,
+            "--horizon": self.horizon_s,
+        }
+        for option, value in durations.items():
+            # inf or nan would make every window, cooldown or settle comparison meaningless.
+            if not math.isfinite(value):
+                raise ConfigurationError(
+                    f"{option} must be a finite duration such as 2s or 500ms (got {value:g})"
+                )
         for option, value in positive.items():
             if not value > 0:
                 raise ConfigurationError(f"{option} must be greater than zero (got {value:g}s)")
