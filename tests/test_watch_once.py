@@ -390,3 +390,104 @@ def test_a_poll_that_fails_half_way_is_read_again_on_the_next_start(tmp_path: Pa
     assert again.run(once=True).alerts == 1
     assert "t-0" in alerts(out)[0]
     again.close()  # closing twice is harmless
+
+
+# ----------------------------------------------------------------------------------------
+# Settings shared with audit, and alerts that cannot be delivered
+# ----------------------------------------------------------------------------------------
+def _slow_alerts(out: str) -> list[str]:
+    return [line for line in out.splitlines() if "slow-validation" in line]
+
+
+def test_watch_takes_the_audit_settings_from_pyproject_below_env_and_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    from auditor.settings import ENV_VARS
+
+    for var in ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    write_handoffs(traces / "agents.jsonl", [2.5, 3.5])
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.handoffscope]\nvalidation-timeout = "3s"\n')
+    monkeypatch.chdir(project / "sub")  # found from below, as audit finds it
+
+    assert main(["watch", str(traces), "--once", "--no-state"]) == 1
+    (line,) = _slow_alerts(capsys.readouterr().out)
+    assert "t-1" in line and "3.500s (timeout 3s)" in line
+    main(["audit", str(traces), "--rule", "slow-validation", "--format", "json"])
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    assert len(findings) == 1  # audit and watch agree
+
+    monkeypatch.setenv("HANDOFFSCOPE_VALIDATION_TIMEOUT", "2s")  # env beats pyproject
+    main(["watch", str(traces), "--once", "--no-state"])
+    assert len(_slow_alerts(capsys.readouterr().out)) == 2
+    main(["watch", str(traces), "--once", "--no-state", "--validation-timeout", "4s"])
+    assert _slow_alerts(capsys.readouterr().out) == []  # the option beats both
+
+    (project / "pyproject.toml").write_text("[tool.handoffscope]\nmax-attempts = 2.7\n")
+    assert main(["watch", str(traces), "--once", "--no-state"]) == 2
+    err = capsys.readouterr().err
+    assert f"{project / 'pyproject.toml'} [tool.handoffscope] max-attempts" in err
+    assert "whole number" in err and "Traceback" not in err
+
+
+def test_alerts_undelivered_at_the_end_of_a_stateless_run_are_named_and_fail_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5, 2.6, 2.7])
+    # The first retry comes after at least 0.2 s, later than --flush-timeout allows.
+    with webhook(fail=[500, 500]) as hook:
+        args = ["watch", str(tmp_path), "--once", "--webhook", hook.url]
+        code = main([*args, "--no-state", "--flush-timeout", "0.1s"])
+        err = capsys.readouterr().err
+        assert code == 2
+        assert "3 alerts could not be delivered" in err and "are lost" in err
+        for task in ("t-0", "t-1", "t-2"):
+            (named,) = [line for line in err.splitlines() if f"task {task}," in line]
+            assert "webhook: slow-validation (firing), receiver writer" in named
+            assert "trace " in named and " id " in named
+        assert err.splitlines()[-1].endswith("3 alerts, 3 not delivered (lost)")
+        assert hook.bodies == []
+
+        # The same failures with time to retry: every alert arrives, nothing is reported lost.
+        hook.bodies.clear()
+        code = main([*args, "--no-state"])
+        err = capsys.readouterr().err
+        assert code == 1 and "lost" not in err
+        assert len(hook.wait_for(3)) == 3
+
+
+def test_alerts_undelivered_at_exit_with_a_state_file_are_saved_not_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5, 2.6])
+    with webhook(fail=[500, 500]) as hook:
+        args = ["watch", str(tmp_path), "--once", "--webhook", hook.url]
+        assert main([*args, "--flush-timeout", "0.1s"]) == 1
+        err = capsys.readouterr().err
+        assert "2 undelivered alerts are saved in" in err and "lost" not in err
+        assert err.splitlines()[-1].endswith("2 alerts, 2 saved to deliver on the next run")
+        assert hook.bodies == []
+        assert main(args) == 0  # nothing new; the saved alerts go out first
+        assert "resending 2 undelivered webhook alerts" in capsys.readouterr().err
+        bodies = hook.wait_for(2)
+    assert sorted(b["task_id"] for b in bodies) == ["t-0", "t-1"]
+
+
+def test_alerts_the_webhook_refuses_count_as_lost_even_with_a_state_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    write_handoffs(tmp_path / "agents.jsonl", [2.5, 2.6])
+    with webhook(fail=[400]) as hook:
+        code = main(
+            ["watch", str(tmp_path), "--once", "--webhook", hook.url, "--webhook-retries", "0"]
+        )
+        bodies = hook.wait_for(1)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "refused alert" in err and "dropped it" in err
+    assert err.splitlines()[-1].endswith("2 alerts, 1 not delivered (lost)")
+    assert [b["task_id"] for b in bodies] == ["t-1"]

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from auditor.settings import parse_duration, resolve
+from auditor.settings import find_pyproject, parse_duration, resolve
 from auditor.watch import settings as defaults
 from auditor.watch.follow import DEFAULT_PATTERNS
 from auditor.watch.settings import WatchSettings
@@ -106,7 +106,10 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 @click.option(
     "--once",
     is_flag=True,
-    help="Evaluate what is there, then exit: 1 if it alerted, 0 if not, 2 on unusable input.",
+    help=(
+        "Evaluate what is there, then exit: 1 if it alerted, 0 if not, 2 on unusable input "
+        "or lost alerts."
+    ),
 )
 @click.option(
     "--state",
@@ -120,7 +123,10 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 @click.option(
     "--no-state",
     is_flag=True,
-    help="Keep no state: every run starts from the beginning and may repeat alerts.",
+    help=(
+        "Keep no state: every run starts from the beginning and may repeat alerts; alerts "
+        "not delivered by exit are lost (listed on stderr, exit 2)."
+    ),
 )
 @click.option(
     "--from-end",
@@ -287,7 +293,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
     show_default="10s",
     help=(
         "At exit, how long to keep delivering queued alerts; the rest are saved and sent on "
-        "the next start."
+        "the next start (lost with --no-state)."
     ),
 )
 def watch(
@@ -337,7 +343,8 @@ def watch(
             "validation_timeout": validation_timeout,
             "p95_budget": p95_budget,
             "max_attempts": max_attempts,
-        }
+        },
+        pyproject=find_pyproject(),
     )
     settings = WatchSettings(
         validation_timeout_s=thresholds.validation_timeout_s,
@@ -406,8 +413,14 @@ def watch(
     with _stop_on_signals(stop):
         summary = watcher.run(once=once, stop=stop)
     if once:
+        delivery = ""
+        if summary.lost:
+            delivery += f", {summary.lost} not delivered (lost)"
+        if summary.undelivered and state_file is not None:
+            delivery += f", {summary.undelivered} saved to deliver on the next run"
         click.echo(
-            f"watch: {summary.lines} new lines, {summary.spans} new spans, {summary.alerts} alerts",
+            f"watch: {summary.lines} new lines, {summary.spans} new spans, {summary.alerts} alerts"
+            f"{delivery}",
             err=True,
         )
         if summary.lines and not summary.spans and summary.problems:
@@ -417,5 +430,9 @@ def watch(
                 err=True,
             )
             return 2
+    # Alerts that reached no one are a failed run, not a quiet one (see "Exit codes").
+    if summary.lost:
+        return 2
+    if once:
         return 1 if summary.alerts else 0
     return 0

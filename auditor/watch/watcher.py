@@ -42,6 +42,11 @@ class RunSummary:
     spans: int = 0
     problems: int = 0
     polls: int = 0
+    undelivered: int = 0
+    """Alerts still queued for a sink at exit: saved in the state file, or lost without one."""
+    lost: int = 0
+    """Alerts that will never be delivered: queued at exit with no state file to keep them,
+    or dropped by a sink (refused by the webhook, or pushed out of a full outbox)."""
 
 
 class Watcher:
@@ -68,6 +73,7 @@ class Watcher:
         self._flush_timeout = flush_timeout_s
         self._polling = False
         self._closed = False
+        self._undelivered: list[tuple[str, Alert]] = []
         self._lock = lock_state(state_path) if state_path is not None else None
         try:
             state = load_state(state_path) if state_path is not None else WatchState()
@@ -144,6 +150,9 @@ class Watcher:
                 stop.wait(self.settings.poll_interval_s)
         finally:
             self.close()
+            summary.undelivered = len(self._undelivered)
+            dropped = sum(int(getattr(sink, "dropped", 0)) for sink in self.sinks)
+            summary.lost = dropped + (summary.undelivered if self.state_path is None else 0)
         return summary
 
     def poll(self, summary: RunSummary, *, final: bool = False) -> bool:
@@ -218,6 +227,9 @@ class Watcher:
         self._closed = True
         for sink in self.sinks:
             sink.close(timeout_s=self._flush_timeout)
+        self._undelivered = [(sink.name, alert) for sink in self.sinks for alert in sink.pending()]
+        if self._undelivered and self.state_path is None:
+            self._report_lost()
         self.follower.close()
         try:
             if self._polling:
@@ -226,11 +238,42 @@ class Watcher:
                 self._log("watch: the last poll did not finish; its data will be read again")
             else:
                 self.save()
+                if self._undelivered and self.state_path is not None:
+                    self._log(
+                        f"watch: {len(self._undelivered)} undelivered alerts are saved in"
+                        f" {self.state_path}; they are sent first on the next start"
+                    )
         finally:
             self.engine.con.close()
             self._unlock()
+
+    def _report_lost(self) -> None:
+        """Name the alerts no sink delivered, since without a state file nothing keeps them."""
+        count = len(self._undelivered)
+        alerts, are = ("alert", "is") if count == 1 else ("alerts", "are")
+        self._log(
+            f"watch: warning: {count} {alerts} could not be delivered within --flush-timeout"
+            f" ({self._flush_timeout:g}s) and {are} lost, since there is no state file to keep"
+            " them (run without --no-state to have them sent on the next start):"
+        )
+        # Every one is listed, not the first few: this line is all that is left of the alert.
+        for name, alert in self._undelivered:
+            self._log(f"watch:   {name}: {_describe(alert)}")
 
     def _unlock(self) -> None:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def _describe(alert: Alert) -> str:
+    """Enough of an alert to find it again: rule, status, the handoff or receiver, the id."""
+    parts = [f"{alert.rule} ({alert.status})"]
+    if alert.receiver is not None:
+        parts.append(f"receiver {alert.receiver}")
+    if alert.task_id is not None:
+        parts.append(f"task {alert.task_id}")
+    if alert.trace_id is not None:
+        parts.append(f"trace {alert.trace_id}")
+    parts.append(f"id {alert.id}")
+    return ", ".join(parts)
