@@ -19,7 +19,8 @@ from auditor.experiments.chart import HEIGHT, WIDTH
 from auditor.experiments.measure import measure
 from auditor.experiments.outage import run_outage_workflows
 from auditor.experiments.plan import FIRE_AND_FORGET, HANDSHAKE, OUTAGE_MODELS, Outage, Run
-from auditor.experiments.report import SECTIONS
+from auditor.experiments.report import SECTIONS, render
+from auditor.experiments.run import ExperimentResults
 from collector import schema
 
 
@@ -202,3 +203,37 @@ def test_sql_names_only_keys_of_the_trace_schema():
         text = Path(str(path)).read_text()
         for key in re.findall(r'"((?:handoff|gen_ai)\.[a-z_.]+)"', text):
             assert key in known, f"{path.name}: {key} is not in collector.schema"
+
+
+@pytest.fixture(scope="module")
+def stand_in_results():
+    """Results for every run of the quick plan, all copied from one two-workflow run.
+
+    The figures are meaningless, but every section renders: enough to test what the page
+    links to without the minute-long quick plan.
+    """
+    plan = build_plan(quick=True)
+    one = run_one(dataclasses.replace(plan.get("ff-5"), workflows=2))
+    runs = {run.name: dataclasses.replace(one, run=run) for run in plan.runs}
+    return ExperimentResults(plan=plan, results=runs, elapsed_s=1.0, jobs=1)
+
+
+def test_no_chart_leaves_the_image_link_out(tmp_path, monkeypatch, capsys, stand_in_results):
+    import auditor.experiments.run as run_module
+
+    monkeypatch.setattr(run_module, "run_plan", lambda plan, **kwargs: stand_in_results)
+    out = tmp_path / "e" / "x.md"
+    assert main(["experiment", "--quick", "--out", str(out), "--no-chart", "-q"]) == 0
+    text = out.read_text()
+    assert ".png" not in text and "](images/" not in text
+    assert "No chart was drawn for this run (`--no-chart`)" in text
+    assert not (tmp_path / "e" / "images").exists()
+    assert "experiments-success-vs-length.png" not in capsys.readouterr().out
+
+
+def test_the_chart_link_follows_the_images_folder(stand_in_results):
+    text = render(stand_in_results, chart="../img/experiments-success-vs-length.png")
+    assert "![End-to-end success vs chain length](../img/experiments-success-vs-length.png)" in (
+        text
+    )
+    assert "No chart was drawn" not in text

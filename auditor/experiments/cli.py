@@ -108,11 +108,10 @@ def experiment(
     out.parent.mkdir(parents=True, exist_ok=True)
     image_dir = images if images is not None else out.parent / Path(CHART).parent
     command = _command(quick=quick, scale=scale, seed=seed, out=out)
-    text = render(results, command=command)
-    if images is not None:
-        rel = os.path.relpath(image_dir / Path(CHART).name, out.parent)
-        text = text.replace(CHART, Path(rel).as_posix())
-    out.write_text(text, encoding="utf-8")
+    chart: str | None = None  # --no-chart: the page must not link to an image never drawn
+    if not no_chart:
+        chart = Path(os.path.relpath(image_dir / Path(CHART).name, out.parent)).as_posix()
+    out.write_text(render(results, command=command, chart=chart), encoding="utf-8")
     written = [str(out)]
     if not no_chart:
         png = write_png(success_figure(length_grid(results)), image_dir / Path(CHART).name)

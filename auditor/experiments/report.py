@@ -102,8 +102,17 @@ def _duration(seconds: float) -> str:
 
 
 # ------------------------------------------------------------------ document
-def render(results: ExperimentResults, *, command: str = "handoffscope experiment") -> str:
-    """The whole of ``docs/experiments.md`` for ``results``."""
+def render(
+    results: ExperimentResults,
+    *,
+    command: str = "handoffscope experiment",
+    chart: str | None = CHART,
+) -> str:
+    """The whole of ``docs/experiments.md`` for ``results``.
+
+    ``chart`` is the chart's path relative to the page, or None when no chart was drawn
+    (``--no-chart``): the page then says so instead of linking to an image that is not there.
+    """
     rows = analysis.protocol_rows(results)
     step = analysis.step_section(results)
     outage = analysis.outage_rows(results)
@@ -112,7 +121,7 @@ def render(results: ExperimentResults, *, command: str = "handoffscope experimen
     out: list[str] = []
     out += _intro(results, command)
     out += _summary(results, rows, step, outage, targets)
-    out += _length(results, grid)
+    out += _length(results, grid, chart)
     out += _step(step)
     out += _restarts(rows)
     out += _latency(results, rows)
@@ -252,11 +261,15 @@ def _summary(
     return out
 
 
-def _length(results: ExperimentResults, grid: list[analysis.LengthCell]) -> list[str]:
+def _length(
+    results: ExperimentResults, grid: list[analysis.LengthCell], chart: str | None
+) -> list[str]:
     out = [
         "## 1. End-to-end success vs chain length",
         "",
-        f"![End-to-end success vs chain length]({CHART})",
+        f"![End-to-end success vs chain length]({chart})"
+        if chart is not None
+        else "*No chart was drawn for this run (`--no-chart`); the tables below hold its figures.*",
         "",
         "Lines: measured success with its interval; dashed: the analytic value. Each chain "
         "length n is measured on the first n agents of 10-agent workflows: a workflow's "
