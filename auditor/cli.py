@@ -76,7 +76,12 @@ if click is not None:
         def invoke(self, ctx: click.Context) -> Any:
             try:
                 return super().invoke(ctx)
-            except HandoffscopeError as e:
+            except Exception as e:
+                if interrupted(e):
+                    # Click turns KeyboardInterrupt into Abort, which main() reports as 130.
+                    raise KeyboardInterrupt from e
+                if not isinstance(e, HandoffscopeError):
+                    raise
                 click.echo(f"handoffscope: {e}", err=True)
                 ctx.exit(2)
 
@@ -96,8 +101,33 @@ if click is not None:
         """
 
 
+def interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is, or was raised while handling, a Ctrl-C.
+
+    Python turns SIGINT into KeyboardInterrupt only between bytecodes; during a query DuckDB
+    takes the signal itself and raises ``RuntimeError("Query interrupted")`` (or its own
+    ``InterruptException``), which code on the way up may wrap in an AuditError or replace
+    while cleaning up. Every one of those still means "the user pressed Ctrl-C".
+    """
+    # duckdb is looked up, not imported: when it was never loaded, it raised nothing.
+    duckdb = sys.modules.get("duckdb")
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt):
+            return True
+        if duckdb is not None and isinstance(current, duckdb.InterruptException):
+            return True
+        if isinstance(current, RuntimeError) and str(current).startswith("Query interrupted"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 clean, 1 findings, 2 error)."""
+    """Run the command line; returns the exit code (0 clean, 1 findings, 2 error, 130
+    interrupted)."""
     if click is None:
         print(INSTALL_HINT, file=sys.stderr)
         return 2
@@ -115,6 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"handoffscope: {e}", err=True)
         return 2
     except KeyboardInterrupt:
+        click.echo("Aborted.", err=True)
+        return 130
+    except Exception as e:
+        # Outside a sub-command (or from Click itself): the same rule as in LazyGroup.invoke.
+        if not interrupted(e):
+            raise
+        click.echo("Aborted.", err=True)
         return 130
     return result if isinstance(result, int) else 0
 

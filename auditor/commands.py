@@ -1,11 +1,13 @@
 """``handoffscope audit`` and ``handoffscope compact``: the command-line edge of the auditor.
 
 Results go to stdout, diagnostics (input problems, progress) to stderr. Exit codes: 0 when
-no finding reaches ``--fail-on``, 1 when one does, 2 for unusable input or a usage error.
+no finding reaches ``--fail-on``, 1 when one does, 2 for unusable input or a usage error
+(an output that cannot be written included), 130 when interrupted (see ``auditor.cli``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -21,12 +23,11 @@ __all__ = ["audit", "compact"]
 MAX_PROBLEMS_SHOWN = 20
 
 
-def _report_problems(problems: list, *, quiet: bool) -> None:
+def _report_problems(problems: list, *, quiet: bool, rest: str) -> None:
+    """List input problems on stderr; ``rest`` says what happens to everything else."""
     if quiet or not problems:
         return
-    click.echo(
-        f"handoffscope: {len(problems)} input problem(s); everything else was audited:", err=True
-    )
+    click.echo(f"handoffscope: {len(problems)} input problem(s); {rest}:", err=True)
     for p in problems[:MAX_PROBLEMS_SHOWN]:
         click.echo(f"  {p}", err=True)
     if len(problems) > MAX_PROBLEMS_SHOWN:
@@ -155,7 +156,7 @@ def audit(
     )
     select_rules(settings.rules, settings.skip)  # unknown ids fail before any reading
     traces = load_traces(paths)
-    _report_problems(traces.problems, quiet=quiet)
+    _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
     result = run_audit(traces, settings)
     to_terminal = output is None and sys.stdout.isatty()
     if width is None:
@@ -164,9 +165,25 @@ def audit(
     if output is None:
         click.echo(text, nl=False)
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        _write_report(Path(output), text)
         click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
     return result.exit_code()
+
+
+def _write_report(path: Path, text: str) -> None:
+    """Write the report, creating missing folders (as ``simulate --out`` does); a failure is
+    an error naming the path (exit 2), never a traceback or exit 1, which CI reads as
+    findings."""
+    from auditor.errors import AuditError
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise AuditError(
+            f"{path}: could not write the report ({e.strerror or e}); choose another --output",
+            title="write failed",
+        ) from e
 
 
 def _list_rules(ctx: click.Context) -> None:
@@ -182,7 +199,9 @@ def _list_rules(ctx: click.Context) -> None:
     "out",
     required=True,
     metavar="TARGET",
-    help="A .parquet file, or a folder to fill with Parquet files.",
+    help="Where to write: a name ending in .parquet is one file; any other name is a folder "
+    "(created if missing) filled with Parquet files. It must not be, hold or lie inside an "
+    "input.",
 )
 @click.option("--force", is_flag=True, help="Replace TARGET if it exists.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
@@ -202,17 +221,28 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     import duckdb
 
     from auditor.audit import prepare
-    from auditor.compact import write_parquet
+    from auditor.cli import interrupted
+    from auditor.compact import check_target, is_single_file, write_parquet
     from auditor.errors import AuditError
     from auditor.load import load_traces
     from auditor.saved import save
 
+    check_target(out, paths)  # before reading: replacing an input would destroy it
     traces = load_traces(paths)
-    _report_problems(traces.problems, quiet=quiet)
+    _report_problems(traces.problems, quiet=quiet, rest="compacting everything else")
     written = write_parquet(traces, out, force=force)
+    target = Path(out)
+    if is_single_file(target):
+        where = written[0]
+    else:
+        where = f"{len(written)} Parquet file(s) in the folder {target}{os.sep}"
+        if target.suffix:
+            # `--out x.txt` looks like a file name: say why it became a folder.
+            where += f" (a name not ending in .parquet is a folder; use {target.stem}.parquet "
+            where += "for one file)"
     click.echo(
         f"handoffscope: wrote {traces.span_count:,} spans from {len(traces.files)} files to "
-        + (written[0] if len(written) == 1 else f"{len(written)} files in {out}"),
+        + where,
         err=True,
     )
     # The store is complete without them: whoever opens it then derives them itself.
@@ -220,6 +250,8 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
         prepare(traces.con)
         beside = save(traces.con, written)
     except (AuditError, OSError, duckdb.Error) as e:
+        if interrupted(e):
+            raise  # Ctrl-C is not a failure to save: the command line reports it (exit 130)
         click.echo(
             f"handoffscope: the derived tables were not saved beside {out} ({e}); "
             "the store is complete, and whoever opens it derives them",

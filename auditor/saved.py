@@ -124,6 +124,8 @@ def restore(
                 f"CREATE OR REPLACE TABLE hs_derived_{name} AS SELECT * FROM read_parquet($path)",
                 {"path": str(target / f"{name}.parquet")},
             )
+    except duckdb.InterruptException:
+        raise  # Ctrl-C, not a damaged file: the command line reports it (exit 130)
     except duckdb.Error:
         # A damaged file beside the store must not cost the store: derive them instead.
         for name in wanted:

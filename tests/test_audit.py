@@ -4,17 +4,23 @@ simulator's ground truth matched exactly on the sample traces."""
 from __future__ import annotations
 
 import collections
+import importlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 import auditor
 from auditor import AuditSettings, audit, load_traces
 from auditor.cli import main
+from auditor.errors import AuditError
 from auditor.settings import resolve
 from collector.errors import ConfigurationError
 
@@ -168,6 +174,103 @@ def test_settings_precedence_option_env_pyproject_default(
     monkeypatch.setenv("HANDOFFSCOPE_FAIL_ON", "error")
     assert main(["audit", str(WARNING_CASE), "--format", "json"]) == 0
     assert main(["audit", str(WARNING_CASE), "--format", "json", "--fail-on", "warning"]) == 1
+
+
+def test_the_output_file_gets_its_missing_folders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "reports" / "ci" / "audit.xml"
+    assert main(["audit", str(CLEAN_CASE), "--format", "junit", "-o", str(out)]) == 0
+    assert out.read_text().startswith("<?xml")
+    assert f"wrote the junit report to {out}" in capsys.readouterr().err
+
+
+# Writing /proc/version fails with an I/O error (even for root), as a full disk would.
+UNWRITABLE = ["under-a-file"] + (["/proc/version"] if Path("/proc/version").is_file() else [])
+
+
+@pytest.mark.parametrize("where", UNWRITABLE)
+def test_an_output_that_cannot_be_written_is_an_error_naming_it(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 with one line naming the path: not a traceback, and not exit 1, which CI would
+    read as findings (ERROR_CASE has one, so exit 1 would also mean the report was lost)."""
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "audit.xml" if where == "under-a-file" else Path(where)
+    assert main(["audit", str(ERROR_CASE), "--format", "junit", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"handoffscope: {out}: could not write the report (")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        RuntimeError("Query interrupted"),
+        duckdb.InterruptException("INTERRUPT Error: Interrupted!"),
+        "wrapped",
+    ],
+    ids=["runtime-error", "interrupt-exception", "wrapped-in-audit-error"],
+)
+def test_an_interrupted_query_exits_130(
+    error: Exception | str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """DuckDB turns Ctrl-C during a query into an exception, not KeyboardInterrupt; however
+    it reaches the command line (bare, or wrapped as an AuditError), it is an interruption."""
+
+    def interrupted_audit(*_args: object, **_kwargs: object) -> None:
+        if isinstance(error, Exception):
+            raise error
+        try:
+            raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+        except duckdb.Error as e:
+            raise AuditError(f"rule x could not run: {e}") from e
+
+    # `auditor.audit` is also the package's function, so the module is found by name.
+    monkeypatch.setattr(importlib.import_module("auditor.audit"), "audit", interrupted_audit)
+    assert main(["audit", str(ERROR_CASE)]) == 130
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "Aborted."
+    assert captured.out == ""
+
+
+def _wait_until_querying(process: subprocess.Popen[str]) -> None:
+    """Wait until ``process`` has connected to DuckDB, whose worker threads start with the
+    connection: from then on it is reading the traces in queries. Python imports (before)
+    are interrupted as plain KeyboardInterrupt, which is not what the test is about."""
+    tasks = Path(f"/proc/{process.pid}/task")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if len(os.listdir(tasks)) > 1:
+                return
+        except FileNotFoundError:  # no /proc (not Linux): the imports take well under this
+            time.sleep(1.0)
+            return
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("command", ["audit", "compact"])
+def test_ctrl_c_mid_run_exits_130_without_a_traceback(command: str, tmp_path: Path) -> None:
+    """Ctrl-C while DuckDB reads the bundled samples (a few seconds' work), for real: the
+    console script in its own process, sent SIGINT."""
+    samples = ROOT / "sample_traces"
+    args = [command, str(samples)]
+    if command == "compact":
+        args += ["--out", str(tmp_path / "store.parquet")]
+    script = Path(sys.executable).parent / "handoffscope"
+    with subprocess.Popen(
+        [str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    ) as process:
+        _wait_until_querying(process)
+        # Reading the samples takes seconds: this is well inside it, even on a busy machine.
+        time.sleep(0.3)
+        assert process.poll() is None, "the run ended before it could be interrupted"
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    assert "Traceback" not in stderr
+    assert process.returncode == 130, stderr
+    assert stderr.strip().endswith("Aborted.")
 
 
 def test_every_option_has_help() -> None:
