@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from auditor import AuditResult, audit, load_traces
 from auditor.report import FORMATS, render
 from auditor.report.markdown import cell
+from auditor.report.values import count, money, ms, percent
 
 ROOT = Path(__file__).parent.parent
 GOLDEN = Path(__file__).parent / "fixtures" / "audit_golden"
@@ -152,3 +154,52 @@ def test_trace_content_is_inert_in_every_format(tmp_path: Path) -> None:
     junit = ET.fromstring(render(result, "junit"))  # still well-formed XML
     assert "]]></failure>" in "".join(junit.itertext())
     assert json.loads(render(result, "json"))["findings"][0]["task_id"] == hostile
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_the_table_report_never_cuts_a_number(width: int, results: dict[str, AuditResult]) -> None:
+    """At any width the figures' numbers appear whole (rich used to cut them to "21,081,8…"
+    and "$283…"), each on its agent's row, and no line is wider than asked for."""
+    if "samples" not in results:
+        pytest.skip("sample_traces/ has no scenarios yet")
+    result = results["samples"]
+    text = render(result, "table", width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    figures = text[text.index("Agents (most expensive first)") :]
+    assert "…" not in figures  # no value, and no header ("validati…"), cut short
+
+    def whole(value: str, lines: list[str]) -> bool:
+        pattern = re.compile(rf"(?<![\w.,$]){re.escape(value)}(?![\w.,%])")
+        return any(pattern.search(line) for line in lines)
+
+    lines = figures.splitlines()
+    for agent in result.figures.agents:
+        row = [line for line in lines if line.split()[:1] == [agent["agent"]]]
+        values = [
+            money(agent.get("cost_usd")),
+            percent(agent.get("cost_share")),
+            count(agent.get("input_tokens")),
+            count(agent.get("output_tokens")),
+            count(agent.get("handoffs")),
+            percent(agent.get("handoff_success_rate")),
+            percent(agent.get("first_attempt_success_rate")),
+            ms((agent.get("validation") or {}).get("p95_ms")),
+        ]
+        for value in values:
+            assert whole(value, row), f"{agent['agent']}: {value} at width {width}"
+    others = [
+        value
+        for edge in result.figures.edges
+        for value in (
+            count(edge.get("handoffs")),
+            money(edge.get("cost_usd")),
+            *(ms((edge.get("validation") or {}).get(k)) for k in ("p50_ms", "p95_ms", "p99_ms")),
+        )
+    ] + [
+        ms(receiver[k])
+        for receiver in result.figures.latency["receivers"]
+        for k in ("p50_ms", "p95_ms", "p99_ms", "max_ms")
+    ]
+    assert others
+    for value in others:
+        assert whole(value, lines), f"{value} at width {width}"

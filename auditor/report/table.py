@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import itertools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
@@ -21,12 +24,103 @@ if TYPE_CHECKING:
 MAX_FINDINGS = 8
 """Findings shown per rule in the terminal (all of them are in the JSON report)."""
 MAX_PROBLEMS = 10
+LABEL_MIN = 12
+"""Narrowest a figure table's label column (agent, edge, receiver) is squeezed to before its
+number columns are split over a second table: below that, names fold into thin slivers."""
 _STYLE = {"error": "bold red", "warning": "yellow"}
 
 
 def _t(value: object, style: str = "") -> Text:
     """Trace content as a Text, so brackets in it are never read as markup."""
     return Text(clean(value), style=style)
+
+
+def _figure_table(
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Text | str]],
+    *,
+    width: int,
+) -> list[RenderableType]:
+    """A figure table: a text label column, then number columns that are never cut.
+
+    Rich fits a table to the width by shrinking every column, numbers included, and cuts them
+    with an ellipsis ("21,081,8…"). So each number column gets a fixed width that holds its
+    longest value, and rich shrinks (folds) only the label column. When that is not enough,
+    headers wrap at their spaces, then the table drops its outer padding, and last the number
+    columns are spread over several tables that each repeat the label column.
+    """
+    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+    longest = [max((r[i].cell_len for r in cells), default=1) for i in range(len(headers))]
+    label = max(longest[0], _longest_word(headers[0]))
+    wide = [max(longest[i], cell_len(headers[i])) for i in range(1, len(headers))]
+    narrow = [max(longest[i], _longest_word(headers[i])) for i in range(1, len(headers))]
+    out: list[RenderableType] = []
+    # Split only when the numbers leave the labels less than LABEL_MIN; within a table, wrap
+    # headers before folding labels.
+    for n, group in enumerate(_groups(min(LABEL_MIN, label), narrow, width)):
+        widths, compact = _fit(label, [wide[i] for i in group], [narrow[i] for i in group], width)
+        table = Table(
+            title=title if n == 0 else f"{title} (continued)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            pad_edge=not compact,
+        )
+        table.add_column(headers[0], justify="left", overflow="fold")
+        for i, w in zip(group, widths, strict=True):
+            # A Text header may wrap at its spaces although the column itself does not.
+            table.add_column(
+                Text(headers[i + 1], no_wrap=False, overflow="fold"),
+                justify="right",
+                no_wrap=True,
+                width=w,
+            )
+        for row in cells:
+            table.add_row(row[0], *(row[i + 1] for i in group))
+        out.append(table)
+    return out
+
+
+def _groups(label: int, narrow: Sequence[int], width: int) -> list[list[int]]:
+    """The number columns split into the fewest runs that each fit ``width`` beside the label
+    column, as even as possible (a second table of one column reads badly)."""
+    columns = range(len(narrow))
+    for parts in range(1, len(narrow) + 1):
+        best: list[list[int]] | None = None
+        best_widest = 0
+        for cuts in itertools.combinations(range(1, len(narrow)), parts - 1):
+            bounds = [0, *cuts, len(narrow)]
+            groups = [list(columns[a:b]) for a, b in itertools.pairwise(bounds)]
+            sizes = [_table_width(label, [narrow[i] for i in g], compact=True) for g in groups]
+            if max(sizes) <= width and (best is None or max(sizes) < best_widest):
+                best, best_widest = groups, max(sizes)
+        if best is not None:
+            return best
+    return [[i] for i in columns]  # not even one number fits: rich has the final word
+
+
+def _fit(label: int, wide: list[int], narrow: list[int], width: int) -> tuple[list[int], bool]:
+    """The widest layout of one table that fits: full headers, else as few headers wrapped at
+    their spaces as will do (those saving the most first), else also without the outer
+    padding (``compact``)."""
+    widths = list(wide)
+    for i in sorted(range(len(widths)), key=lambda i: narrow[i] - wide[i]):
+        if _table_width(label, widths, compact=False) <= width:
+            break
+        widths[i] = narrow[i]
+    return widths, _table_width(label, widths, compact=False) > width
+
+
+def _longest_word(text: str) -> int:
+    return max((cell_len(word) for word in text.split()), default=0)
+
+
+def _table_width(label: int, numbers: Sequence[int], *, compact: bool) -> int:
+    """Width of a SIMPLE_HEAD table with these content widths: a one-cell edge at either end,
+    a one-cell divider between columns and one cell of padding either side of each, except
+    at the two ends when ``compact`` (no ``pad_edge``)."""
+    inner = label + sum(numbers) + 3 * len(numbers) + 2
+    return inner if compact else inner + 2
 
 
 def _summary(result: AuditResult) -> RenderableType:
@@ -113,25 +207,10 @@ def _findings(result: AuditResult) -> list[RenderableType]:
     return out
 
 
-def _figures(result: AuditResult) -> list[RenderableType]:
+def _figures(result: AuditResult, *, width: int) -> list[RenderableType]:
     fig = result.figures
-    agents = Table(title="Agents (most expensive first)", title_justify="left", box=box.SIMPLE_HEAD)
-    for col in (
-        "agent",
-        "cost",
-        "share",
-        "tokens in",
-        "tokens out",
-        "handoffs",
-        "success",
-        "1st try",
-        "validation p95",
-    ):
-        agents.add_column(
-            col, justify="left" if col == "agent" else "right", no_wrap=col == "agent"
-        )
-    for a in fig.agents:
-        agents.add_row(
+    agents = [
+        (
             _t(a["agent"]),
             money(a.get("cost_usd")),
             percent(a.get("cost_share")),
@@ -142,38 +221,50 @@ def _figures(result: AuditResult) -> list[RenderableType]:
             percent(a.get("first_attempt_success_rate")),
             ms((a.get("validation") or {}).get("p95_ms")),
         )
-    out: list[RenderableType] = [Text(""), agents]
-    if fig.edges:
-        edges = Table(
-            title="Edges (most expensive first)", title_justify="left", box=box.SIMPLE_HEAD
-        )
-        for col in (
-            "sender → receiver",
-            "handoffs",
-            "retries",
-            "success",
+        for a in fig.agents
+    ]
+    out: list[RenderableType] = [Text("")]
+    out += _figure_table(
+        "Agents (most expensive first)",
+        (
+            "agent",
             "cost",
-            "p50",
-            "p95",
-            "p99",
-        ):
-            edges.add_column(col, justify="left" if col.startswith("sender") else "right")
+            "share",
+            "tokens in",
+            "tokens out",
+            "handoffs",
+            "success",
+            "1st try",
+            "validation p95",
+        ),
+        agents,
+        width=width,
+    )
+    if fig.edges:
+        edges = []
         for e in fig.edges:
             v = e.get("validation") or {}
             label = _t(e["sender"])
             label.append(" → ")
             label.append_text(_t(e["receiver"]))
-            edges.add_row(
-                label,
-                count(e.get("handoffs")),
-                count(e.get("retries")),
-                percent(e.get("handoff_success_rate")),
-                money(e.get("cost_usd")),
-                ms(v.get("p50_ms")),
-                ms(v.get("p95_ms")),
-                ms(v.get("p99_ms")),
+            edges.append(
+                (
+                    label,
+                    count(e.get("handoffs")),
+                    count(e.get("retries")),
+                    percent(e.get("handoff_success_rate")),
+                    money(e.get("cost_usd")),
+                    ms(v.get("p50_ms")),
+                    ms(v.get("p95_ms")),
+                    ms(v.get("p99_ms")),
+                )
             )
-        out.append(edges)
+        out += _figure_table(
+            "Edges (most expensive first)",
+            ("sender → receiver", "handoffs", "retries", "success", "cost", "p50", "p95", "p99"),
+            edges,
+            width=width,
+        )
     rel = fig.reliability
     if rel.get("agents"):
         grid = Table.grid(padding=(0, 2))
@@ -199,25 +290,25 @@ def _figures(result: AuditResult) -> list[RenderableType]:
         out += [Text("Reliability", style="bold italic"), grid]
     receivers = fig.latency.get("receivers") or []
     if receivers:
-        lat = Table(
-            title=f"Validation latency per receiver (budget p95 {ms(fig.latency['budget_ms'])})",
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
-        )
-        for col in ("receiver", "answers", "p50", "p95", "p99", "max", "late"):
-            lat.add_column(col, justify="left" if col == "receiver" else "right")
-        for v in receivers:
-            style = "red" if v["over_budget"] else ""
-            lat.add_row(
+        latency = [
+            (
                 _t(v["receiver"]),
                 count(v["answers"]),
                 ms(v["p50_ms"]),
-                Text(ms(v["p95_ms"]), style=style),
+                Text(ms(v["p95_ms"]), style="red" if v["over_budget"] else ""),
                 ms(v["p99_ms"]),
                 ms(v["max_ms"]),
                 count(v["late"]),
             )
-        out += [Text(""), lat]
+            for v in receivers
+        ]
+        out.append(Text(""))
+        out += _figure_table(
+            f"Validation latency per receiver (budget p95 {ms(fig.latency['budget_ms'])})",
+            ("receiver", "answers", "p50", "p95", "p99", "max", "late"),
+            latency,
+            width=width,
+        )
     return out
 
 
@@ -245,6 +336,6 @@ def render_table(result: AuditResult, *, width: int = 100, color: bool = False) 
             lines.append(f"  ... and {len(result.problems) - MAX_PROBLEMS} more\n")
         parts.append(lines)
     parts += _findings(result)
-    parts += _figures(result)
+    parts += _figures(result, width=width)
     console.print(Group(*parts))
     return buffer.getvalue()
