@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Final
 
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
-from auditor.readers import Reader, run
+from auditor.readers import Reader, run, span_types
 from auditor.sources import SourceFile, discover
-from auditor.table import SPAN_COLUMNS, SPANS_DDL
+from auditor.table import SPANS_DDL
 
 if TYPE_CHECKING:
     import duckdb
@@ -204,11 +204,13 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
         _limit_memory(con, tempfile.mkdtemp(prefix="handoffscope-"))
     paths = [s.path for s in sources]
     try:
-        names = [str(r[0]) for r in run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])]
+        columns = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])
     except duckdb.Error:
         con.close()
         return None
-    if names != list(SPAN_COLUMNS):
+    # Names and types, in order: the view is read as the table itself, so a column of
+    # another type (or a nested links.trace_id standing in for trace_id) would break queries.
+    if [(str(r[0]), str(r[1])) for r in columns] != list(span_types()):
         con.close()
         return None
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)

@@ -17,14 +17,29 @@ malformed one, or an OTLP logs file from a file that is not OTLP at all.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from auditor.json_text import (
+    REPLACED_SURROGATE,
+    documents,
+    is_empty_export,
+    is_json,
+    repair_surrogates,
+    replace_surrogate_chars,
+)
 from auditor.problems import NOT_OTLP, LoadProblem, classify
-from auditor.sources import SourceFile, iter_lines, open_text
-from auditor.table import SPAN_COLUMNS, flatten_sql
+from auditor.sources import (
+    SourceFile,
+    ends_with_newline,
+    iter_lines,
+    open_text,
+    read_errors,
+    zstd_truncated,
+)
+from auditor.table import SPAN_COLUMNS, SPANS_DDL, flatten_sql
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -92,10 +107,12 @@ _MISSING_LINES: Final = (
     + str(1000)
     + """
          OR source_line = max(source_line) OVER (PARTITION BY source_file)
+         OR regexp_matches(text, '\\\\u[dD][89a-fA-F]')
     ORDER BY source_file, source_line
 """
 )
-"""The first lines of each file that yielded no span (and its last one, to spot a tear)."""
+"""The first lines of each file that yielded no span (and its last one, to spot a tear),
+and every one that may hold a lone surrogate escape (repaired and read again)."""
 _MEMORY_LINES: Final = (
     "SELECT unnest($1::VARCHAR[]) AS source_file, unnest($2::BIGINT[]) AS source_line,"
     " unnest($3::VARCHAR[]) AS text"
@@ -118,6 +135,9 @@ class _FileInfo:
     torn_possible: bool
     explicit: bool
     spans: int = 0
+    source: SourceFile | None = None
+    """The file on disk, to check (only when its last line is bad) whether it ends with a
+    newline: a complete last line is malformed, not torn."""
 
 
 @dataclass
@@ -141,6 +161,7 @@ class Reader:
     _info: dict[str, _FileInfo] = field(default_factory=dict)
     _pending: list[SourceFile] = field(default_factory=list)
     _pending_bytes: int = 0
+    _replaced: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- entry points
     def read(self, source: SourceFile) -> None:
@@ -149,6 +170,11 @@ class Reader:
             self._read_parquet(source)
             return
         if _looks_pretty(source) and self._read_documents(source):
+            return
+        if source.compression == "zstd" and zstd_truncated(source.path):
+            # DuckDB reads a cut zstd stream up to the cut without a word; Python says where.
+            self._read_lines_in_python(source)
+            self.flush()
             return
         size = _size(source)
         if self._pending and (
@@ -175,29 +201,48 @@ class Reader:
         *,
         torn_possible: bool = True,
         explicit: bool = True,
+        source: SourceFile | None = None,
     ) -> None:
-        """Queue in-memory lines of ``file`` (``(number, text)``) for the next flush."""
+        """Queue in-memory lines of ``file`` (``(number, text)``) for the next flush.
+
+        A UTF-8 byte-order mark at the start of line 1 is dropped. ``source``, the file the
+        lines were read from, lets a malformed last line be told from a torn one.
+        """
         last = max((n for n, t in lines if t.strip()), default=None)
-        info = self._info.setdefault(file, _FileInfo(last, torn_possible, explicit))
+        info = self._info.setdefault(file, _FileInfo(last, torn_possible, explicit, 0, source))
         if last is not None and (info.last_line is None or last > info.last_line):
             info.last_line = last
         for number, text in lines:
+            if number == 1 and text.startswith("\ufeff"):
+                text = text[1:]
             self._queue(file, number, text)
 
     def flush(self) -> None:
-        """Send queued lines to DuckDB and report the ones that held no span."""
-        if not self._lines:
-            return
+        """Send queued lines to DuckDB and report the ones that held no span.
+
+        Lines repaired while reporting (see :meth:`_report`) are queued again and sent too.
+        """
         import duckdb
 
-        files, lines, texts = self._files, self._lines, self._texts
-        self._files, self._lines, self._texts, self._bytes = [], [], [], 0
-        try:
-            self._insert_lines(files, lines, texts)
-        except duckdb.OutOfMemoryException as e:
-            grow_memory_limit(self.con, e)
-            self._files, self._lines, self._texts = files, lines, texts
-            self.flush()
+        while self._lines:
+            files, lines, texts = self._files, self._lines, self._texts
+            self._files, self._lines, self._texts, self._bytes = [], [], [], 0
+            try:
+                self._insert_lines(files, lines, texts)
+            except duckdb.OutOfMemoryException as e:
+                grow_memory_limit(self.con, e)
+                self._files, self._lines, self._texts = files, lines, texts
+            except duckdb.InvalidInputException:
+                # Text handed over in memory holding a lone surrogate character cannot
+                # become UTF-8; replace those characters (rare, so not checked up front).
+                fixed = [replace_surrogate_chars(t) for t in texts]
+                if fixed == texts:
+                    raise
+                for file, number, old, new in zip(files, lines, texts, fixed, strict=True):
+                    if new != old:
+                        self._note_replaced(file, number)
+                self._report_replaced()
+                self._files, self._lines, self._texts = files, lines, fixed
 
     def _insert_lines(self, files: list[str], lines: list[int], texts: list[str]) -> None:
         run(self.con, "BEGIN TRANSACTION")
@@ -245,6 +290,7 @@ class Reader:
     def _read_lines_in_python(self, source: SourceFile) -> None:
         batch: list[tuple[int, str]] = []
         last = 0
+        errors = read_errors()
         try:
             for number, raw in iter_lines(source):
                 last = number
@@ -259,9 +305,9 @@ class Reader:
                         )
                     )
                 if len(batch) >= BATCH_LINES:
-                    self.add_lines(source.path, batch, explicit=source.explicit)
+                    self.add_lines(source.path, batch, explicit=source.explicit, source=source)
                     batch = []
-        except (OSError, EOFError, ValueError) as e:
+        except errors as e:
             self.problems.append(
                 LoadProblem(
                     source.path,
@@ -269,7 +315,7 @@ class Reader:
                     f"the file cannot be read past this point ({e}); earlier lines were loaded",
                 )
             )
-        self.add_lines(source.path, batch, explicit=source.explicit)
+        self.add_lines(source.path, batch, explicit=source.explicit, source=source)
 
     def _read_files(self, sources: list[SourceFile]) -> None:
         """Read JSON-lines files of one compression with DuckDB, in one statement."""
@@ -332,6 +378,7 @@ class Reader:
                 True,
                 source.explicit,
                 int(spans),  # type: ignore[call-overload]
+                source,
             )
             if missing:
                 troubled.append((source, int(missing)))  # type: ignore[call-overload]
@@ -351,15 +398,16 @@ class Reader:
                 continue
             found = bad.get(source.path, [])
             self._report(found, unlisted=missing - len(found))
+        self.flush()  # lines repaired by _report
 
     def _read_documents(self, source: SourceFile) -> bool:
         """Read ``source`` as whole JSON documents (pretty-printed); False if it is not."""
         try:
             with open_text(source) as fh:
                 text = fh.read().decode("utf-8")
-        except (OSError, EOFError, ValueError):
+        except read_errors():
             return False
-        docs = _documents(text, source.path, self.problems)
+        docs = documents(text, source.path, self.problems)
         if not docs:
             return False
         self._info.pop(source.path, None)
@@ -369,31 +417,31 @@ class Reader:
     def _read_parquet(self, source: SourceFile) -> None:
         import duckdb
 
-        try:
-            names = {
-                str(r[0])
-                for r in run(self.con, "SELECT name FROM parquet_schema(?)", [source.path])
-            }
-        except duckdb.Error as e:
-            self.problems.append(
-                LoadProblem(source.path, None, f"not a readable Parquet file ({e})")
-            )
-            return
-        missing = [c for c in SPAN_COLUMNS if c not in names]
-        if missing:
-            self.problems.append(
-                LoadProblem(
-                    source.path,
-                    None,
-                    "Parquet that `handoffscope compact` did not write (no column "
-                    + ", ".join(missing[:3])
-                    + "); make one with: handoffscope compact TRACES --out store.parquet",
+        why = store_mismatch(self.con, [source.path])
+        if why is None:
+            try:
+                run(
+                    self.con,
+                    f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM read_parquet(?)",
+                    [source.path],
                 )
-            )
-            return
-        run(self.con, f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM read_parquet(?)", [source.path])
+                return
+            except duckdb.Error as e:
+                why = f"not a readable Parquet file ({_first_line(e)})"
+        self.problems.append(LoadProblem(source.path, None, why))
 
     # ---------------------------------------------------------------- helpers
+    def _note_replaced(self, file: str, number: int) -> None:
+        first, count = self._replaced.get(file, (number, 0))
+        self._replaced[file] = (min(first, number), count + 1)
+
+    def _report_replaced(self) -> None:
+        """One problem per file whose lone surrogates were replaced (since the last call)."""
+        for file, (first, count) in self._replaced.items():
+            more = f" (and {count - 1} more lines)" if count > 1 else ""
+            self.problems.append(LoadProblem(file, first, REPLACED_SURROGATE + more))
+        self._replaced.clear()
+
     def _move_batch(self) -> int:
         if not self.dedupe_on_insert:
             return int(run(self.con, "INSERT INTO spans SELECT * FROM _hs_batch")[0][0])  # type: ignore[call-overload]
@@ -414,19 +462,36 @@ class Reader:
         )
 
     def _report(self, lines: list[tuple[str, int, str]], *, unlisted: int = 0) -> None:
-        """Report ``(file, line, text)`` lines that held no span, unless they are valid."""
+        """Report ``(file, line, text)`` lines that held no span, unless they are valid.
+
+        A line whose only fault is a lone UTF-16 surrogate escape (DuckDB refuses it, and a
+        model's output cut mid-emoji holds one) is queued again with U+FFFD in its place;
+        the caller flushes.
+        """
         by_file: dict[str, list[tuple[int, str]]] = {}
+        repaired = False
         for file, number, text in lines:
-            if not text.strip() or not _is_empty_export(text):
+            fixed = repair_surrogates(text)
+            if fixed is not None:
+                self._note_replaced(file, number)
+                self._queue(file, number, fixed)
+                repaired = True
+            elif not text.strip() or not is_empty_export(text):
                 by_file.setdefault(file, []).append((number, text))
+        if repaired:
+            self._report_replaced()
         for file, rows in by_file.items():
             info = self._info.get(file, _FileInfo(None, True, True))
-            found = classify(
-                file,
-                rows,
-                last_line=info.last_line if info.torn_possible else None,
-                unlisted=unlisted,
-            )
+            last_line = info.last_line if info.torn_possible else None
+            if (
+                last_line is not None
+                and info.source is not None
+                and any(n == last_line for n, _ in rows)
+                and ends_with_newline(info.source)
+            ):
+                info.torn_possible = False  # a complete last line: malformed, not torn
+                last_line = None
+            found = classify(file, rows, last_line=last_line, unlisted=unlisted)
             if info.spans == 0 and not info.explicit and all(p.message == NOT_OTLP for p in found):
                 self.skipped.append(file)
             else:
@@ -520,60 +585,56 @@ def _looks_pretty(source: SourceFile) -> bool:
     try:
         with open_text(source) as fh:
             first = fh.readline(64 * 1024)
-    except (OSError, EOFError, ValueError):
+    except read_errors():
         return False
     text = first.strip()
-    return text.startswith((b"{", b"[")) and not _is_json(text.decode("utf-8", "replace"))
+    return text.startswith((b"{", b"[")) and not is_json(text.decode("utf-8", "replace"))
 
 
-def _is_empty_export(text: str) -> bool:
-    """True for a valid trace export that simply holds no span (nothing to report)."""
+@functools.cache
+def span_types() -> tuple[tuple[str, str], ...]:
+    """(column, type) of the ``spans`` table, as DuckDB describes them."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
     try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    if not isinstance(value, dict) or not isinstance(value.get("resourceSpans"), list):
-        return False
-    return all(
-        isinstance(rs, dict)
-        and all(
-            isinstance(ss, dict) and not ss.get("spans")
-            for ss in (rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or [])
+        run(con, SPANS_DDL)
+        return tuple((str(r[0]), str(r[1])) for r in run(con, "DESCRIBE spans"))
+    finally:
+        con.close()
+
+
+def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | None:
+    """Why the Parquet at ``paths`` is not a ``spans`` table ``compact`` wrote; None if it is.
+
+    Compares the top-level columns' names and types (a nested ``links.trace_id`` is no
+    ``trace_id``); extra columns are allowed, as they are never read.
+    """
+    import duckdb
+
+    try:
+        rows = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])
+    except duckdb.Error as e:
+        return f"not a readable Parquet file ({_first_line(e)})"
+    have = {str(r[0]): str(r[1]) for r in rows}
+    fix = "; make one with: handoffscope compact TRACES --out store.parquet"
+    missing = [c for c, _ in span_types() if c not in have]
+    if missing:
+        return (
+            "Parquet that `handoffscope compact` did not write (no column "
+            + ", ".join(missing[:3])
+            + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            + ")"
+            + fix
         )
-        for rs in value["resourceSpans"]
-    )
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return True
-
-
-def _documents(text: str, path: str, problems: list[LoadProblem]) -> list[tuple[int, str]]:
-    """Whole JSON documents in ``text`` as ``(first line, compact JSON)``; [] if none."""
-    decoder = json.JSONDecoder()
-    docs: list[tuple[int, str]] = []
-    pos, length = 0, len(text)
-    while True:
-        while pos < length and text[pos] in " \t\r\n":
-            pos += 1
-        if pos >= length:
-            return docs
-        try:
-            value, end = decoder.raw_decode(text, pos)
-        except (ValueError, RecursionError) as e:
-            if docs and isinstance(e, json.JSONDecodeError):
-                problems.append(
-                    LoadProblem(
-                        path,
-                        e.lineno,
-                        f"not valid JSON at column {e.colno} ({e.msg}); the documents"
-                        " before it were loaded",
-                    )
-                )
-            return docs
-        docs.append((text.count("\n", 0, pos) + 1, json.dumps(value, separators=(",", ":"))))
-        pos = end
+    wrong = [(c, t) for c, t in span_types() if have[c] != t]
+    if wrong:
+        column, expected = wrong[0]
+        return (
+            f"Parquet that `handoffscope compact` did not write (column {column} is"
+            f" {have[column]}, not {expected}"
+            + (f"; {len(wrong) - 1} more columns differ" if len(wrong) > 1 else "")
+            + ")"
+            + fix
+        )
+    return None

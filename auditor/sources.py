@@ -11,6 +11,8 @@ import glob
 import gzip
 import io
 import os
+import stat
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,8 @@ TRACE_SUFFIXES: Final = (
 GZIP_MAGIC: Final = b"\x1f\x8b"
 ZSTD_MAGIC: Final = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC: Final = b"PAR1"
+UTF8_BOM: Final = b"\xef\xbb\xbf"
+"""A byte-order mark some Windows tools write at the start of UTF-8 text; it is skipped."""
 
 
 @dataclass(frozen=True)
@@ -72,13 +76,25 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
         seen.add(key)
         found.append(sniff(path, explicit=explicit))
 
+    def walk(directory: Path) -> list[Path]:
+        files, others = _walk(directory)
+        missing.extend(f"{o}: {_not_regular(o)}; skipped" for o in others)
+        return files
+
     for raw in paths:
         text = os.fspath(raw)
         if _has_glob(text) and not os.path.exists(text):
             matches = sorted(glob.glob(text, recursive=True))
             files = [Path(m) for m in matches if os.path.isfile(m)]
+            missing.extend(
+                f"{m}: {_not_regular(Path(m))}; skipped"
+                for m in matches
+                if not os.path.isfile(m)
+                and not os.path.isdir(m)
+                and _is_trace_name(os.path.basename(m))
+            )
             for d in (Path(m) for m in matches if os.path.isdir(m)):
-                files.extend(_walk(d))
+                files.extend(walk(d))
             if not files:
                 missing.append(f"{text}: the pattern matched no file")
             for f in files:
@@ -86,7 +102,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
             continue
         path = Path(text)
         if path.is_dir():
-            files = _walk(path)
+            files = walk(path)
             if not files:
                 missing.append(
                     f"{text}: no trace files in this directory (looked for "
@@ -98,18 +114,43 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
         elif path.is_file():
             add(path, explicit=True)
         elif path.exists():
-            missing.append(f"{text}: not a regular file")
+            missing.append(f"{text}: {_not_regular(path)}")
         else:
             missing.append(f"{text}: no such file or directory")
     return found, missing
 
 
-def _walk(directory: Path) -> list[Path]:
+def _walk(directory: Path) -> tuple[list[Path], list[Path]]:
+    """Trace files under ``directory``, and the trace-named entries that are not regular
+    files (a named pipe would block the reader forever, a broken link cannot be read)."""
     out: list[Path] = []
+    others: list[Path] = []
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out.extend(Path(root) / f for f in sorted(files) if _is_trace_name(f))
-    return out
+        for f in sorted(files):
+            if _is_trace_name(f):
+                path = Path(root) / f
+                # os.walk lists as "files" whatever is not a directory: pipes, sockets, devices.
+                (out if path.is_file() else others).append(path)
+    return out, others
+
+
+def _not_regular(path: Path) -> str:
+    """Why ``path`` (which exists as a name) is not read, for a problem message."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "not a regular file: a link to nothing"
+    kind = (
+        "a named pipe (FIFO)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a file"
+    )
+    return f"not a regular file: {kind}"
 
 
 def sniff(path: Path, *, explicit: bool = True) -> SourceFile:
@@ -132,21 +173,119 @@ def sniff(path: Path, *, explicit: bool = True) -> SourceFile:
     )
 
 
+def read_errors() -> tuple[type[Exception], ...]:
+    """What reading a damaged file through :func:`open_text` may raise."""
+    import zstandard
+
+    return (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+
+
 def open_text(source: SourceFile) -> IO[bytes]:
-    """Open ``source`` for reading its decompressed bytes."""
+    """Open ``source`` for reading its decompressed bytes, past a leading UTF-8 BOM."""
     raw = open(source.path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    fh: IO[bytes] = raw
     if source.compression == "gzip":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    if source.compression == "zstd":
+        fh = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
+    elif source.compression == "zstd":
         import zstandard
 
         reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-        return io.BufferedReader(reader)  # type: ignore[arg-type]
-    return raw
+        fh = io.BufferedReader(reader)  # type: ignore[arg-type]
+    try:
+        if fh.peek(len(UTF8_BOM)).startswith(UTF8_BOM):  # type: ignore[attr-defined]
+            fh.read(len(UTF8_BOM))
+    except BaseException:
+        fh.close()
+        raise
+    return fh
 
 
 def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:
-    """Yield ``(line number, raw bytes without the newline)``; 1-based."""
+    """Yield ``(line number, raw bytes without the newline)``; 1-based.
+
+    A compressed stream that ends early raises ``EOFError`` after the last complete line
+    (gzip does so itself; a cut zstd frame is spotted by :func:`zstd_truncated`).
+    """
+    cut = source.compression == "zstd" and zstd_truncated(source.path)
     with open_text(source) as fh:
         for number, line in enumerate(fh, start=1):
+            if cut and not line.endswith(b"\n"):
+                break  # the part of a line that the cut left
             yield number, line.rstrip(b"\r\n")
+    if cut:
+        raise EOFError("the zstd stream ends inside a frame: the file is truncated")
+
+
+def ends_with_newline(source: SourceFile) -> bool:
+    """True when the decompressed content of ``source`` ends with a newline.
+
+    Reads only the last byte of a plain file, but all of a compressed one: call it only to
+    word a problem, not on every file.
+    """
+    try:
+        if source.compression == "none":
+            with open(source.path, "rb") as fh:
+                if fh.seek(0, os.SEEK_END) == 0:
+                    return False
+                fh.seek(-1, os.SEEK_END)
+                return fh.read(1) == b"\n"
+        last = b""
+        with open_text(source) as fh:
+            while chunk := fh.read(1024 * 1024):
+                last = chunk[-1:]
+        return last == b"\n" and not (source.compression == "zstd" and zstd_truncated(source.path))
+    except read_errors():
+        return False
+
+
+_ZSTD_SKIPPABLE: Final = range(0x184D2A50, 0x184D2A60)
+
+
+def zstd_truncated(path: str) -> bool:
+    """True when the zstd file ``path`` ends inside a frame (it was cut short).
+
+    Walks the frame and block headers without decompressing (a few bytes per 128 KiB
+    block), since the decoders read a cut stream up to the cut without saying so.
+    """
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            pos = 0
+            while pos < size:
+                fh.seek(pos)
+                head = fh.read(4)
+                if len(head) < 4:
+                    return True
+                magic = int.from_bytes(head, "little")
+                if magic in _ZSTD_SKIPPABLE:
+                    length = int.from_bytes(fh.read(4), "little")
+                    pos += 8 + length
+                    if pos > size:
+                        return True
+                    continue
+                if head != ZSTD_MAGIC:
+                    return False  # not zstd past here: the decoder reports that itself
+                descriptor = fh.read(1)
+                if not descriptor:
+                    return True
+                d = descriptor[0]
+                single = bool(d & 0x20)
+                fcs = (0, 2, 4, 8)[d >> 6] or (1 if single else 0)
+                pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[d & 3] + fcs
+                checksum = 4 if d & 0x04 else 0
+                while True:
+                    fh.seek(pos)
+                    block = fh.read(3)
+                    if len(block) < 3:
+                        return True
+                    header = int.from_bytes(block, "little")
+                    kind = (header >> 1) & 3
+                    pos += 3 + (1 if kind == 1 else header >> 3)
+                    if header & 1:
+                        break
+                pos += checksum
+                if pos > size:
+                    return True
+            return False
+    except OSError:
+        return False

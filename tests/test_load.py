@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from auditor import AuditError, LoadProblem, TraceSet, append_lines, load_traces
+from auditor import AuditError, LoadProblem, TraceSet, append_lines, connect, load_traces
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 
@@ -355,3 +355,250 @@ def test_out_of_memory_at_the_ceiling_is_a_clear_error(monkeypatch: pytest.Monke
     assert main(["audit", str(_FAULT_MIX)]) == 2
     err = capsys.readouterr().err
     assert "out of memory" in err and MEMORY_LIMIT_ENV in err and "Traceback" not in err
+
+
+# ----------------------------------------------------------------------------------------
+# Damaged input: each fault loses only what it touches, and says so
+# ----------------------------------------------------------------------------------------
+def _cut_emoji_line(*span_ids: str) -> str:
+    """An export whose last span's name ends in a lone high surrogate escape (\\ud83d)."""
+    spans = [span_json(i, name=f"span {i}") for i in span_ids]
+    text = export(*spans)
+    assert text.count(f'"span {span_ids[-1]}"') == 1
+    return text.replace(f'"span {span_ids[-1]}"', f'"cut {span_ids[-1]} \\ud83d"')
+
+
+def _names(ts: TraceSet) -> dict[str, str]:
+    return dict(ts.con.execute("SELECT span_id, name FROM spans").fetchall())
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["alone", "between good lines", "with a non-UTF-8 line", "pretty document"],
+)
+def test_a_lone_surrogate_escape_is_read_as_a_replacement_character(
+    tmp_path: Path, layout: str
+) -> None:
+    cut = _cut_emoji_line("00000000000000a1", "00000000000000a2")
+    good = [export(span_json(f"{i:016x}")) for i in range(1, 3)]
+    if layout == "alone":
+        data, line = (cut + "\n").encode(), 1
+    elif layout == "between good lines":  # DuckDB reads the file, then the line is repaired
+        data, line = "\n".join([good[0], cut, good[1], ""]).encode(), 2
+    elif layout == "with a non-UTF-8 line":  # DuckDB refuses the file; Python reads it
+        data, line = b"\n".join([b"\xff\xfe", cut.encode(), good[0].encode(), b""]), 2
+    else:
+        data, line = json.dumps(json.loads(cut), indent=2).encode(), 1
+    (tmp_path / "t.jsonl").write_bytes(data)
+    ts = load_traces(tmp_path / "t.jsonl")
+    names = _names(ts)
+    assert names["00000000000000a1"] == "span 00000000000000a1"
+    assert names["00000000000000a2"] == "cut 00000000000000a2 \ufffd"
+    replaced = [p for p in ts.problems if "surrogate" in p.message]
+    assert [(p.file, p.line) for p in replaced] == [(str(tmp_path / "t.jsonl"), line)]
+    assert "U+FFFD" in replaced[0].message
+
+
+def test_surrogate_pairs_and_escaped_backslashes_are_left_alone(tmp_path: Path) -> None:
+    line = export(span_json(name="x")).replace('"x"', '"\\ud83d\\ude00 \\\\ud83d \\udc00"')
+    (tmp_path / "t.jsonl").write_text(line + "\n")
+    ts = load_traces(tmp_path)
+    assert list(_names(ts).values()) == ["\U0001f600 \\ud83d \ufffd"]
+    assert len(ts.problems) == 1
+
+
+def test_lines_in_memory_with_lone_surrogates_are_kept(tmp_path: Path) -> None:
+    ts = TraceSet(con=connect())
+    escaped = _cut_emoji_line("00000000000000b1")
+    # A str holding the surrogate itself (not its escape), which cannot be encoded as UTF-8.
+    raw = export(span_json("00000000000000b2", name="raw \ud83d")).replace("\\ud83d", "\ud83d")
+    assert "\\u" not in raw
+    added = append_lines(ts, [(1, escaped), (2, raw)], file="live.jsonl")
+    assert added == 2
+    assert sorted(_names(ts).values()) == ["cut 00000000000000b1 \ufffd", "raw \ufffd"]
+    assert sorted(p.line for p in ts.problems) == [1, 2]
+
+
+def _zstd_per_line(lines: list[bytes], ends: list[int] | None = None) -> bytes:
+    """One zstd frame with a block per line, as a streaming writer flushing each line;
+    ``ends`` receives the size of the stream after each line."""
+    import io
+
+    out = io.BytesIO()
+    writer = zstandard.ZstdCompressor().stream_writer(out, closefd=False)
+    for line in lines:
+        writer.write(line)
+        writer.flush(zstandard.FLUSH_BLOCK)
+        if ends is not None:
+            ends.append(out.tell())
+    writer.close()
+    return out.getvalue()
+
+
+def test_a_truncated_zstd_file_keeps_what_precedes_the_cut_and_says_so(tmp_path: Path) -> None:
+    lines = [(export(span_json(f"{i:016x}")) + "\n").encode() for i in range(1, 4)]
+    ends: list[int] = []
+    data = _zstd_per_line(lines, ends)
+    (tmp_path / "whole.jsonl.zst").write_bytes(data)
+    (tmp_path / "cut.jsonl.zst").write_bytes(data[: ends[1] + 4])  # inside the third block
+    whole = load_traces(tmp_path / "whole.jsonl.zst")
+    assert whole.span_count == 3 and whole.problems == []
+    ts = load_traces(tmp_path / "cut.jsonl.zst")
+    assert ids(ts) == ["0000000000000001", "0000000000000002"]
+    assert [(p.file, p.line) for p in ts.problems] == [(str(tmp_path / "cut.jsonl.zst"), 3)]
+    assert "truncated" in ts.problems[0].message
+
+
+def test_a_truncated_single_block_zstd_file_is_named_as_truncated(tmp_path: Path) -> None:
+    data = zstandard.ZstdCompressor().compress((export(span_json()) + "\n").encode())
+    (tmp_path / "cut.jsonl.zst").write_bytes(data[:-10])
+    with pytest.raises(AuditError, match=r"cut\.jsonl\.zst:1: .*truncated"):
+        load_traces(tmp_path / "cut.jsonl.zst")
+
+
+def test_zstd_truncation_is_spotted_from_frame_headers(tmp_path: Path) -> None:
+    from auditor.sources import zstd_truncated
+
+    payload = b"".join((export(span_json(f"{i:016x}")) + "\n").encode() for i in range(200))
+    skippable = b"\x50\x2a\x4d\x18" + (3).to_bytes(4, "little") + b"abc"
+    frames = {
+        "one frame": zstandard.ZstdCompressor().compress(payload),
+        "checksum": zstandard.ZstdCompressor(write_checksum=True).compress(payload),
+        "blocks": _zstd_per_line([payload[:5000], payload[5000:]]),
+        "two frames": zstandard.ZstdCompressor().compress(payload) * 2,
+        "skippable": skippable + zstandard.ZstdCompressor().compress(payload),
+    }
+    for name, data in frames.items():
+        path = tmp_path / f"{name}.zst"
+        path.write_bytes(data)
+        assert not zstd_truncated(str(path)), name
+        for cut in (1, 3, 4, len(data) // 3):
+            path.write_bytes(data[:-cut])
+            assert zstd_truncated(str(path)), (name, cut)
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+@pytest.mark.parametrize("shape", ["lines", "pretty"])
+def test_a_leading_byte_order_mark_is_skipped(tmp_path: Path, codec: str, shape: str) -> None:
+    if shape == "pretty":
+        text = (FIXTURES / "opentelemetry-proto__examples__trace.json").read_bytes()
+    else:
+        text = "".join(export(span_json(f"{i:016x}")) + "\n" for i in range(1, 4)).encode()
+    data = BOM + text
+    if codec == "gzip":
+        data = gzip.compress(data)
+    elif codec == "zstd":
+        data = zstandard.ZstdCompressor().compress(data)
+    (tmp_path / "t.json").write_bytes(data)
+    ts = load_traces(tmp_path / "t.json")
+    assert ts.problems == []
+    assert ts.span_count == (1 if shape == "pretty" else 3)
+
+
+def test_a_byte_order_mark_on_lines_in_memory_is_skipped() -> None:
+    ts = TraceSet(con=connect())
+    first = "\ufeff" + export(span_json("0000000000000001"))
+    assert append_lines(ts, [(1, first), (2, export(span_json("0000000000000002")))], file="f") == 2
+    assert ts.problems == []
+
+
+def test_a_named_pipe_in_a_walked_folder_is_skipped_not_read(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "good.jsonl").write_text(export(span_json()) + "\n")
+    os.mkfifo(folder / "pipe.jsonl")
+    # Opening the pipe would block forever: load in a child process that a timeout can end.
+    script = (
+        "import sys; from auditor import load_traces; ts = load_traces(sys.argv[1]);"
+        " print(ts.span_count); print(*ts.problems, sep='\\n')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    assert out == [
+        "1",
+        f"{folder / 'pipe.jsonl'}: not a regular file: a named pipe (FIFO); skipped",
+    ]
+
+
+def _store(tmp_path: Path, name: str, change: str) -> Path:
+    import duckdb
+
+    traces = load_traces(FIXTURES / "opentelemetry-proto__examples__trace.json")
+    out = tmp_path / name
+    traces.con.execute(f"COPY (SELECT {change} FROM spans) TO '{out}' (FORMAT parquet)")
+    assert duckdb.sql(f"SELECT count(*) FROM '{out}'").fetchall() == [(1,)]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            "* REPLACE (CAST(start_unix_nano AS VARCHAR) AS start_unix_nano)",
+            "column start_unix_nano is VARCHAR, not BIGINT",
+        ),
+        ("* EXCLUDE (trace_id)", "no column trace_id"),
+    ],
+)
+def test_parquet_with_the_store_columns_but_not_their_types_is_refused_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: str, message: str
+) -> None:
+    from auditor.cli import main
+
+    good = _store(tmp_path, "good.parquet", "*")
+    assert load_traces(good).span_count == 1
+    bad = _store(tmp_path, "bad.parquet", change)
+    with pytest.raises(AuditError, match=f"bad.parquet: .*{message}"):
+        load_traces(bad)
+    # Read along with other files, it is one problem and the rest loads.
+    ts = load_traces([good, bad])
+    assert ts.span_count == 1 and [p.file for p in ts.problems] == [str(bad)]
+    assert main(["audit", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip"])
+@pytest.mark.parametrize("newline", [True, False])
+def test_only_an_unterminated_last_line_is_called_torn(
+    tmp_path: Path, codec: str, newline: bool
+) -> None:
+    good = [export(span_json(f"{i:016x}")) for i in range(1, 4)]
+    data = ("\n".join([*good, "garbage"]) + ("\n" if newline else "")).encode()
+    (tmp_path / "t.jsonl").write_bytes(gzip.compress(data) if codec == "gzip" else data)
+    ts = load_traces(tmp_path / "t.jsonl")
+    assert ts.span_count == 3
+    assert [p.line for p in ts.problems] == [4]
+    torn = "incomplete" in ts.problems[0].message
+    assert torn is not newline
+    if newline:
+        assert ts.problems[0].message.startswith("not valid JSON")
+
+
+def test_one_bad_line_between_pretty_documents_loses_only_itself(tmp_path: Path) -> None:
+    a = json.dumps(json.loads(export(span_json("0000000000000001"))), indent=2)
+    b = json.dumps(json.loads(export(span_json("0000000000000002"))), indent=2)
+    c = json.dumps(json.loads(export(span_json("0000000000000003"))), indent=2)
+    torn = b[: len(b) // 2]
+    (tmp_path / "docs.json").write_text("\n".join([a, "garbage", torn, c, torn]))
+    ts = load_traces(tmp_path / "docs.json")
+    assert ids(ts) == ["0000000000000001", "0000000000000003"]
+    first = a.count("\n") + 2
+    assert [p.line for p in ts.problems] == [
+        first,
+        first + 1,
+        first + 2 + torn.count("\n") + c.count("\n") + 1,
+    ]
+    assert "reading went on at line" in ts.problems[0].message
