@@ -7,6 +7,7 @@ import json
 import os
 import re
 import xml.etree.ElementTree as ET
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,9 @@ def test_json_report_follows_the_documented_schema(results: dict[str, AuditResul
         "files",
     ]
     assert doc["format"] == 1
+    # Times are UTC and say so, as watch's do.
+    first = datetime.fromisoformat(doc["summary"]["first_start"])
+    assert doc["summary"]["first_start"].endswith("Z") and first.utcoffset() == timedelta(0)
     assert set(doc["findings"][0]) == {
         "rule",
         "severity",

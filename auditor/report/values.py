@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 MAX_TEXT = 300
@@ -47,13 +47,18 @@ def short_id(value: str | None) -> str:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` ready for ``json.dumps``: datetimes as ISO text, tuples as lists, floats
-    to 12 significant digits, NaN and infinities as null."""
+    """``value`` ready for ``json.dumps``: datetimes as ISO text in UTC with a ``Z`` (the
+    spans' times are UTC; a reader must not take them for local time), tuples as lists,
+    floats to 12 significant digits, NaN and infinities as null."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
-    if isinstance(value, (datetime, date)):
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return value.isoformat() + "Z"
+    if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
