@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from auditor.watch.follow import Cursor, Follower
@@ -215,6 +215,9 @@ def test_any_chunking_and_restarts_yield_every_line_exactly_once(
     restarts: list[bool],
 ):
     """However a writer splits its bytes, and whenever watch restarts, each line comes out once."""
+    # A first line opening a JSON value it does not close marks a file of pretty-printed
+    # documents, read whole (tests/test_watch_documents.py): these are JSON-lines files.
+    assume(not lines[0].encode().strip().startswith((b"{", b"[")))
     folder = tmp_path_factory.mktemp("chunks")
     data = "".join(line + "\n" for line in lines).encode()
     points = sorted({min(c, len(data)) for c in cuts} | {len(data)})

@@ -329,8 +329,10 @@ def watch(
     """Alert on validation latency (and any auditor rule) as traces arrive in DIRECTORY.
 
     DIRECTORY holds OTLP JSON-lines trace files: the sealed segments `handoffscope collect`
-    writes, or files the OpenTelemetry JSON file exporter appends to. Only new data is read,
-    also across restarts (see --state). Alerts: every validation slower than
+    writes, or files the OpenTelemetry JSON file exporter appends to. Pretty-printed OTLP
+    JSON files (one document, or several back to back) are read too, each document once it
+    is complete (add --pattern '*.json'). Only new data is read, also across restarts (see
+    --state). Alerts: every validation slower than
     --validation-timeout (one per handoff), a receiver's rolling p95 going over --p95-budget
     and back (one alert each way), and any --rule. Stop with Ctrl-C or SIGTERM; queued
     alerts are delivered or saved first.

@@ -8,6 +8,10 @@ it. A file truncated in place (copy-and-truncate rotation) is read again from it
 
 Compressed files (``.gz``, ``.zst``) are sealed segments: each is read whole, once, when it
 decompresses cleanly.
+
+A file whose first line opens a JSON value it does not close holds pretty-printed documents
+(``auditor.watch.documents``): each complete document is handed out once, as one line, and an
+incomplete one is held back like a torn line until the rest is written.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from auditor.watch.documents import FIRST_LINE_BYTES, Pending, opens_document, split
 
 DEFAULT_PATTERNS: tuple[str, ...] = (
     "*.jsonl",
@@ -45,6 +51,10 @@ CHUNK_BYTES = 8 << 20
 
 ORPHAN_GRACE_S = 10.0
 """How long a file renamed away from the followed names is still drained for late writes."""
+
+DOCUMENT_SETTLE_S = ORPHAN_GRACE_S
+"""How long a document file must stay unchanged with an incomplete document at its end
+before that is reported (it is still waited for, and read once the rest is written)."""
 
 MAX_OPEN_FILES = 64
 """Files kept open at most; the ones that grew least recently are closed first.
@@ -84,6 +94,9 @@ class Cursor:
     head_len: int = 0
     sealed: bool = False
     """A compressed segment read whole; it is not read again."""
+    documents: bool = False
+    """Holds pretty-printed JSON documents, read whole document by document, not by line;
+    ``offset`` is then just past the last complete document."""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -103,6 +116,7 @@ class Cursor:
             head=str(data.get("head", "")),
             head_len=int(data.get("head_len", 0)),
             sealed=bool(data.get("sealed", False)),
+            documents=bool(data.get("documents", False)),
         )
 
 
@@ -124,6 +138,17 @@ class _Open:
     """Monotonic time the file stopped matching (renamed away or deleted), else None."""
     used_at: float = field(default_factory=time.monotonic)
     """Monotonic time the file last gave new bytes."""
+
+
+@dataclass(slots=True)
+class _Waiting:
+    """A document file with text after its last complete document, unchanged since."""
+
+    size: int
+    since: float
+    """Monotonic time it was first seen at this size."""
+    told: bool = False
+    """The text held back was reported (once is enough)."""
 
 
 class Follower:
@@ -148,6 +173,7 @@ class Follower:
         self._first_scan = True
         self._chunk = chunk_bytes
         self._unreadable: dict[tuple[int, int], tuple[int, bool]] = {}
+        self._waiting: dict[tuple[int, int], _Waiting] = {}
 
     # -- state -------------------------------------------------------------------------
     def cursors(self) -> list[Cursor]:
@@ -161,8 +187,12 @@ class Follower:
         self._open.clear()
 
     # -- polling -----------------------------------------------------------------------
-    def poll(self) -> Batch:
-        """Read what was appended since the last poll, across every followed file."""
+    def poll(self, *, final: bool = False) -> Batch:
+        """Read what was appended since the last poll, across every followed file.
+
+        ``final``: no later poll will come (``--once``), so an incomplete document at the end
+        of a document file is reported now rather than after it stops growing.
+        """
         batch = Batch()
         seen: set[tuple[int, int]] = set()
         for path in self._scan():
@@ -189,7 +219,7 @@ class Follower:
             if path.name.endswith(COMPRESSED_SUFFIXES):
                 self._read_sealed(path, cursor, batch)
             else:
-                self._read_plain(path, key, cursor, st.st_size, batch)
+                self._read_plain(path, key, cursor, st.st_size, batch, final=final)
         self._drain_orphans(seen, batch)
         self._close_idle()
         self._first_scan = False
@@ -233,7 +263,8 @@ class Follower:
             return
         with path.open("rb") as f:
             data = f.read()
-        end = data.rfind(b"\n") + 1
+        cursor.documents = opens_document(data)
+        end = len(data) if cursor.documents else data.rfind(b"\n") + 1
         cursor.offset = end
         cursor.lines = data.count(b"\n", 0, end)
         cursor.head, cursor.head_len = _digest(data[:HEAD_BYTES])
@@ -259,9 +290,25 @@ class Follower:
         return handle
 
     def _read_plain(
-        self, path: Path, key: tuple[int, int], cursor: Cursor, size: int, batch: Batch
+        self,
+        path: Path,
+        key: tuple[int, int],
+        cursor: Cursor,
+        size: int,
+        batch: Batch,
+        *,
+        final: bool = False,
     ) -> None:
         if size == cursor.offset:
+            return
+        if not cursor.documents and cursor.offset == 0:
+            # Nothing read yet: decide how to read it. Once a line of it is read, it is a
+            # JSON-lines file for good (until it is truncated).
+            with path.open("rb") as f:
+                cursor.documents = opens_document(f.read(FIRST_LINE_BYTES))
+            if cursor.documents and (entry := self._open.pop(key, None)) is not None:
+                entry.handle.close()
+        if cursor.documents and self._read_documents(path, key, cursor, size, batch, final=final):
             return
         handle = self._handle(path, key, cursor, batch)
         if size < cursor.offset:
@@ -303,6 +350,84 @@ class Follower:
         cursor.offset += end
         batch.bytes_read += end
 
+    def _read_documents(
+        self,
+        path: Path,
+        key: tuple[int, int],
+        cursor: Cursor,
+        size: int,
+        batch: Batch,
+        *,
+        final: bool,
+    ) -> bool:
+        """Hand out the complete documents not read yet; False if the file turns out to
+        hold no JSON document at all (then it is read as lines, as the audit does)."""
+        now = time.monotonic()
+        waiting = self._waiting.get(key)
+        if waiting is not None and waiting.size == size:
+            # Nothing new since the last look: look again only once it has settled.
+            if waiting.told or not (final or now - waiting.since >= DOCUMENT_SETTLE_S):
+                return True
+        else:
+            waiting = None  # new, or it grew: the settling clock starts again
+        try:
+            # Read whole and not kept open: a document file is written once, or grows by
+            # whole documents, and there is nothing to drain after it is renamed away.
+            with path.open("rb") as f:
+                st = os.fstat(f.fileno())
+                data = f.read()
+        except FileNotFoundError:
+            return True
+        if (st.st_dev, st.st_ino) != key:
+            return True  # replaced since the directory was listed: the next poll sees it
+        if len(data) < cursor.offset or (
+            cursor.head_len and _digest(data[: cursor.head_len]) != (cursor.head, cursor.head_len)
+        ):
+            batch.notes.append(
+                f"{cursor.path} changed in place (truncated or rewritten); "
+                "reading it again from the start"
+            )
+            cursor.offset = cursor.lines = cursor.head_len = 0
+            cursor.head = ""
+            waiting = None
+            if not opens_document(data):
+                cursor.documents = False
+                return False
+        settled = final or waiting is not None  # no more to come, or unchanged for a while
+        found = split(
+            data[cursor.offset :],
+            path=cursor.path,
+            first_line=cursor.lines + 1,
+            at_start=cursor.offset == 0,
+            settled=settled,
+        )
+        pending = found.pending
+        if cursor.offset == 0 and not found.documents and pending and not pending.incomplete:
+            cursor.documents = False  # no document in it: JSON-lines after all
+            self._waiting.pop(key, None)
+            return False
+        if found.documents or cursor.offset > 0:
+            # Until a first document is complete, nothing is taken: the file may yet turn
+            # out to be JSON-lines, and what was skipped would then be read as lines.
+            batch.lines += [Line(cursor.path, n, text) for n, text in found.documents]
+            batch.notes += found.skipped
+            cursor.offset += found.consumed
+            cursor.lines += found.newlines
+            batch.bytes_read += found.consumed
+            if found.consumed and cursor.head_len < HEAD_BYTES:
+                cursor.head, cursor.head_len = _digest(data[: min(HEAD_BYTES, cursor.offset)])
+        if pending is None:
+            self._waiting.pop(key, None)
+            return True
+        if waiting is None or found.documents:
+            waiting = self._waiting[key] = _Waiting(size=len(data), since=now)
+        if settled or not pending.incomplete:
+            # Said once: broken text at once (no writing makes it a document), an
+            # incomplete document when the file has stopped growing.
+            waiting.told = True
+            batch.notes.append(_pending_note(cursor.path, pending))
+        return True
+
     def _read_sealed(self, path: Path, cursor: Cursor, batch: Batch) -> None:
         try:
             data = _decompress(path)
@@ -336,8 +461,10 @@ class Follower:
             cursor = self._cursors[key]
             entry = self._open.get(key)
             if entry is None:
-                # Gone while we were not running, or a sealed segment removed: forget it.
+                # Gone while we were not running, or a sealed segment or document file
+                # removed: forget it.
                 del self._cursors[key]
+                self._waiting.pop(key, None)
                 continue
             if entry.orphaned_at is None:
                 entry.orphaned_at = now
@@ -348,6 +475,18 @@ class Follower:
                 entry.handle.close()
                 del self._open[key]
                 del self._cursors[key]
+
+
+def _pending_note(path: str, pending: Pending) -> str:
+    if pending.incomplete:
+        return (
+            f"{path}:{pending.line}: this JSON document is not complete yet (it breaks off at "
+            f"{pending.where}); it is read once the rest of it is written"
+        )
+    return (
+        f"{path}:{pending.line}: {pending.why}; the documents before it were read, and "
+        "documents after it are read when the file grows"
+    )
 
 
 def _lines(data: bytes) -> list[bytes]:

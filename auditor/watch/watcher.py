@@ -159,7 +159,7 @@ class Watcher:
         """One poll; returns True when more data is waiting to be read right away."""
         # Until this poll's alerts are out, the read positions it advanced must not be saved.
         self._polling = True
-        batch = self.follower.poll()
+        batch = self.follower.poll(final=final)
         summary.polls += 1
         for note in batch.notes:
             self._log(f"watch: {note}")
