@@ -13,6 +13,7 @@ from auditor.problems import LoadProblem
 __all__ = [
     "REPLACED_SURROGATE",
     "documents",
+    "opens_value",
     "is_empty_export",
     "is_json",
     "repair_surrogates",
@@ -36,6 +37,14 @@ def is_empty_export(text: str) -> bool:
         )
         for rs in value["resourceSpans"]
     )
+
+
+def opens_value(first_line: bytes) -> bool:
+    """True when a file's ``first_line`` opens a JSON value it does not close: the file holds
+    pretty-printed documents, to be read whole, not line by line (audit's and watch's rule).
+    A leading byte-order mark is ignored."""
+    first = first_line.removeprefix(b"\xef\xbb\xbf").strip()
+    return first.startswith((b"{", b"[")) and not is_json(first.decode("utf-8", "replace"))
 
 
 def is_json(text: str) -> bool:

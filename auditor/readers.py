@@ -26,7 +26,7 @@ from auditor.json_text import (
     REPLACED_SURROGATE,
     documents,
     is_empty_export,
-    is_json,
+    opens_value,
     repair_surrogates,
     replace_surrogate_chars,
 )
@@ -587,8 +587,7 @@ def _looks_pretty(source: SourceFile) -> bool:
             first = fh.readline(64 * 1024)
     except read_errors():
         return False
-    text = first.strip()
-    return text.startswith((b"{", b"[")) and not is_json(text.decode("utf-8", "replace"))
+    return opens_value(first)
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from auditor.json_text import is_json
+from auditor.json_text import opens_value
 
 FIRST_LINE_BYTES = 64 * 1024
 """How far the first line is looked at to decide whether a file holds whole documents."""
@@ -35,10 +35,7 @@ def opens_document(head: bytes) -> bool:
     looked at again while nothing of it has been read.
     """
     end = head.find(b"\n", 0, FIRST_LINE_BYTES)
-    if end < 0:
-        return False
-    first = head[:end].removeprefix(b"\xef\xbb\xbf").strip()
-    return first.startswith((b"{", b"[")) and not is_json(first.decode("utf-8", "replace"))
+    return end >= 0 and opens_value(head[:end])
 
 
 @dataclass(frozen=True, slots=True)
