@@ -33,6 +33,15 @@ routes, headers and status codes that ``docs/protocol.md`` describes.
 from __future__ import annotations
 
 from collector.http import schemas, wire
+from collector.http.client import HttpChannel, HttpStatusError
 from collector.http.schemas import InvalidMessage
+from collector.http.server import handshake_app
 
-__all__ = ["InvalidMessage", "schemas", "wire"]
+__all__ = [
+    "HttpChannel",
+    "HttpStatusError",
+    "InvalidMessage",
+    "handshake_app",
+    "schemas",
+    "wire",
+]

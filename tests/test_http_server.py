@@ -1,0 +1,291 @@
+"""The ASGI server and the httpx channel, in one process (httpx's ASGI transport).
+
+The same behaviour over real sockets and real processes is in test_http_process.py; here are
+the edges that are easier to reach in process: a 409 while a key is in flight and the
+client's wait for it, a 5xx retried with the same key, the trace context of a header-only
+peer, readiness with a broken store, chunked bodies past the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from collector import MemoryStore, Receiver, Sender, accept
+from collector.http import HttpChannel, HttpStatusError, handshake_app, wire
+from collector.messages import CommitRequest, Proposal, fingerprint
+from collector.testing import SpanCapture
+
+TOKEN = "s3cret-token"
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def _proposal(handoff_id: str = "h1", key: str | None = "k1", **changes: Any) -> dict[str, Any]:
+    import time
+
+    fields: dict[str, Any] = dict(
+        handoff_id=handoff_id,
+        task_id="t1",
+        attempt=1,
+        sender="s",
+        receiver="w",
+        output_schema="draft@1",
+        deadline_unix_ms=int(time.time() * 1000) + 60_000,
+        idempotency_key=key,
+        payload={"topic": "otters"},
+    )
+    fields.update(changes)
+    return Proposal(**fields).to_dict() | {"output_schema": str(fields["output_schema"])}
+
+
+def _commit(p: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        k: p[k]
+        for k in ("handoff_id", "task_id", "attempt", "sender", "receiver", "idempotency_key")
+    }
+    fields["payload"] = changes.pop("payload", p["payload"])
+    fields["payload_fingerprint"] = fingerprint(fields["payload"])
+    fields.update(changes)
+    return CommitRequest(**fields).to_dict()
+
+
+def _receiver(**options: Any) -> Receiver:
+    options.setdefault("validator", lambda w: accept(eta_ms=100))
+    options.setdefault("executor", lambda w: {"ok": w.task_id})
+    return Receiver("w", **options)
+
+
+def _client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://w")
+
+
+def _auth() -> dict[str, str]:
+    return {"authorization": f"Bearer {TOKEN}"}
+
+
+async def test_token_is_required_except_for_health() -> None:
+    async with _client(handshake_app(_receiver(), token=TOKEN)) as c:
+        none = await c.post(wire.ROUTE_PROPOSE, json=_proposal())
+        wrong = await c.post(
+            wire.ROUTE_PROPOSE, json=_proposal(), headers={"authorization": "Bearer nope"}
+        )
+        basic = await c.post(
+            wire.ROUTE_PROPOSE, json=_proposal(), headers={"authorization": f"Basic {TOKEN}"}
+        )
+        right = await c.post(wire.ROUTE_PROPOSE, json=_proposal(), headers=_auth())
+        health = await c.get(wire.ROUTE_HEALTH)
+        ready_without = await c.get(wire.ROUTE_READY)
+    for response in (none, wrong, basic):
+        assert response.status_code == 401
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.json()["error"] == wire.ERROR_UNAUTHORIZED
+    assert right.status_code == 200 and right.json()["decision"] == "accept"
+    assert health.status_code == 200 and health.json()["receiver"] == "w"
+    assert ready_without.status_code == 401
+
+
+async def test_bodies_past_the_limit_get_413_declared_or_streamed() -> None:
+    app = handshake_app(_receiver(), max_body_bytes=2048)
+    big = _proposal(payload={"text": "x" * 4096})
+
+    async def chunks() -> AsyncIterator[bytes]:
+        import json
+
+        text = json.dumps(big).encode()
+        for i in range(0, len(text), 512):
+            yield text[i : i + 512]
+
+    async with _client(app) as c:
+        declared = await c.post(wire.ROUTE_PROPOSE, json=big)
+        streamed = await c.post(
+            wire.ROUTE_PROPOSE, content=chunks(), headers={"content-type": "application/json"}
+        )
+        small = await c.post(wire.ROUTE_PROPOSE, json=_proposal())
+    assert declared.status_code == 413 and streamed.status_code == 413
+    assert "2048" in streamed.json()["detail"]
+    assert small.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "content_type", "status", "error", "field"),
+    [
+        (wire.ROUTE_PROPOSE, b"{not json", "application/json", 400, "invalid_json", None),
+        (wire.ROUTE_PROPOSE, b"{}", "text/plain", 415, "unsupported_media_type", None),
+        (wire.ROUTE_PROPOSE, b"[]", "application/json", 400, "invalid_message", ""),
+        (wire.ROUTE_COMMIT, None, "application/json", 400, "invalid_message", "/kind"),
+    ],
+)
+async def test_bad_requests_are_named(
+    route: str, body: bytes | None, content_type: str, status: int, error: str, field: str | None
+) -> None:
+    import json
+
+    content = body if body is not None else json.dumps(_proposal()).encode()
+    async with _client(handshake_app(_receiver())) as c:
+        response = await c.post(route, content=content, headers={"content-type": content_type})
+    assert response.status_code == status
+    assert response.json()["error"] == error
+    assert response.json().get("field") == field
+
+
+async def test_a_malformed_field_is_named_and_the_receiver_never_sees_it() -> None:
+    calls: list[str] = []
+
+    def validate(work: Any) -> Any:
+        calls.append(work.task_id)
+        return accept(eta_ms=1)
+
+    receiver = _receiver(validator=validate)
+    bad = _proposal()
+    bad["deadline_unix_ms"] = "tomorrow"
+    async with _client(handshake_app(receiver)) as c:
+        response = await c.post(wire.ROUTE_PROPOSE, json=bad)
+    assert response.status_code == 400
+    assert response.json()["field"] == "/deadline_unix_ms"
+    assert "deadline_unix_ms" in response.json()["detail"]
+    assert calls == []
+
+
+async def test_in_flight_commit_is_409_and_the_channel_waits_for_the_stored_result() -> None:
+    release = threading.Event()
+    runs: list[int] = []
+
+    def slow(work: Any) -> dict[str, Any]:
+        runs.append(1)
+        release.wait(10)
+        return {"done": len(runs)}
+
+    receiver = _receiver(executor=slow, wait_s=0.05)
+    app = handshake_app(receiver)
+    p = _proposal()
+    async with _client(app) as c:
+        assert (await c.post(wire.ROUTE_PROPOSE, json=p)).json()["decision"] == "accept"
+        first = asyncio.ensure_future(c.post(wire.ROUTE_COMMIT, json=_commit(p)))
+        while not runs:
+            await asyncio.sleep(0.01)
+        second = await c.post(wire.ROUTE_COMMIT, json=_commit(p))
+        assert second.status_code == 409
+        assert second.headers[wire.HEADER_RETRY_AFTER] == str(wire.IN_FLIGHT_RETRY_AFTER_S)
+        assert second.json()["error"] == "CommitInProgress"
+        # The channel, asked for the same commit now, waits out the 409s for the result.
+        channel = HttpChannel("http://w", peer="w", async_transport=httpx.ASGITransport(app=app))
+        waiting = asyncio.ensure_future(channel.arequest(_commit(p)))
+        await asyncio.sleep(0.2)
+        release.set()
+        executed = (await first).json()
+        replayed = await waiting
+        await channel.aclose()
+    assert executed["outcome"] == "executed"
+    assert replayed["outcome"] == "replayed" and replayed["result"] == executed["result"]
+    assert runs == [1]
+
+
+class FailFirst:
+    """ASGI middleware answering the first ``n`` requests to ``path`` with a 503."""
+
+    def __init__(self, app: Any, path: str, n: int) -> None:
+        self.app, self.path, self.left = app, path, n
+        self.seen = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == self.path:
+            self.seen += 1
+            if self.left > 0:
+                self.left -= 1
+                response = httpx.Response(503)
+                await send({"type": "http.response.start", "status": 503, "headers": []})
+                await send({"type": "http.response.body", "body": response.content})
+                return
+        await self.app(scope, receive, send)
+
+
+async def test_a_5xx_commit_is_sent_again_with_the_same_key() -> None:
+    runs: list[str] = []
+
+    def execute(work: Any) -> str:
+        runs.append(work.commit.idempotency_key)
+        return "ok"
+
+    receiver = _receiver(executor=execute)
+    app = FailFirst(handshake_app(receiver), wire.ROUTE_COMMIT, 2)
+    channel = HttpChannel("http://w", peer="w", async_transport=httpx.ASGITransport(app=app))
+    outcome = await Sender("s").ahandoff(
+        channel, task_id="t", payload={"n": 1}, output_schema="d@1", idempotency_key="k-5xx"
+    )
+    await channel.aclose()
+    assert outcome.committed and outcome.result is not None
+    assert outcome.result.outcome == "executed"
+    assert app.seen == 3 and runs == ["k-5xx"]
+
+
+async def test_a_4xx_raises_with_the_servers_words() -> None:
+    app = handshake_app(_receiver(), token=TOKEN)
+    channel = HttpChannel(
+        "http://w", peer="w", token="wrong", async_transport=httpx.ASGITransport(app=app)
+    )
+    with pytest.raises(HttpStatusError) as caught:
+        await channel.arequest(_commit(_proposal()))
+    await channel.aclose()
+    assert caught.value.status == 401 and caught.value.code == wire.ERROR_UNAUTHORIZED
+
+
+async def test_readiness_follows_the_store() -> None:
+    class Broken(MemoryStore):
+        def get(self, receiver: str, key: str) -> Any:
+            raise OSError("disk gone")
+
+    async with _client(handshake_app(_receiver(store=Broken()))) as c:
+        ready = await c.get(wire.ROUTE_READY)
+        health = await c.get(wire.ROUTE_HEALTH)
+    assert ready.status_code == 503 and "disk gone" in ready.json()["detail"]
+    assert health.status_code == 200
+
+
+async def test_trace_context_from_headers_joins_a_peer_that_sends_no_trace_field() -> None:
+    cap = SpanCapture()
+    receiver = cap.receiver("w", validator=lambda w: accept(eta_ms=1), executor=lambda w: 1)
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    p = _proposal()
+    c_msg = _commit(p)
+    assert p["trace"] == {} and c_msg["trace"] == {}
+    headers = {"traceparent": f"00-{trace_id}-{parent}-01"}
+    async with _client(handshake_app(receiver)) as c:
+        await c.post(wire.ROUTE_PROPOSE, json=p, headers=headers)
+        result = await c.post(wire.ROUTE_COMMIT, json=c_msg, headers=headers)
+    assert result.json()["outcome"] == "executed"
+    (span,) = cap.spans("handoff.commit")
+    assert f"{span.context.trace_id:032x}" == trace_id
+    assert span.parent is not None and f"{span.parent.span_id:016x}" == parent
+    cap.shutdown()
+
+
+async def test_async_receivers_run_on_the_loop_and_sync_ones_off_it() -> None:
+    loop_thread = threading.get_ident()
+    where: list[bool] = []
+
+    async def async_exec(work: Any) -> str:
+        where.append(threading.get_ident() == loop_thread)
+        return "a"
+
+    def sync_exec(work: Any) -> str:
+        where.append(threading.get_ident() == loop_thread)
+        return "s"
+
+    for executor in (async_exec, sync_exec):
+        p = _proposal(handoff_id=executor.__name__, key=executor.__name__)
+        async with _client(handshake_app(_receiver(executor=executor))) as c:
+            await c.post(wire.ROUTE_PROPOSE, json=p)
+            assert (await c.post(wire.ROUTE_COMMIT, json=_commit(p))).json()["outcome"] == (
+                "executed"
+            )
+    assert where == [True, False]
