@@ -39,6 +39,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "experiment",
         "Reproduce the protocol's reliability figures.",
     ),
+    "serve": ("collector.http.cli", "serve", "Serve a handshake receiver over HTTP."),
+    "conformance": (
+        "collector.http.cli",
+        "conformance",
+        "Check a handshake receiver's endpoint against the protocol.",
+    ),
 }
 
 

@@ -75,3 +75,25 @@ def test_the_code_passes_the_linter_and_the_formatter() -> None:
             [sys.executable, "-m", "ruff", *args], cwd=ROOT, capture_output=True, text=True
         )
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+HTTP_STACK = ["httpx", "starlette", "uvicorn", "jsonschema", "anyio", "h11"]
+
+
+def test_importing_collector_loads_no_http_stack():
+    code = "import sys, json, collector; print(json.dumps(sorted(m for m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HTTP_STACK)]
+    assert offenders == []
+
+
+def test_the_http_package_loads_neither_the_server_runner_nor_the_sdk():
+    code = "import sys, json, collector.http; print(json.dumps(sorted(m for m in sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    assert "httpx" in loaded and "starlette" in loaded  # it is the HTTP package
+    # click is left out: httpx itself imports its optional command line when click is there.
+    banned = ["uvicorn", *(h for h in HEAVY if h != "click")]
+    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in banned)]
+    assert offenders == []

@@ -1,0 +1,276 @@
+"""``handoffscope serve`` (a handshake receiver over HTTP) and ``handoffscope conformance``."""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import json
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from collector.errors import ConfigurationError, HandoffscopeError
+from collector.http import wire
+from collector.receiving import Receiver
+
+__all__ = ["conformance", "load_receiver", "serve"]
+
+_TOKEN_HELP = (
+    "Environment variable holding the bearer token (never pass a token on the command line, "
+    "where other users can read it in ps)."
+)
+
+
+def load_receiver(spec: str) -> Receiver:
+    """The ``Receiver`` named by ``MODULE:ATTRIBUTE`` (an attribute that is a factory is called).
+
+    The current directory is searched first, as ``python -m`` and uvicorn do.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigurationError(f"{spec!r} is not MODULE:RECEIVER (e.g. agents.writer:receiver)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name and module_name.startswith(e.name):
+            raise ConfigurationError(f"no module named {module_name!r} (from {spec!r})") from e
+        raise
+    target: Any = module
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            names = [n for n in dir(module) if isinstance(getattr(module, n), Receiver)]
+            hint = f"; receivers there: {', '.join(names)}" if names else ""
+            raise ConfigurationError(f"module {module_name!r} has no {attr!r}{hint}")
+        target = getattr(target, part)
+    if not isinstance(target, Receiver) and callable(target):
+        target = target()
+    if not isinstance(target, Receiver):
+        raise ConfigurationError(
+            f"{spec} is a {type(target).__name__}, not a collector.Receiver (or a function "
+            "returning one)"
+        )
+    return target
+
+
+def _token(env: str, *, explicit: bool) -> str | None:
+    token = os.environ.get(env)
+    if token is None:
+        if explicit:
+            raise ConfigurationError(f"--token-env {env}: that environment variable is not set")
+        return None
+    if not token or token != token.strip():
+        raise ConfigurationError(
+            f"the token in {env} must be non-empty and have no surrounding whitespace"
+        )
+    return token
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("target", metavar="MODULE:RECEIVER")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8700,
+    show_default=True,
+    help="Port to listen on.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be an address other machines can reach (use a token, or TLS in front).",
+)
+@click.option(
+    "--token-env",
+    default=wire.TOKEN_ENV,
+    show_default=True,
+    help=_TOKEN_HELP + " Requests must then carry 'Authorization: Bearer TOKEN'.",
+)
+@click.option(
+    "--max-body-size",
+    type=click.IntRange(min=1),
+    default=wire.DEFAULT_MAX_BODY_BYTES,
+    show_default=True,
+    help="Largest request body in bytes; larger ones get 413.",
+)
+@click.option(
+    "--trace-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the receiver's spans to this OTLP JSON file (installs the SDK globally "
+    "before MODULE is imported).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="info",
+    show_default=True,
+    help="Least important log line shown.",
+)
+def serve(
+    target: str,
+    host: str,
+    port: int,
+    allow_remote: bool,
+    token_env: str,
+    max_body_size: int,
+    trace_file: Path | None,
+    log_level: str,
+) -> int:
+    """Serve a handshake receiver over HTTP (the protocol of docs/protocol.md).
+
+    MODULE:RECEIVER names a collector.Receiver, or a function returning one, e.g.
+    collector.http.conformance:receiver. Stops on Ctrl-C or SIGTERM.
+    """
+    import uvicorn
+
+    from collector.http.server import handshake_app
+
+    if not _loopback(host) and not allow_remote:
+        raise click.UsageError(
+            f"--host {host} is reachable from other machines; pass --allow-remote to mean it"
+        )
+    explicit = click.get_current_context().get_parameter_source("token_env") is not (
+        click.core.ParameterSource.DEFAULT
+    )
+    token = _token(token_env, explicit=explicit)
+    setup = None
+    if trace_file is not None:
+        from collector.configure import configure_telemetry
+
+        setup = configure_telemetry(
+            service_name=f"handoffscope-serve:{target}", otlp=None, trace_file=trace_file
+        )
+    try:
+        receiver = load_receiver(target)
+        app = handshake_app(receiver, token=token, max_body_bytes=max_body_size)
+        logging.basicConfig(level=log_level.upper(), format="%(message)s")
+        auth = f"bearer token from {token_env}" if token else "no token"
+        click.echo(
+            f"handoffscope: serving receiver {receiver.name!r} on http://{host}:{port} "
+            f"(protocol v{wire.PROTOCOL_VERSION}, {auth})",
+            err=True,
+        )
+        config = uvicorn.Config(
+            app, host=host, port=port, log_level=log_level, access_log=log_level == "debug"
+        )
+        # uvicorn re-raises the SIGTERM it handled once it has shut down; the default action
+        # would end the process before the spans are flushed below.
+        previous = signal.signal(signal.SIGTERM, lambda *_: None)
+        try:
+            uvicorn.Server(config).run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    finally:
+        if setup is not None:
+            setup.shutdown()
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("url")
+@click.option("--token-env", default=wire.TOKEN_ENV, show_default=True, help=_TOKEN_HELP)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", "table", "text", "json"]),
+    default="auto",
+    show_default=True,
+    help="auto: a table at a terminal, plain lines when piped.",
+)
+@click.option(
+    "--scenario",
+    "only",
+    multiple=True,
+    metavar="NAME",
+    help="Run only this scenario (repeatable). Names: see the protocol doc.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for each HTTP answer.",
+)
+def conformance(url: str, token_env: str, fmt: str, only: tuple[str, ...], timeout_s: float) -> int:
+    """Run the protocol's scenarios against the receiver at URL.
+
+    The receiver must keep the conformance contract (docs/protocol.md), as
+    collector.http.conformance:receiver does. Exit 0 when every scenario passes, 1 when one
+    fails, 2 when URL cannot be reached.
+    """
+    import httpx
+
+    from collector.http import kit
+
+    names = [s.name for s in kit.SCENARIOS]
+    for name in only:
+        if name not in names:
+            import difflib
+
+            near = difflib.get_close_matches(name, names, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise click.BadParameter(f"unknown scenario {name!r}{hint}", param_hint="--scenario")
+    explicit = click.get_current_context().get_parameter_source("token_env") is not (
+        click.core.ParameterSource.DEFAULT
+    )
+    token = _token(token_env, explicit=explicit)
+    try:
+        httpx.get(url.rstrip("/") + wire.ROUTE_HEALTH, timeout=timeout_s)
+    except httpx.HTTPError as e:
+        raise HandoffscopeError(f"cannot reach {url}: {type(e).__name__}: {e}") from e
+    outcomes = kit.run(url, token=token, timeout_s=timeout_s, only=only)
+    if fmt == "auto":
+        fmt = "table" if sys.stdout.isatty() else "text"
+    failed = sum(not o.passed for o in outcomes)
+    if fmt == "json":
+        doc = {
+            "url": url,
+            "protocol_version": wire.PROTOCOL_VERSION,
+            "passed": failed == 0,
+            "scenarios": [o.to_dict() for o in outcomes],
+        }
+        click.echo(json.dumps(doc, indent=2))
+    elif fmt == "table":
+        _table(url, outcomes)
+    else:
+        for o in outcomes:
+            click.echo(f"{'PASS' if o.passed else 'FAIL'}  {o.scenario}  {o.detail}")
+        click.echo(f"{len(outcomes) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+def _table(url: str, outcomes: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"Handshake conformance: {url}", title_justify="left")
+    table.add_column("scenario")
+    table.add_column("result")
+    table.add_column("ms", justify="right")
+    table.add_column("detail", overflow="fold")
+    for o in outcomes:
+        verdict = Text("PASS", style="green") if o.passed else Text("FAIL", style="bold red")
+        table.add_row(Text(o.scenario), verdict, f"{o.elapsed_ms:.0f}", Text(o.detail))
+    console = Console()
+    console.print(table)
+    failed = sum(not o.passed for o in outcomes)
+    console.print(Text(f"{len(outcomes) - failed} passed, {failed} failed"))
