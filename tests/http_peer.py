@@ -65,5 +65,4 @@ def build() -> Receiver:
         executor=execute,
         store=store,
         lease_s=float(os.environ.get("PEER_LEASE_S", "600")),
-        wait_s=float(os.environ.get("PEER_WAIT_S", "30")),
     )

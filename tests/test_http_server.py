@@ -165,7 +165,7 @@ async def test_in_flight_commit_is_409_and_the_channel_waits_for_the_stored_resu
         release.wait(10)
         return {"done": len(runs)}
 
-    receiver = _receiver(executor=slow, wait_s=0.05)
+    receiver = _receiver(executor=slow, **_answer_in_progress_at_once())
     app = handshake_app(receiver)
     p = _proposal()
     async with _client(app) as c:
@@ -177,17 +177,34 @@ async def test_in_flight_commit_is_409_and_the_channel_waits_for_the_stored_resu
         assert second.status_code == 409
         assert second.headers[wire.HEADER_RETRY_AFTER] == str(wire.IN_FLIGHT_RETRY_AFTER_S)
         assert second.json()["error"] == "CommitInProgress"
-        # The channel, asked for the same commit now, waits out the 409s for the result.
+        # By default the channel hands the 409's commit_result back for the sender to judge.
         channel = HttpChannel("http://w", peer="w", async_transport=httpx.ASGITransport(app=app))
-        waiting = asyncio.ensure_future(channel.arequest(_commit(p)))
+        at_once = await channel.arequest(_commit(p))
+        assert at_once["outcome"] == "refused" and at_once["error"] == "CommitInProgress"
+        # With in_flight_wait_s it waits out the 409s itself, for the stored result.
+        patient = HttpChannel(
+            "http://w",
+            peer="w",
+            in_flight_wait_s=10,
+            async_transport=httpx.ASGITransport(app=app),
+        )
+        waiting = asyncio.ensure_future(patient.arequest(_commit(p)))
         await asyncio.sleep(0.2)
         release.set()
         executed = (await first).json()
         replayed = await waiting
         await channel.aclose()
+        await patient.aclose()
     assert executed["outcome"] == "executed"
     assert replayed["outcome"] == "replayed" and replayed["result"] == executed["result"]
     assert runs == [1]
+
+
+def _answer_in_progress_at_once() -> dict[str, Any]:
+    # A receiver that still waits for a running duplicate is told not to wait.
+    import inspect
+
+    return {"wait_s": 0.05} if "wait_s" in inspect.signature(Receiver).parameters else {}
 
 
 class FailFirst:

@@ -15,9 +15,10 @@ protocol's clocks rather than one fixed timeout:
   plus ``commit_grace_s``, or ``commit_timeout_s`` when the deadline is unknown. A commit that
   meets a connection error or a 5xx is sent again, the same message with the same idempotency
   key, up to ``retries`` times: the receiver runs a key once and replays its stored result.
-  A 409 (another execution of the key is in flight) is retried after its ``Retry-After`` until
-  the commit's time runs out; then its ``commit_result`` (refused, ``CommitInProgress``) is
-  returned as the answer.
+  A 409 (another execution of the key is in flight) carries a ``commit_result`` (refused,
+  ``CommitInProgress``): by default it is returned at once and the sender decides whether and
+  when to ask again; with ``in_flight_wait_s`` the channel itself sends the commit again after
+  each ``Retry-After`` for up to that long (within the commit's time) before returning it.
 * **void**: short, and sent again on a transport error (voiding twice is harmless).
 
 Any other 4xx raises ``HttpStatusError`` (with the server's code, detail and field); it is a
@@ -78,6 +79,7 @@ class HttpChannel:
         commit_timeout_s: float = 300.0,
         commit_grace_s: float = 10.0,
         void_timeout_s: float = 5.0,
+        in_flight_wait_s: float = 0.0,
         retries: int = 3,
         backoff_s: float = 0.05,
         max_connections: int = 100,
@@ -92,6 +94,7 @@ class HttpChannel:
         self.commit_timeout_s = commit_timeout_s
         self.commit_grace_s = commit_grace_s
         self.void_timeout_s = void_timeout_s
+        self.in_flight_wait_s = in_flight_wait_s
         self.retries = retries
         self.backoff_s = backoff_s
         self._headers = {
@@ -269,6 +272,7 @@ class _Plan:
         self.headers = headers
         self.timeout = timeout
         self.give_up = give_up
+        self.in_flight_until = min(give_up, time.monotonic() + channel.in_flight_wait_s)
 
     def _time_left(self) -> bool:
         return time.monotonic() < self.give_up
@@ -286,7 +290,7 @@ class _Plan:
     def pause(self, attempt: int, response: httpx.Response | None = None) -> float:
         if response is not None and response.status_code == 409:
             after = _retry_after(response)
-            return max(0.0, min(after, self.give_up - time.monotonic()))
+            return max(0.0, min(after, self.in_flight_until - time.monotonic()))
         return min(self.channel.backoff_s * 2 ** (attempt - 1), 1.0)
 
     def judge(self, response: httpx.Response, attempt: int) -> dict[str, Any] | None:
@@ -296,8 +300,9 @@ class _Plan:
         if status == 200 and isinstance(body, dict):
             return body
         if status == 409 and self.kind == "commit" and isinstance(body, dict):
-            # In flight: ask again after Retry-After while the commit's time lasts.
-            return None if self._time_left() else body
+            # In flight: ask again after Retry-After while the channel may wait, else the
+            # commit_result (refused, CommitInProgress) is the answer.
+            return None if time.monotonic() < self.in_flight_until else body
         if status >= 500 and self.kind != "propose":
             if attempt < self.channel.retries and self._time_left():
                 return None
