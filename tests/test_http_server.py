@@ -306,3 +306,38 @@ async def test_async_receivers_run_on_the_loop_and_sync_ones_off_it() -> None:
                 "executed"
             )
     assert where == [True, False]
+
+
+async def test_the_app_mounts_under_a_prefix_and_the_channel_sends_trace_headers() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    seen: list[dict[str, str]] = []
+    inner = handshake_app(_receiver(), token=TOKEN)
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await inner(scope, receive, send)
+
+    app = Starlette(routes=[Mount("/agents/writer", recording)])
+    from collector import SystemClock
+
+    cap = SpanCapture(clock=SystemClock())  # the real clock: the receiver's is real too
+    channel = HttpChannel(
+        "http://w/agents/writer/",
+        peer="w",
+        token=TOKEN,
+        async_transport=httpx.ASGITransport(app=app),
+    )
+    outcome = await cap.sender("s").ahandoff(
+        channel, task_id="t", payload={}, output_schema="d@1", idempotency_key="k-mount"
+    )
+    await channel.aclose()
+    assert outcome.committed
+    (handoff,) = cap.spans("handoff")
+    trace_id = f"{handoff.context.trace_id:032x}"
+    assert len(seen) == 2  # propose, commit
+    assert all(h["traceparent"].split("-")[1] == trace_id for h in seen)
+    assert all(h["authorization"] == f"Bearer {TOKEN}" for h in seen)
+    cap.shutdown()
