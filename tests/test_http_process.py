@@ -370,6 +370,9 @@ def test_the_conformance_kit_passes_against_the_shipped_server(serve: Any, tmp_p
     plain = _conformance(server.url, "--token-env", TOKEN_ENV, **token)  # piped: plain lines
     assert plain.returncode == 0
     assert "PASS  replay" in plain.stdout and "12 passed, 0 failed" in plain.stdout
+    table = _conformance(server.url, "--token-env", TOKEN_ENV, "--format", "table", **token)
+    assert table.returncode == 0
+    assert "Handshake conformance" in table.stdout and "┃ scenario" in table.stdout
 
 
 def test_the_conformance_kit_fails_a_receiver_that_breaks_the_contract(serve: Any) -> None:
@@ -387,3 +390,23 @@ def test_conformance_against_nothing_is_an_error(tmp_path: Path) -> None:
     done = _conformance(f"http://127.0.0.1:{free_port()}")
     assert done.returncode == 2
     assert "cannot reach" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_peer_that_never_answers_cannot_stretch_the_validation_clock() -> None:
+    # A socket that accepts connections (the kernel's backlog) and never reads or answers.
+    silent = socket.create_server(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        with HttpChannel(url, peer="silent", late_answer_s=0.5) as channel:
+            started = time.monotonic()
+            outcome = Sender("researcher", validation_timeout_s=0.3).handoff(
+                channel, task_id="t", payload={}, output_schema="d@1", idempotency_key="k",
+                max_attempts=2,
+            )  # fmt: skip
+            took = time.monotonic() - started
+    finally:
+        silent.close()
+    assert outcome.state == "void" and outcome.attempts == 2 and outcome.answer is None
+    # Two attempts of 0.3 s each, whatever the socket does (not the 2 s connect timeout,
+    # nor the 0.5 s the requests stay open for a late answer).
+    assert took < 1.0

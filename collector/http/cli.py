@@ -110,6 +110,13 @@ def _loopback(host: str) -> bool:
     help="Largest request body in bytes; larger ones get 413.",
 )
 @click.option(
+    "--max-concurrent",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Requests handled at once; above it uvicorn answers 503 (a commit is then sent "
+    "again by the channel). Unlimited by default.",
+)
+@click.option(
     "--trace-file",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -130,6 +137,7 @@ def serve(
     allow_remote: bool,
     token_env: str,
     max_body_size: int,
+    max_concurrent: int | None,
     trace_file: Path | None,
     log_level: str,
 ) -> int:
@@ -168,7 +176,12 @@ def serve(
             err=True,
         )
         config = uvicorn.Config(
-            app, host=host, port=port, log_level=log_level, access_log=log_level == "debug"
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            access_log=log_level == "debug",
+            limit_concurrency=max_concurrent,
         )
         # uvicorn re-raises the SIGTERM it handled once it has shut down; the default action
         # would end the process before the spans are flushed below.

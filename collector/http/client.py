@@ -28,6 +28,7 @@ Any other 4xx raises ``HttpStatusError`` (with the server's code, detail and fie
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -110,6 +111,7 @@ class HttpChannel:
         )
         self._transport = transport
         self._async_transport = async_transport
+        self._lock = threading.Lock()  # the sender sends proposals from worker threads
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         # Task deadlines by handoff id, from the proposals sent: a commit's time budget.
@@ -199,9 +201,14 @@ class HttpChannel:
 
     # ------------------------------------------------------------------ internals
     def _sync_client(self) -> httpx.Client:
-        if self._client is None:
-            self._client = httpx.Client(limits=self._limits, transport=self._transport)
-        return self._client
+        client = self._client
+        if client is None:
+            with self._lock:
+                client = self._client
+                if client is None:
+                    client = httpx.Client(limits=self._limits, transport=self._transport)
+                    self._client = client
+        return client
 
     def _async_client(self) -> httpx.AsyncClient:
         if self._aclient is None:
@@ -241,10 +248,11 @@ class HttpChannel:
     def _remember(self, proposal: dict[str, Any]) -> None:
         handoff_id, deadline = proposal.get("handoff_id"), proposal.get("deadline_unix_ms")
         if isinstance(handoff_id, str) and isinstance(deadline, int):
-            self._deadlines[handoff_id] = deadline
-            self._deadlines.move_to_end(handoff_id)
-            while len(self._deadlines) > _DEADLINES_KEPT:
-                self._deadlines.popitem(last=False)
+            with self._lock:
+                self._deadlines[handoff_id] = deadline
+                self._deadlines.move_to_end(handoff_id)
+                while len(self._deadlines) > _DEADLINES_KEPT:
+                    self._deadlines.popitem(last=False)
 
     def _commit_budget(self, commit: dict[str, Any]) -> float:
         deadline = self._deadlines.get(str(commit.get("handoff_id")))
@@ -282,8 +290,9 @@ class _Plan:
         if attempt > self.channel.retries or not self._time_left():
             return False
         if self.kind == "propose":
-            # Only what surely did not reach the receiver's validator: its answer is the
-            # one the clock is waiting for, and read timeouts are the clock's business.
+            # Only a connection that failed before an answer could start (refused, or a pooled
+            # one the server had closed); a re-delivered proposal is answered the same way.
+            # Read timeouts are the validation clock's business, not the transport's.
             return isinstance(error, _NOT_SENT)
         return True  # commit (same key: replayed) and void (idempotent)
 
