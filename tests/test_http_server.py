@@ -341,3 +341,45 @@ async def test_the_app_mounts_under_a_prefix_and_the_channel_sends_trace_headers
     assert all(h["traceparent"].split("-")[1] == trace_id for h in seen)
     assert all(h["authorization"] == f"Bearer {TOKEN}" for h in seen)
     cap.shutdown()
+
+
+def test_the_public_surface_is_pinned() -> None:
+    import collector.http
+
+    assert collector.http.__all__ == [
+        "HttpChannel",
+        "HttpStatusError",
+        "InvalidMessage",
+        "handshake_app",
+        "schemas",
+        "wire",
+    ]
+
+
+async def test_a_receiver_failure_is_a_500_without_a_traceback_and_a_commit_retries_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Failing(MemoryStore):
+        claims = 0
+
+        def claim(self, *args: Any, **kwargs: Any) -> Any:
+            Failing.claims += 1
+            raise OSError("the disk is full")
+
+    app = handshake_app(_receiver(store=Failing()))
+    p = _proposal()
+    async with _client(app) as c:
+        assert (await c.post(wire.ROUTE_PROPOSE, json=p)).json()["decision"] == "accept"
+        raw = await c.post(wire.ROUTE_COMMIT, json=_commit(p))
+    assert raw.status_code == 500
+    assert raw.json()["error"] == wire.ERROR_INTERNAL and "Traceback" not in raw.text
+    assert "the disk is full" not in raw.text  # internals stay in the server's log
+    assert "the disk is full" in caplog.text
+    channel = HttpChannel(
+        "http://w", peer="w", retries=2, backoff_s=0, async_transport=httpx.ASGITransport(app=app)
+    )
+    Failing.claims = 0
+    with pytest.raises(HttpStatusError) as caught:
+        await channel.arequest(_commit(p))
+    await channel.aclose()
+    assert caught.value.status == 500 and Failing.claims == 3  # sent, then again twice
