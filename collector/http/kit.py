@@ -216,11 +216,14 @@ def timeout(peer: Peer) -> str:
     answer = peer.reply("propose", p, "answer")
     took_ms = (time.monotonic() - started) * 1000
     expect(took_ms > clock_ms, f"the receiver did not wait delay_ms ({took_ms:.0f} ms)")
-    # The sender's clock ran out: the attempt is void whatever the answer said.
+    # The receiver answered after the clock by its own measure: its accept is void even
+    # before the sender says so, and stays void once it does.
+    result = peer.reply("commit", peer.commit(p), "commit_result")
+    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a late-answered attempt")
     peer.reply("void", VoidNotice(handoff_id, 1, "validation timeout").to_dict(), "void")
     result = peer.reply("commit", peer.commit(p), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a timed-out attempt")
-    return f"late {answer.get('decision')} after {took_ms:.0f} ms; commit refused"
+    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a voided attempt")
+    return f"late {answer.get('decision')} after {took_ms:.0f} ms; commits refused"
 
 
 def replay(peer: Peer) -> str:
@@ -318,7 +321,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "schema-mismatch", "an unknown output schema: reject schema_mismatch", schema_mismatch
     ),
-    Scenario("timeout", "an attempt answered after the clock cannot be committed", timeout),
+    Scenario("timeout", "an accept sent after the clock cannot be committed", timeout),
     Scenario("replay", "a second commit replays the stored result", replay),
     Scenario("payload-conflict", "one key, another payload: refused", payload_conflict),
     Scenario("commit-without-accept", "a commit never accepted is refused", commit_without_accept),
