@@ -276,3 +276,16 @@ def test_the_protocol_page_describes_every_field_and_schema() -> None:
         wire.ERROR_UNSUPPORTED_MEDIA_TYPE,
     ):
         assert code in page, code
+
+
+def test_the_protocol_pages_examples_are_valid_messages() -> None:
+    import re
+
+    page = (ROOT / "docs" / "protocol.md").read_text()
+    blocks = [json.loads(b) for b in re.findall(r"^```json\n(.*?)^```", page, re.S | re.M)]
+    kinds = [b.get("kind", "error") for b in blocks]
+    assert {"propose", "answer", "commit", "commit_result", "void", "error"} <= set(kinds)
+    for block, kind in zip(blocks, kinds, strict=True):
+        schemas.validate(kind, block)
+        if kind != "error":
+            decode(block)

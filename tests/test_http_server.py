@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from collector import MemoryStore, Receiver, Sender, accept
-from collector.http import HttpChannel, HttpStatusError, handshake_app, wire
+from collector.http import HttpChannel, HttpStatusError, handshake_app, schemas, wire
 from collector.messages import CommitRequest, Proposal, fingerprint
 from collector.testing import SpanCapture
 
@@ -136,6 +136,7 @@ async def test_bad_requests_are_named(
     assert response.status_code == status
     assert response.json()["error"] == error
     assert response.json().get("field") == field
+    schemas.validate("error", response.json())  # the published shape of an error
 
 
 async def test_a_malformed_field_is_named_and_the_receiver_never_sees_it() -> None:
