@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collector import MemoryStore, Receiver, Sender, accept
 from collector.http import HttpChannel, HttpStatusError, handshake_app, schemas, wire
@@ -384,3 +386,46 @@ async def test_a_receiver_failure_is_a_500_without_a_traceback_and_a_commit_retr
         await channel.arequest(_commit(p))
     await channel.aclose()
     assert caught.value.status == 500 and Failing.claims == 3  # sent, then again twice
+
+
+_any_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_fields_of_a_proposal = st.fixed_dictionaries(
+    {},
+    optional={
+        name: _any_json
+        for name in ("kind", "handoff_id", "task_id", "attempt", "sender", "receiver",
+                     "output_schema", "deadline_unix_ms", "idempotency_key", "payload", "trace",
+                     "mode", "validation_timeout_ms")
+    },
+)  # fmt: skip
+
+
+_HOSTILE_APP = handshake_app(_receiver())
+
+
+@settings(max_examples=150, deadline=None)
+@given(body=_any_json | _fields_of_a_proposal, route=st.sampled_from(sorted(wire.ROUTES.values())))
+def test_hostile_bodies_get_a_named_400_never_a_500(body: Any, route: str) -> None:
+    import json
+
+    async def post() -> httpx.Response:
+        async with _client(_HOSTILE_APP) as c:
+            return await c.post(
+                route, content=json.dumps(body), headers={"content-type": "application/json"}
+            )
+
+    response = asyncio.run(post())
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:
+        assert response.json()["error"] == wire.ERROR_INVALID_MESSAGE
+        assert response.json()["detail"]
