@@ -410,3 +410,19 @@ def test_a_peer_that_never_answers_cannot_stretch_the_validation_clock() -> None
     # Two attempts of 0.3 s each, whatever the socket does (not the 2 s connect timeout,
     # nor the 0.5 s the requests stay open for a late answer).
     assert took < 1.0
+
+
+def test_the_conformance_kit_says_what_it_could_not_judge(serve: Any, tmp_path: Path) -> None:
+    server = serve(
+        target="collector.http.conformance:receiver",
+        HANDOFFSCOPE_CONFORMANCE_STORE=str(tmp_path / "conf.db"),
+    )  # fmt: skip
+    done = _conformance(server.url, "--format", "json")  # no token: auth cannot be tested
+    assert done.returncode == 0, done.stdout + done.stderr
+    results = {s["scenario"]: s for s in json.loads(done.stdout)["scenarios"]}
+    unauthorized = results.pop("unauthorized")
+    assert unauthorized["skipped"] and not unauthorized["passed"]
+    assert all(s["passed"] and not s["skipped"] for s in results.values())
+    plain = _conformance(server.url)
+    assert "SKIP  unauthorized" in plain.stdout
+    assert "11 passed, 0 failed, 1 skipped" in plain.stdout

@@ -252,7 +252,7 @@ def conformance(url: str, token_env: str, fmt: str, only: tuple[str, ...], timeo
     outcomes = kit.run(url, token=token, timeout_s=timeout_s, only=only)
     if fmt == "auto":
         fmt = "table" if sys.stdout.isatty() else "text"
-    failed = sum(not o.passed for o in outcomes)
+    failed = sum(not o.passed and not o.skipped for o in outcomes)
     if fmt == "json":
         doc = {
             "url": url,
@@ -265,8 +265,8 @@ def conformance(url: str, token_env: str, fmt: str, only: tuple[str, ...], timeo
         _table(url, outcomes)
     else:
         for o in outcomes:
-            click.echo(f"{'PASS' if o.passed else 'FAIL'}  {o.scenario}  {o.detail}")
-        click.echo(f"{len(outcomes) - failed} passed, {failed} failed")
+            click.echo(f"{o.verdict}  {o.scenario}  {o.detail}")
+        click.echo(_tally(outcomes))
     return 1 if failed else 0
 
 
@@ -281,9 +281,16 @@ def _table(url: str, outcomes: list[Any]) -> None:
     table.add_column("ms", justify="right")
     table.add_column("detail", overflow="fold")
     for o in outcomes:
-        verdict = Text("PASS", style="green") if o.passed else Text("FAIL", style="bold red")
+        style = {"PASS": "green", "FAIL": "bold red", "SKIP": "yellow"}[o.verdict]
+        verdict = Text(o.verdict, style=style)
         table.add_row(Text(o.scenario), verdict, f"{o.elapsed_ms:.0f}", Text(o.detail))
     console = Console()
     console.print(table)
-    failed = sum(not o.passed for o in outcomes)
-    console.print(Text(f"{len(outcomes) - failed} passed, {failed} failed"))
+    console.print(Text(_tally(outcomes)))
+
+
+def _tally(outcomes: list[Any]) -> str:
+    passed = sum(o.passed for o in outcomes)
+    skipped = sum(o.skipped for o in outcomes)
+    tally = f"{passed} passed, {len(outcomes) - passed - skipped} failed"
+    return tally + (f", {skipped} skipped" if skipped else "")

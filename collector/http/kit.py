@@ -21,11 +21,15 @@ from collector.http import wire
 from collector.http.conformance import CONTRACT_FIELD, OUTPUT_SCHEMA, UNKNOWN_SCHEMA
 from collector.messages import CommitRequest, OutputSchema, Proposal, VoidNotice, fingerprint
 
-__all__ = ["SCENARIOS", "Outcome", "Scenario", "run"]
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "Skipped", "run"]
 
 
 class Failed(Exception):
     """A scenario's expectation did not hold; the message says what was seen."""
+
+
+class Skipped(Exception):
+    """A scenario could not be judged against this endpoint; the message says why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +40,20 @@ class Outcome:
     passed: bool
     detail: str
     elapsed_ms: float
+    skipped: bool = False
+    """Not judged (e.g. no token to test authentication with): neither passed nor failed."""
+
+    @property
+    def verdict(self) -> str:
+        """``PASS``, ``FAIL`` or ``SKIP``."""
+        return "SKIP" if self.skipped else ("PASS" if self.passed else "FAIL")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {
             "scenario": self.scenario,
             "passed": self.passed,
+            "skipped": self.skipped,
             "detail": self.detail,
             "elapsed_ms": round(self.elapsed_ms, 1),
         }
@@ -297,7 +309,7 @@ def malformed(peer: Peer) -> str:
 
 def unauthorized(peer: Peer) -> str:
     if not peer.token:
-        return "skipped: no token given"
+        raise Skipped("no token given (--token-env), so authentication was not tested")
     handoff_id, key = peer.ids()
     response = peer.post("propose", peer.proposal(handoff_id, key), auth=False)
     expect(response.status_code == 401, f"no token: expected 401, got {response.status_code}")
@@ -348,12 +360,15 @@ def run(
             if only and scenario.name not in only:
                 continue
             started = time.monotonic()
+            skipped = False
             try:
                 detail, passed = scenario.play(peer), True
+            except Skipped as e:
+                detail, passed, skipped = str(e), False, True
             except Failed as e:
                 detail, passed = str(e), False
             except httpx.HTTPError as e:
                 detail, passed = f"{type(e).__name__}: {e}", False
             elapsed = (time.monotonic() - started) * 1000
-            outcomes.append(Outcome(scenario.name, passed, detail, elapsed))
+            outcomes.append(Outcome(scenario.name, passed, detail, elapsed, skipped))
     return outcomes
