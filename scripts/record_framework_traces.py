@@ -46,8 +46,45 @@ PROMPT = "Why do multi-agent workflows fail, and what should we do about it?"
 TRACE_FILE = "traces.jsonl"
 REPORT_FILE = "reported.json"
 
-Scenario = Callable[[Any], dict[str, Any]]
-"""Runs a workflow traced through the given tracer provider; returns what was reported."""
+
+class Recording:
+    """Where one scenario's spans go: its trace file, through the OpenTelemetry SDK."""
+
+    def __init__(self, name: str, trace_path: Path) -> None:
+        self.name = name
+        self.trace_path = trace_path
+        self._setup: Any = None
+
+    @property
+    def tracer_provider(self) -> Any:
+        """A tracer provider of its own (not the global one) writing the trace file."""
+        if self._setup is None:
+            from collector.configure import configure_telemetry
+
+            self._setup = configure_telemetry(
+                service_name=f"{self.name}-fixture",
+                otlp=None,
+                trace_file=self.trace_path,
+                metrics=False,
+                set_global=False,
+            )
+        return self._setup.tracer_provider
+
+    def span_processor(self) -> Any:
+        """A processor writing the trace file, for a framework that builds its own provider;
+        the framework shuts it down."""
+        from opentelemetry.exporter.otlp.json.file import FileSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        return BatchSpanProcessor(FileSpanExporter(self.trace_path))
+
+    def close(self) -> None:
+        if self._setup is not None:
+            self._setup.shutdown()
+
+
+Scenario = Callable[[Recording], dict[str, Any]]
+"""Runs a workflow traced into the recording; returns what the framework reported."""
 
 
 # -- shared ----------------------------------------------------------------------------------
@@ -90,7 +127,7 @@ def totals(agents: dict[str, dict[str, Any]]) -> dict[str, int]:
 # -- pydantic-ai: delegation inside tool calls -------------------------------------------------
 
 
-def record_pydantic_ai(tracer_provider: Any) -> dict[str, Any]:
+def record_pydantic_ai(rec: Recording) -> dict[str, Any]:
     """coordinator -> researcher -> writer, each delegation an agent run inside a tool call."""
     from pydantic_ai import Agent, RunContext
     from pydantic_ai.capabilities import Instrumentation
@@ -99,7 +136,7 @@ def record_pydantic_ai(tracer_provider: Any) -> dict[str, Any]:
     from pydantic_ai.models.instrumented import InstrumentationSettings
     from pydantic_ai.usage import RequestUsage
 
-    settings = InstrumentationSettings(tracer_provider=tracer_provider)
+    settings = InstrumentationSettings(tracer_provider=rec.tracer_provider)
 
     def scripted(steps: list[tuple[Any, tuple[int, int]]]) -> FunctionModel:
         def answer(messages: list[ModelMessage], _info: AgentInfo) -> ModelResponse:
@@ -360,48 +397,43 @@ def _openai_agents_run(api: str, hooks: Any = None) -> dict[str, Any]:
     }
 
 
-def _exclusive_openinference(tracer_provider: Any) -> None:
+def _agents_scenario(api: str, *packages: str, hooks: Any = None, **facts: Any) -> dict[str, Any]:
+    """The openai-agents run on ``api``, reported with the instrumentation's ``facts``."""
+    reported = _openai_agents_run(api, hooks)
+    facts.setdefault("written_by", "instrumentation")
+    return {**reported, **facts, "packages": versions("openai-agents", "openai", *packages)}
+
+
+def record_openai_agents_openinference(rec: Recording) -> dict[str, Any]:
     from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     # exclusive_processor (the default) replaces the SDK's exporter to OpenAI.
-    OpenAIAgentsInstrumentor().instrument(tracer_provider=tracer_provider)
-
-
-def record_openai_agents_openinference(tracer_provider: Any) -> dict[str, Any]:
-    _exclusive_openinference(tracer_provider)
-    reported = _openai_agents_run("chat_completions")
-    return {
-        **reported,
-        "instrumentation": "openinference-instrumentation-openai-agents",
-        "convention": "openinference",
-        "written_by": "instrumentation",
-        "packages": versions(
-            "openai-agents", "openai", "openinference-instrumentation-openai-agents"
-        ),
-        "notes": [
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=rec.tracer_provider)
+    return _agents_scenario(
+        "chat_completions",
+        "openinference-instrumentation-openai-agents",
+        instrumentation="openinference-instrumentation-openai-agents",
+        convention="openinference",
+        notes=[
             "Handoffs are TOOL spans named 'handoff to <receiver>'; the receiver's AGENT span "
             "carries graph.node.parent_id = the sender.",
             "Tokens are llm.token_count.* on the LLM spans named 'generation'.",
         ],
-    }
+    )
 
 
-def record_openai_agents_openllmetry(tracer_provider: Any) -> dict[str, Any]:
+def record_openai_agents_openllmetry(rec: Recording) -> dict[str, Any]:
     from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     OpenAIAgentsInstrumentor(replace_existing_processors=True).instrument(
-        tracer_provider=tracer_provider
+        tracer_provider=rec.tracer_provider
     )
-    reported = _openai_agents_run("responses")
-    return {
-        **reported,
-        "instrumentation": "opentelemetry-instrumentation-openai-agents (OpenLLMetry)",
-        "convention": "openllmetry",
-        "written_by": "instrumentation",
-        "packages": versions(
-            "openai-agents", "openai", "opentelemetry-instrumentation-openai-agents"
-        ),
-        "notes": [
+    return _agents_scenario(
+        "responses",
+        "opentelemetry-instrumentation-openai-agents",
+        instrumentation="opentelemetry-instrumentation-openai-agents (OpenLLMetry)",
+        convention="openllmetry",
+        notes=[
             "Recorded with the Responses API model (the SDK's default): this instrumentation "
             "reads usage and the response model only from Responses API spans, so a "
             "chat-completions run leaves its 'openai.response' spans without tokens.",
@@ -411,10 +443,44 @@ def record_openai_agents_openllmetry(tracer_provider: Any) -> dict[str, Any]:
             "Tokens are gen_ai.usage.* on the 'openai.response' spans, which carry "
             "gen_ai.response.model but no gen_ai.request.model.",
         ],
-    }
+    )
 
 
-def record_genai_handoff_conventions(tracer_provider: Any) -> dict[str, Any]:
+def record_openai_agents_logfire(rec: Recording) -> dict[str, Any]:
+    import logfire
+    from agents import set_trace_processors
+
+    logfire.configure(
+        send_to_logfire=False,
+        console=False,
+        metrics=False,
+        inspect_arguments=False,
+        service_name=f"{rec.name}-fixture",
+        additional_span_processors=[rec.span_processor()],
+    )
+    set_trace_processors([])  # Logfire traces through its own wrapper, not a processor
+    logfire.instrument_openai_agents()
+    reported = _agents_scenario(
+        "chat_completions",
+        "logfire",
+        instrumentation="logfire.instrument_openai_agents()",
+        convention="genai",
+        notes=[
+            "Logfire builds its own tracer provider; the file is written by a span "
+            "processor added with additional_span_processors (send_to_logfire=False).",
+            "Tokens are gen_ai.usage.* on the 'Chat completion with {gen_ai.request.model!r}' "
+            "spans (span names are Logfire message templates; logfire.msg has the text).",
+            "Turn and task spans repeat the tokens below them in a JSON 'usage' attribute: "
+            "counting those too would count every token twice.",
+            "Handoffs are 'Handoff: {from_agent} → {to_agent}' spans with from_agent and "
+            "to_agent attributes; agents are 'Agent run: {name!r}' spans with a name attribute.",
+        ],
+    )
+    logfire.shutdown()
+    return reported
+
+
+def record_genai_handoff_conventions(rec: Recording) -> dict[str, Any]:
     """The Agents SDK run, traced by its lifecycle hooks in the GenAI conventions.
 
     No package at these versions emits handoffs in the GenAI conventions, so the spans are
@@ -429,7 +495,7 @@ def record_genai_handoff_conventions(tracer_provider: Any) -> dict[str, Any]:
     from opentelemetry.trace import SpanKind, set_span_in_context
 
     set_tracing_disabled(True)  # the SDK's own traces: nowhere to go, and not needed
-    tracer = tracer_provider.get_tracer("handoffscope.fixtures.genai")
+    tracer = rec.tracer_provider.get_tracer("handoffscope.fixtures.genai")
     root = tracer.start_span(
         "invoke_workflow research-and-write",
         attributes={"gen_ai.operation.name": "invoke_workflow"},
@@ -523,16 +589,14 @@ def record_genai_handoff_conventions(tracer_provider: Any) -> dict[str, Any]:
         async def on_agent_end(self, context: Any, agent: Any, output: Any) -> None:
             self.agent_span.end()
 
-    reported = _openai_agents_run("chat_completions", hooks=GenAIConventionHooks())
-    root.end()
-    return {
-        **reported,
-        "instrumentation": "scripts/record_framework_traces.py GenAIConventionHooks "
+    reported = _agents_scenario(
+        "chat_completions",
+        hooks=GenAIConventionHooks(),
+        instrumentation="scripts/record_framework_traces.py GenAIConventionHooks "
         "(agents.RunHooks -> OpenTelemetry SDK spans)",
-        "convention": "genai",
-        "written_by": "convention",
-        "packages": versions("openai-agents", "openai"),
-        "notes": [
+        convention="genai",
+        written_by="convention",
+        notes=[
             "Written by convention: no package at these versions emits "
             "gen_ai.agent.handoff.source.name/.target.name, so the recorder writes the "
             "spans from the real run's lifecycle hooks. The usage and handoffs are still "
@@ -540,7 +604,9 @@ def record_genai_handoff_conventions(tracer_provider: Any) -> dict[str, Any]:
             "Each handoff is an 'execute_tool transfer_to_<receiver>' span under the "
             "sender's invoke_agent span, gen_ai.agent.name the sender.",
         ],
-    }
+    )
+    root.end()
+    return reported
 
 
 # -- LangGraph: handoff tools returning Command(goto=...) --------------------------------------
@@ -552,12 +618,12 @@ GRAPH_SCRIPT: dict[str, dict[str, Any]] = {
 }
 
 
-def record_langgraph_openinference(tracer_provider: Any) -> dict[str, Any]:
+def record_langgraph_openinference(rec: Recording) -> dict[str, Any]:
     """triage -> researcher -> writer: three ReAct agents as nodes of one graph, each handing
     off with a ``transfer_to_*`` tool whose ``Command(goto=..., graph=PARENT)`` moves on."""
     from openinference.instrumentation.langchain import LangChainInstrumentor
 
-    LangChainInstrumentor().instrument(tracer_provider=tracer_provider)
+    LangChainInstrumentor().instrument(tracer_provider=rec.tracer_provider)
 
     from typing import Annotated
 
@@ -673,27 +739,22 @@ SCENARIOS: dict[str, Scenario] = {
     "openai-agents-openllmetry": record_openai_agents_openllmetry,
     "langgraph-openinference": record_langgraph_openinference,
     "genai-handoff-conventions": record_genai_handoff_conventions,
+    "openai-agents-logfire": record_openai_agents_logfire,
 }
 
 
 def record(name: str, out: Path) -> dict[str, Any]:
     """Run scenario ``name`` in this process and write its two files under ``out/name``."""
-    from collector.configure import configure_telemetry
-
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     trace_path = folder / TRACE_FILE
     trace_path.unlink(missing_ok=True)
     os.environ["OPENAI_API_KEY"] = "sk-offline"
-    setup = configure_telemetry(
-        service_name=f"{name}-fixture",
-        otlp=None,
-        trace_file=trace_path,
-        metrics=False,
-        set_global=False,
-    )
-    reported = SCENARIOS[name](setup.tracer_provider)
-    setup.shutdown()
+    rec = Recording(name, trace_path)
+    try:
+        reported = SCENARIOS[name](rec)
+    finally:
+        rec.close()
     reported = {"scenario": name, "model": MODEL, "prompt": PROMPT, **reported}
     reported["totals"] = totals(reported["agents"])
     reported["recorded_with"] = f"python scripts/record_framework_traces.py --scenario {name}"

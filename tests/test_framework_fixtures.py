@@ -31,20 +31,23 @@ SCENARIOS = [
     "openai-agents-openllmetry",
     "langgraph-openinference",
     "genai-handoff-conventions",
+    "openai-agents-logfire",
 ]
 TOKEN_KEYS = {  # convention -> (input tokens, output tokens) on a model span
     "genai": ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
     "openllmetry": ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
     "openinference": ("llm.token_count.prompt", "llm.token_count.completion"),
 }
-AGENT_KEYS = ("gen_ai.agent.name", "agent.name")
+AGENT_KEYS = ("gen_ai.agent.name", "agent.name", "agent_name")
 HANDOFF_SPAN = {  # how each scenario's trace names the span of one handoff
     "pydantic-ai": "execute_tool {via}",
     "openai-agents-openinference": "handoff to {receiver}",
     "openai-agents-openllmetry": "{sender} → unknown.handoff",
     "langgraph-openinference": "{via}",
     "genai-handoff-conventions": "execute_tool {via}",
+    "openai-agents-logfire": "Handoff: {{from_agent}} → {{to_agent}}",  # a message template
 }
+RECEIVER_KEYS = ("gen_ai.agent.handoff.target.name", "to_agent")
 
 pytestmark = pytest.mark.slow
 
@@ -198,6 +201,8 @@ def test_every_handoff_has_its_span_in_order(name: str) -> None:
     assert [s["name"] for s in found] == expected
     for span, handoff in zip(found, reported["handoffs"], strict=True):
         assert agent_of(span, by_id, agents) == handoff["sender"]
+        for key in RECEIVER_KEYS:
+            assert span["attrs"].get(key, handoff["receiver"]) == handoff["receiver"]
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
