@@ -211,7 +211,7 @@ def record_pydantic_ai(rec: Recording) -> dict[str, Any]:
         "written_by": "instrumentation",
         "offline_model": "pydantic_ai.models.function.FunctionModel with RequestUsage per response",
         "provider": "function",
-        "packages": versions("pydantic-ai-slim"),
+        "packages": versions("pydantic-ai-slim", "genai-prices"),
         "agents": dict(sorted(agents.items())),
         "run_usage": {
             "input_tokens": run_usage.input_tokens,
@@ -418,6 +418,8 @@ def record_openai_agents_openinference(rec: Recording) -> dict[str, Any]:
             "Handoffs are TOOL spans named 'handoff to <receiver>'; the receiver's AGENT span "
             "carries graph.node.parent_id = the sender.",
             "Tokens are llm.token_count.* on the LLM spans named 'generation'.",
+            "The root 'Agent workflow' span is of kind AGENT too but names no agent "
+            "(no agent.name); each agent's spans sit under a 'turn' CHAIN span.",
         ],
     )
 
