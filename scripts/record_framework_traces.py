@@ -424,26 +424,56 @@ def record_openai_agents_openinference(rec: Recording) -> dict[str, Any]:
     )
 
 
-def record_openai_agents_openllmetry(rec: Recording) -> dict[str, Any]:
+OPENLLMETRY_HANDOFF_NOTE = (
+    "Handoff spans are named '<sender> → unknown.handoff' with no receiver: the "
+    "instrumentation reads to_agent when the SDK's handoff span starts, and the SDK "
+    "sets it later. The receiver is the next agent span in the trace."
+)
+
+
+def _openllmetry(rec: Recording, api: str, **facts: Any) -> dict[str, Any]:
     from opentelemetry.instrumentation.openai_agents import OpenAIAgentsInstrumentor
 
     OpenAIAgentsInstrumentor(replace_existing_processors=True).instrument(
         tracer_provider=rec.tracer_provider
     )
     return _agents_scenario(
-        "responses",
+        api,
         "opentelemetry-instrumentation-openai-agents",
         instrumentation="opentelemetry-instrumentation-openai-agents (OpenLLMetry)",
         convention="openllmetry",
+        **facts,
+    )
+
+
+def record_openai_agents_openllmetry(rec: Recording) -> dict[str, Any]:
+    return _openllmetry(
+        rec,
+        "responses",
         notes=[
             "Recorded with the Responses API model (the SDK's default): this instrumentation "
-            "reads usage and the response model only from Responses API spans, so a "
-            "chat-completions run leaves its 'openai.response' spans without tokens.",
-            "Handoff spans are named '<sender> → unknown.handoff' with no receiver: the "
-            "instrumentation reads to_agent when the SDK's handoff span starts, and the SDK "
-            "sets it later. The receiver is the next agent span in the trace.",
+            "reads usage and the response model only from Responses API spans (see "
+            "openai-agents-openllmetry-chat-completions).",
+            OPENLLMETRY_HANDOFF_NOTE,
             "Tokens are gen_ai.usage.* on the 'openai.response' spans, which carry "
             "gen_ai.response.model but no gen_ai.request.model.",
+        ],
+    )
+
+
+def record_openai_agents_openllmetry_chat(rec: Recording) -> dict[str, Any]:
+    """The same run on the chat-completions model: the trace holds no token at all."""
+    return _openllmetry(
+        rec,
+        "chat_completions",
+        usage_in_trace=False,
+        notes=[
+            "The trace holds no tokens: this instrumentation reads usage from the Responses "
+            "API's response object only, and the chat-completions model records its usage "
+            "elsewhere on the SDK's span. Every 'openai.response' span has "
+            "gen_ai.request.model gpt-4o and no gen_ai.usage.*, although the SDK counted "
+            "the tokens in reported.json: an audit can only call this usage unknown.",
+            OPENLLMETRY_HANDOFF_NOTE,
         ],
     )
 
@@ -739,6 +769,7 @@ SCENARIOS: dict[str, Scenario] = {
     "pydantic-ai": record_pydantic_ai,
     "openai-agents-openinference": record_openai_agents_openinference,
     "openai-agents-openllmetry": record_openai_agents_openllmetry,
+    "openai-agents-openllmetry-chat-completions": record_openai_agents_openllmetry_chat,
     "langgraph-openinference": record_langgraph_openinference,
     "genai-handoff-conventions": record_genai_handoff_conventions,
     "openai-agents-logfire": record_openai_agents_logfire,
