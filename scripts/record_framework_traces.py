@@ -116,14 +116,26 @@ def main(argv: list[str] | None = None) -> int:
     names = args.scenario or list(SCENARIOS)
     if len(names) == 1:
         forbid_network()
-        reported = record(names[0], args.out)
+        try:
+            reported = record(names[0], args.out)
+        except ModuleNotFoundError as e:
+            print(
+                f"record_framework_traces: {names[0]} needs {e.name!r}, from the record extra: "
+                "pip install -e '.[record]'",
+                file=sys.stderr,
+            )
+            return 2
         print(f"{names[0]}: {reported['totals']} handoffs={len(reported['handoffs'])}")
         return 0
-    failed = 0
+    failed = []
     for name in names:  # each in a fresh interpreter: instrumentations patch globals
         cmd = [sys.executable, __file__, "--out", str(args.out), "--scenario", name]
-        failed += subprocess.run(cmd, check=False).returncode != 0
-    return 1 if failed else 0
+        if subprocess.run(cmd, check=False).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"record_framework_traces: not recorded: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ SCENARIOS = [
 TOKEN_KEYS = {  # convention -> (input tokens, output tokens) on a model span
     "genai": ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
     "openllmetry": ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+    "logfire": ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
     "openinference": ("llm.token_count.prompt", "llm.token_count.completion"),
 }
 AGENT_KEYS = ("gen_ai.agent.name", "agent.name", "agent_name")

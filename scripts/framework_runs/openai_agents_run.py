@@ -266,7 +266,7 @@ def record_openai_agents_logfire(rec: Recording) -> dict[str, Any]:
         "chat_completions",
         "logfire",
         instrumentation="logfire.instrument_openai_agents()",
-        convention="genai",
+        convention="logfire",
         notes=[
             "Logfire builds its own tracer provider; the file is written by a span "
             "processor added with additional_span_processors (send_to_logfire=False).",
