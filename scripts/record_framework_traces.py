@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Record trace fixtures from the real agent frameworks, offline.
+
+Each scenario runs a real multi-agent workflow (three agents handing work to each other) on a
+real framework, with the framework's own offline model, traced by a real instrumentation
+through the OpenTelemetry SDK into an OTLP JSON-lines file. Beside the trace it writes what
+the framework itself reported: per-agent tokens and requests from the framework's usage
+objects, the model, the handoffs in order, and the package versions::
+
+    python scripts/record_framework_traces.py --out tests/fixtures/frameworks
+    python scripts/record_framework_traces.py --out /tmp/x --scenario pydantic-ai
+
+writes ``<out>/<scenario>/traces.jsonl`` and ``<out>/<scenario>/reported.json``.
+
+Nothing leaves the machine: the OpenAI client talks to an ``httpx2.MockTransport`` that
+answers as the API does (so the SDK's own model classes parse the answer and count its
+usage), the Agents SDK's exporter to OpenAI is replaced by the instrumentation's processor,
+and every socket connection in the recording process is refused. Each scenario runs in a
+fresh interpreter, because instrumentations patch global state that cannot be undone.
+
+Needs the ``record`` extra: ``pip install -e '.[record]'``.
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for folder in (ROOT, HERE):  # run as a file, from any folder: the project and the runs
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+
+from framework_runs.common import MODEL, PROMPT, Recording, Scenario, totals  # noqa: E402
+from framework_runs.genai_conventions import record_genai_handoff_conventions  # noqa: E402
+from framework_runs.langgraph_run import (  # noqa: E402
+    record_langgraph_command_openinference,
+    record_langgraph_openinference,
+)
+from framework_runs.openai_agents_run import (  # noqa: E402
+    record_openai_agents_logfire,
+    record_openai_agents_openinference,
+    record_openai_agents_openllmetry,
+    record_openai_agents_openllmetry_chat,
+)
+from framework_runs.pydantic_ai_run import record_pydantic_ai  # noqa: E402
+
+TRACE_FILE = "traces.jsonl"
+REPORT_FILE = "reported.json"
+
+
+def forbid_network() -> None:
+    """Refuse every socket connection and name lookup in this process: recording is offline."""
+
+    def refuse(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError("record_framework_traces: recording is offline; no network access")
+
+    socket.socket.connect = refuse  # type: ignore[method-assign]
+    socket.socket.connect_ex = refuse  # type: ignore[method-assign]
+    socket.create_connection = refuse
+    socket.getaddrinfo = refuse
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "pydantic-ai": record_pydantic_ai,
+    "openai-agents-openinference": record_openai_agents_openinference,
+    "openai-agents-openllmetry": record_openai_agents_openllmetry,
+    "openai-agents-openllmetry-chat-completions": record_openai_agents_openllmetry_chat,
+    "langgraph-openinference": record_langgraph_openinference,
+    "langgraph-command-openinference": record_langgraph_command_openinference,
+    "genai-handoff-conventions": record_genai_handoff_conventions,
+    "openai-agents-logfire": record_openai_agents_logfire,
+}
+
+
+def record(name: str, out: Path) -> dict[str, Any]:
+    """Run scenario ``name`` in this process and write its two files under ``out/name``."""
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    trace_path = folder / TRACE_FILE
+    trace_path.unlink(missing_ok=True)
+    os.environ["OPENAI_API_KEY"] = "sk-offline"
+    rec = Recording(name, trace_path)
+    try:
+        reported = SCENARIOS[name](rec)
+    finally:
+        rec.close()
+    reported = {"scenario": name, "model": MODEL, "prompt": PROMPT, **reported}
+    reported["totals"] = totals(reported["agents"])
+    reported["recorded_with"] = f"python scripts/record_framework_traces.py --scenario {name}"
+    text = json.dumps(reported, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    (folder / REPORT_FILE).write_text(text, encoding="utf-8")
+    return reported
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "tests" / "fixtures" / "frameworks",
+        help="folder that receives one sub-folder per scenario",
+    )
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=sorted(SCENARIOS),
+        help="record only this scenario (repeatable); default: all",
+    )
+    args = parser.parse_args(argv)
+    names = args.scenario or list(SCENARIOS)
+    if len(names) == 1:
+        forbid_network()
+        try:
+            reported = record(names[0], args.out)
+        except ModuleNotFoundError as e:
+            print(
+                f"record_framework_traces: {names[0]} needs {e.name!r}, from the record extra: "
+                "pip install -e '.[record]'",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"{names[0]}: {reported['totals']} handoffs={len(reported['handoffs'])}")
+        return 0
+    failed = []
+    for name in names:  # each in a fresh interpreter: instrumentations patch globals
+        cmd = [sys.executable, __file__, "--out", str(args.out), "--scenario", name]
+        if subprocess.run(cmd, check=False).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"record_framework_traces: not recorded: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
