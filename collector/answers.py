@@ -24,6 +24,7 @@ from opentelemetry import trace
 
 from collector import schema
 from collector.dispatch import for_peer
+from collector.errors import StoreError
 from collector.messages import Answer, Message, Proposal, Usage
 from collector.protocol import is_on_time
 from collector.telemetry import usage_attributes
@@ -156,6 +157,10 @@ class ValidationRound:
                 },
             )
             h.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, schema.OUTCOME_NO_ANSWER)
+            if isinstance(error, StoreError):
+                # The receiver's store is broken (read-only, full): recorded, and raised to the
+                # caller, never a quiet void.
+                raise error
             return None
         h.answer = reply
         on_time = is_on_time(latency_s, timeout)
