@@ -67,21 +67,24 @@ class ValidationRound:
 
         dispatcher = for_peer(h.spec.receiver)
         job = dispatcher.submit(send)
-        if not left.wait(timeout) and job.cancel():
-            busy = RuntimeError(
-                f"the request never left: {dispatcher.threads} requests to "
-                f"{h.spec.receiver!r} were still in flight"
-            )
-            return self.answered(None, busy)
-        left.wait()
-        try:
-            reply, error = job.future.result(
-                timeout=max(0.0, timeout - (h.clock.monotonic() - self.t0))
-            )
+        try:  # one wait in the usual case: a thread was free and the answer came in time
+            reply, error = job.future.result(timeout=timeout)
         except FutureTimeout:
-            self.timed_out()
-            job.future.add_done_callback(self._late_from_thread)
-            return None
+            if not left.is_set() and job.cancel():
+                busy = RuntimeError(
+                    f"the request never left: {dispatcher.threads} requests to "
+                    f"{h.spec.receiver!r} were still in flight"
+                )
+                return self.answered(None, busy)
+            left.wait()
+            try:  # the clock started when the request left, not when it was queued
+                reply, error = job.future.result(
+                    timeout=max(0.0, timeout - (h.clock.monotonic() - self.t0))
+                )
+            except FutureTimeout:
+                self.timed_out()
+                job.future.add_done_callback(self._late_from_thread)
+                return None
         return self.answered(reply, error)
 
     async def arace(self, proposal: Proposal) -> Answer | None:

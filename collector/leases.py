@@ -81,24 +81,32 @@ class Heartbeats:
     execution learns it when it tries to store its result.
     """
 
+    IDLE_WAKE_S = 1.0
+    """How often the thread looks for new beats while it has none due sooner."""
+
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._beats: dict[int, tuple[float, float, Callable[[], bool]]] = {}
         self._next = 0
+        self._wake_at = 0.0  # when the thread will look next (0: not waiting)
         self._thread: threading.Thread | None = None
 
     def add(self, interval_s: float, renew: Callable[[], bool]) -> int:
         """Call ``renew()`` every ``interval_s`` seconds until ``remove()``; returns a handle."""
+        due = time.monotonic() + interval_s
         with self._cond:
             self._next += 1
             handle = self._next
-            self._beats[handle] = (time.monotonic() + interval_s, interval_s, renew)
+            self._beats[handle] = (due, interval_s, renew)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="handoff-heartbeats", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            elif due < self._wake_at:
+                # Only a beat due before the thread's next look wakes it: most executions end
+                # long before their first beat, and waking a thread per commit is not free.
+                self._cond.notify()
             return handle
 
     def remove(self, handle: int) -> None:
@@ -114,8 +122,10 @@ class Heartbeats:
                 for h, (_, interval, renew) in due:
                     self._beats[h] = (now + interval, interval, renew)
                 if not due:
-                    nxt = min((b[0] for b in self._beats.values()), default=None)
-                    self._cond.wait(None if nxt is None else max(0.0, nxt - now))
+                    nxt = min((b[0] for b in self._beats.values()), default=now + self.IDLE_WAKE_S)
+                    self._wake_at = min(nxt, now + self.IDLE_WAKE_S)
+                    self._cond.wait(max(0.0, self._wake_at - now))
+                    self._wake_at = 0.0
                     continue
             for h, (_, _, renew) in due:
                 try:
