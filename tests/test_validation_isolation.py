@@ -203,13 +203,8 @@ def test_a_sender_that_exits_right_after_a_timeout_leaves_an_auditable_void(tmp_
     rows = result.findings
     slow = [f for f in rows if f.rule == "slow-validation"]
     assert len(slow) == 1 and "never answered" in slow[0].message
-    spans = (
-        load_traces(traces)
-        .con.sql(
-            'SELECT "handoff.decision", "handoff.state" FROM spans WHERE name = \'handoff.validate\''
-        )
-        .fetchall()
-    )
+    query = 'SELECT "handoff.decision", "handoff.state" FROM spans WHERE name = ?'
+    spans = load_traces(traces).con.execute(query, [S.SPAN_VALIDATE]).fetchall()
     assert spans == [("timeout", "void")]
 
 
