@@ -316,3 +316,44 @@ def test_a_read_only_store_is_an_error_to_the_caller_not_a_void(cap, tmp_path):
         handoff(cap.sender("planner"), recv, "t")
     store.close()
     broken.close()
+
+
+def test_the_new_spans_audit_clean_and_a_late_answer_is_still_a_finding(tmp_path):
+    from auditor import AuditSettings, audit, load_traces
+    from collector import Receiver, Sender, configure_telemetry
+
+    traces = tmp_path / "traces.jsonl"
+    setup = configure_telemetry(service_name="t", trace_file=traces, set_global=False)
+    release = threading.Event()
+
+    def validate(work):
+        if work.task_id == "late":
+            release.wait(10)
+        return accept(eta_ms=50)
+
+    def execute(work):
+        work.report_usage(model="gpt-4o", input_tokens=10, output_tokens=2)
+        return 1
+
+    recv = Receiver(
+        "writer", validator=validate, executor=execute, tracer_provider=setup.tracer_provider
+    )
+    sender = Sender(
+        "planner",
+        validation_timeout_s=0.2,
+        max_attempts=1,
+        tracer_provider=setup.tracer_provider,
+    )
+    assert handoff(sender, recv, "ok").committed
+    assert handoff(sender, recv, "late").state == "void"
+    release.set()
+    for _ in range(1000):  # the late answer's span, written when the answer lands
+        setup.tracer_provider.force_flush()
+        if traces.exists() and S.SPAN_LATE_ANSWER in traces.read_text():
+            break
+        threading.Event().wait(0.01)
+    setup.shutdown()
+    result = audit(load_traces(traces), AuditSettings(validation_timeout_s=0.2))
+    assert [(f.rule, f.task_id) for f in result.findings] == [("slow-validation", "late")]
+    names = load_traces(traces).con.sql("SELECT name FROM spans").fetchall()
+    assert (S.SPAN_ANSWER,) in names and (S.SPAN_LATE_ANSWER,) in names
