@@ -79,6 +79,11 @@ class Receiver:
     ``reject(reason)``; without one the receiver accepts with ``default_eta_ms`` or, if that is
     None too, rejects with ``cannot_estimate``. ``produces`` lists the output schemas it can
     produce (``"name"`` for any version, ``"name@version"`` for one).
+
+    ``lease_s`` is how long a claim outlives its last heartbeat (a running executor renews it
+    every third of that; see ``collector.leases``). ``record_answers`` writes the receiver's
+    own ``handoff.answer`` span for each proposal. ``max_threads`` caps the threads that run
+    plain validators and executors off the event loop under asyncio.
     """
 
     def __init__(

@@ -357,3 +357,80 @@ def test_the_new_spans_audit_clean_and_a_late_answer_is_still_a_finding(tmp_path
     assert [(f.rule, f.task_id) for f in result.findings] == [("slow-validation", "late")]
     names = load_traces(traces).con.sql("SELECT name FROM spans").fetchall()
     assert (S.SPAN_ANSWER,) in names and (S.SPAN_LATE_ANSWER,) in names
+
+
+CRASHING_SENDER = """
+import json, sys, urllib.request
+from collector import Sender
+from collector.testing import SpanCapture
+
+url = sys.argv[1]
+cap = SpanCapture()
+
+
+class Http:
+    peer = "writer"
+
+    def request(self, message):
+        req = urllib.request.Request(url, json.dumps(message).encode())
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+
+Sender("planner", tracer_provider=cap.tracer_provider).handoff(
+    Http(), task_id="t", payload={}, output_schema="d", idempotency_key="k")
+print("never reached: the receiver kills this process while it validates")
+"""
+
+
+def test_the_receivers_own_record_holds_the_handshake_when_the_sender_is_killed(cap):
+    import json as json_
+    import os
+    import signal
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    child: list[subprocess.Popen[str]] = []
+
+    def validate(work):
+        os.kill(child[0].pid, signal.SIGKILL)  # the sender dies while its proposal is judged
+        child[0].wait(timeout=30)
+        return accept(eta_ms=10)
+
+    recv = cap.receiver("writer", validator=validate, executor=lambda w: 1)
+
+    class Endpoint(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            reply = json_.dumps(recv.handle(json_.loads(body))).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            try:
+                self.wfile.write(reply)
+            except OSError:
+                pass  # the sender is gone
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/"
+        child.append(
+            subprocess.Popen(
+                [sys.executable, "-c", CRASHING_SENDER, url], stdout=subprocess.PIPE, text=True
+            )
+        )
+        child[0].wait(timeout=60)
+        for _ in range(1000):
+            if cap.spans(S.SPAN_ANSWER):
+                break
+            threading.Event().wait(0.01)
+    finally:
+        server.shutdown()
+    assert child[0].returncode == -signal.SIGKILL
+    answer = cap.one(S.SPAN_ANSWER)
+    assert answer[S.SENDER] == "planner" and answer[S.DECISION] == "accept"
+    span = cap.spans(S.SPAN_ANSWER)[0]
+    assert span.parent is not None and span.parent.is_remote  # under the dead sender's trace
