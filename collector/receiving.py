@@ -167,17 +167,21 @@ class Receiver:
             return self._ack(p)
         t0 = self.clock.monotonic()
         span = self._start_answer(p)
-        verdict = self._precheck(p)
-        work = self._work(p)
-        if verdict is None:
-            token = self._enter(span, p)
-            try:
-                verdict = _call_sync(self._validate_fn(), work)
-            except Exception as e:  # noqa: BLE001 - the validator is application code
-                verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
-            finally:
-                self._detach(token)
-        return self._answer(p, verdict, work, t0, span)
+        try:
+            verdict = self._precheck(p)
+            work = self._work(p)
+            if verdict is None:
+                token = self._enter(span, p)
+                try:
+                    verdict = _call_sync(self._validate_fn(), work)
+                except Exception as e:  # noqa: BLE001 - the validator is application code
+                    verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
+                finally:
+                    self._detach(token)
+            return self._answer(p, verdict, work, t0, span)
+        except BaseException as e:
+            self._answer_failed(span, e)
+            raise
 
     async def aon_proposal(self, p: Proposal) -> Answer | Ack:
         """``on_proposal()`` for asyncio: a plain validator runs on this receiver's threads,
@@ -186,20 +190,21 @@ class Receiver:
             return self._ack(p)
         t0 = self.clock.monotonic()
         span = self._start_answer(p)
-        verdict = self._precheck(p)
-        work = self._work(p)
-        if verdict is None:
-            token = self._enter(span, p)
-            try:
-                verdict = await off_the_loop(self._validate_fn(), work, self.dispatcher())
-            except asyncio.CancelledError:
-                self._end_answer(span, p, None, cancelled=True)
-                raise
-            except Exception as e:  # noqa: BLE001
-                verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
-            finally:
-                self._detach(token)
-        return self._answer(p, verdict, work, t0, span)
+        try:
+            verdict = self._precheck(p)
+            work = self._work(p)
+            if verdict is None:
+                token = self._enter(span, p)
+                try:
+                    verdict = await off_the_loop(self._validate_fn(), work, self.dispatcher())
+                except Exception as e:  # noqa: BLE001
+                    verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
+                finally:
+                    self._detach(token)
+            return self._answer(p, verdict, work, t0, span)
+        except BaseException as e:  # cancelled, or the store failed: still recorded
+            self._answer_failed(span, e)
+            raise
 
     def dispatcher(self) -> Dispatcher:
         """This receiver's own threads (plain validators and executors under asyncio)."""
@@ -243,27 +248,27 @@ class Receiver:
             return self.telemetry.activate(span)
         return self._attach(p.trace) if p.trace else None
 
-    def _end_answer(
-        self,
-        span: trace.Span,
-        p: Proposal,
-        verdict: Verdict | None,
-        *,
-        late: bool = False,
-        cancelled: bool = False,
-    ) -> None:
+    def _end_answer(self, span: trace.Span, verdict: Verdict, *, late: bool) -> None:
         if span is _INVALID:
             return
-        attrs: dict[str, Any] = {schema.LATE: late}
-        if verdict is not None:
-            attrs[schema.DECISION] = verdict.decision
-            if verdict.eta_ms is not None:
-                attrs[schema.ETA_MS] = verdict.eta_ms
-            if verdict.reason:
-                attrs[schema.REJECT_REASON] = verdict.reason
-        if cancelled:
-            self.telemetry.error(span, "the validation was cancelled before it answered")
+        attrs: dict[str, Any] = {schema.LATE: late, schema.DECISION: verdict.decision}
+        if verdict.eta_ms is not None:
+            attrs[schema.ETA_MS] = verdict.eta_ms
+        if verdict.reason:
+            attrs[schema.REJECT_REASON] = verdict.reason
         self.telemetry.end(span, end_ns=self.clock.time_ns(), attributes=attrs)
+
+    def _answer_failed(self, span: trace.Span, e: BaseException) -> None:
+        """The answer never went out: cancelled, or the store failed (recorded, then raised)."""
+        if span is _INVALID:
+            return
+        now_ns = self.clock.time_ns()
+        if isinstance(e, asyncio.CancelledError):
+            self.telemetry.error(span, "the validation was cancelled before it answered")
+        else:
+            self.telemetry.record_exception(span, e, now_ns)
+            self.telemetry.error(span, f"{type(e).__name__}: {e}")
+        self.telemetry.end(span, end_ns=now_ns)
 
     def _validate_fn(self) -> Validator:
         if self.validator is not None:
@@ -306,11 +311,9 @@ class Receiver:
         if span is not _INVALID or verdict.decision == schema.DECISION_ACCEPT:
             # An accept this receiver itself sent too late can never be committed.
             on_time = is_on_time(self.clock.monotonic() - t0, p.validation_timeout_ms / 1000)
-        try:
-            if verdict.decision == schema.DECISION_ACCEPT:
-                self._save_accept(p, on_time)
-        finally:
-            self._end_answer(span, p, verdict, late=not on_time)
+        if verdict.decision == schema.DECISION_ACCEPT:
+            self._save_accept(p, on_time)
+        self._end_answer(span, verdict, late=not on_time)
         return self._reply(p, verdict, work)
 
     def _save_accept(self, p: Proposal, on_time: bool) -> None:

@@ -155,7 +155,7 @@ class SQLiteStore:
         self._idle: list[sqlite3.Connection] = []
         self._all: list[sqlite3.Connection] = []
         self._free = threading.Condition()
-        self._closed = False
+        self._retired: list[sqlite3.Connection] = []  # to close when given back
         try:
             with self._use() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -188,8 +188,6 @@ class SQLiteStore:
     def _use(self) -> Iterator[sqlite3.Connection]:
         """Borrow a connection (open one if fewer than ``max_connections`` are open)."""
         with self._free:
-            if self._closed:
-                raise StoreError(f"idempotency store {self.path} is closed", path=str(self.path))
             if not self._idle and len(self._all) >= self.max_connections:
                 if not self._free.wait_for(lambda: self._idle, timeout=self.busy_timeout_s):
                     raise StoreError(
@@ -213,7 +211,9 @@ class SQLiteStore:
                 except sqlite3.Error:
                     pass
             with self._free:
-                if self._closed:
+                if conn in self._retired:  # borrowed while close() ran
+                    self._retired.remove(conn)
+                    self._all.remove(conn)
                     conn.close()
                 else:
                     self._idle.append(conn)
@@ -249,13 +249,16 @@ class SQLiteStore:
             return len(self._all)
 
     def close(self) -> None:
-        """Close every connection this store opened (borrowed ones as they come back)."""
+        """Close every connection this store opened (borrowed ones as they come back).
+
+        The store stays usable: a later call opens a connection again.
+        """
         with self._free:
-            self._closed = True
             for conn in self._idle:
                 conn.close()
-            self._all = [c for c in self._all if c not in self._idle]
+                self._all.remove(conn)
             self._idle.clear()
+            self._retired = list(self._all)
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"

@@ -107,6 +107,16 @@ def test_connections_stay_bounded_whatever_the_threading(tmp_path):
     store.close()
 
 
+def test_a_closed_store_opens_again_when_used(tmp_path):
+    store = SQLiteStore(tmp_path / "k.db")
+    c = store.claim("r", "k", "f", now_ms=0, lease_ms=10)
+    store.close()
+    assert store.open_connections == 0
+    assert store.complete(c.token, result())
+    assert store.open_connections == 1
+    store.close()
+
+
 def test_max_connections_must_be_positive(tmp_path):
     with pytest.raises(HandoffscopeError, match="max_connections"):
         SQLiteStore(tmp_path / "k.db", max_connections=0)

@@ -314,6 +314,8 @@ def test_a_read_only_store_is_an_error_to_the_caller_not_a_void(cap, tmp_path):
     )
     with pytest.raises(StoreError, match="cannot be written"):
         handoff(cap.sender("planner"), recv, "t")
+    answer = cap.spans(S.SPAN_ANSWER)[0]  # the receiver's record says what went wrong
+    assert not answer.status.is_ok and "StoreError" in (answer.status.description or "")
     store.close()
     broken.close()
 
