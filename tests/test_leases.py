@@ -272,3 +272,43 @@ def test_the_fenced_out_execution_is_refused_with_lease_lost(tmp_path):
     assert cap.one(S.SPAN_COMMIT)[S.COMMIT_OUTCOME] == "refused"
     h.close()
     store.close()
+
+
+def test_handoff_asks_again_within_its_bound_and_a_lapsed_lease_is_taken_over():
+    from collector import MemoryStore, fingerprint
+
+    cap = SpanCapture()  # virtual clock: the pauses between questions take no real time
+    store = MemoryStore()
+    runs: list[str] = []
+    recv = cap.receiver(
+        "writer",
+        validator=lambda w: accept(eta_ms=100),
+        executor=lambda w: runs.append(w.task_id) or "done",
+        store=store,
+        lease_s=30,
+    )
+    # Another owner claims the key and then goes silent: no heartbeat ever comes.
+    now_ms = cap.clock.time_ns() // 1_000_000
+    assert store.claim("writer", "k", fingerprint({}), now_ms=now_ms, lease_ms=30_000).acquired
+
+    def hand_off(sender, task):
+        return sender.handoff(
+            InProcessChannel(recv),
+            task_id=task,
+            payload={},
+            output_schema="d",
+            idempotency_key="k",
+            deadline_s=600,
+        )
+
+    impatient = hand_off(cap.sender("planner", in_progress_wait_s=5), "t1")
+    assert impatient.state == "void" and impatient.attempts == 3
+    assert impatient.result.in_progress and runs == []
+    # Asking until the deadline outlasts the silent owner's lease: one takeover, one run.
+    patient = hand_off(cap.sender("planner"), "t2")
+    assert patient.committed and patient.result.outcome == "executed" and runs == ["t2"]
+    assert cap.attributes(S.SPAN_COMMIT)[-1][S.COMMIT_GENERATION] == 2
+    in_progress = [
+        a for a in cap.attributes(S.SPAN_COMMIT) if a.get(S.COMMIT_ERROR) == "CommitInProgress"
+    ]
+    assert in_progress and all(a[S.COMMIT_OUTCOME] == "refused" for a in in_progress)
