@@ -6,8 +6,10 @@ task, one receiver) whose attempts are proposed and committed step by step, and
 
 * ``handoff`` (one per handoff, parent of the phase spans, final state and attempt count);
 * ``handoff.propose`` (the sender's work, ends when the proposal leaves);
-* ``handoff.validate`` (from proposal sent to answer received: the true latency, also when the
-  answer comes after the timeout; the receiver's reported usage is attributed to it).
+* ``handoff.validate`` (from proposal sent to answer received, or to the timeout, when it ends
+  at once; the receiver's reported usage is attributed to it);
+* ``handoff.late_answer`` (real clock: an answer that came after the timeout, with its true
+  latency, under the ended validate span).
 
 The receiver writes ``handoff.commit``. Everything a peer answers is recorded as received (a
 reject without reason, an accept without ETA, a late answer), then acted on by the protocol:
