@@ -247,6 +247,17 @@ class CommitRun:
             return self._executed(out, token, work)
         except Exception as e:  # noqa: BLE001
             return self._failed(e, token, work)
+        except asyncio.CancelledError as e:
+            # The loop is going away mid-task (a caller's cancel does not reach here: see
+            # Receiver.aon_commit). The claim is kept, not released: a plain executor may still
+            # run on its thread. With no heartbeat it lapses, and the next commit takes over.
+            self.tel.record_exception(self.span, e, self.clock.time_ns())
+            detail = "cancelled mid-task; the key is taken over once its lease lapses"
+            self._finish(
+                schema.OUTCOME_FAILED, schema.MESSAGE_FAILED, None, "CancelledError", detail,
+                work, {},
+            )  # fmt: skip
+            raise
         finally:
             if beat is not None:
                 heartbeats().remove(beat)

@@ -386,8 +386,14 @@ class Receiver:
         return CommitRun(self, c).sync()
 
     async def aon_commit(self, c: CommitRequest) -> CommitResult:
-        """``on_commit()`` for asyncio."""
-        return await CommitRun(self, c).asynchronous()
+        """``on_commit()`` for asyncio.
+
+        A commit that has started runs to its end even if the caller is cancelled (shielded):
+        once the key is claimed, its result is stored, and asking again replays it.
+        """
+        task = asyncio.ensure_future(CommitRun(self, c).asynchronous())
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
 
     # ------------------------------------------------------------------ expiry
     def void_expired(self, *, limit: int | None = None) -> list[Acceptance]:
@@ -450,6 +456,12 @@ class Receiver:
         attrs, cost = usage_attributes(self.name, usage, self.prices)
         attrs.update(self._role_attrs)
         return attrs, cost
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded commit's outcome as seen, so a caller that left logs no warning."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _fingerprint_of(p: Proposal | CommitRequest) -> str:

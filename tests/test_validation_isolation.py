@@ -436,3 +436,35 @@ def test_the_receivers_own_record_holds_the_handshake_when_the_sender_is_killed(
     assert answer[S.SENDER] == "planner" and answer[S.DECISION] == "accept"
     span = cap.spans(S.SPAN_ANSWER)[0]
     assert span.parent is not None and span.parent.is_remote  # under the dead sender's trace
+
+
+def test_a_caller_cancelled_mid_commit_leaves_the_commit_to_finish_once(cap):
+    runs: list[int] = []
+
+    async def execute(work):
+        runs.append(1)
+        await asyncio.sleep(0.05)
+        return "done"
+
+    recv = cap.receiver("writer", validator=lambda w: accept(eta_ms=5), executor=execute)
+    sender = cap.sender("planner")
+
+    async def main():
+        h = sender.open(
+            InProcessChannel(recv), task_id="t", payload={}, output_schema="d", idempotency_key="k"
+        )
+        await h.apropose()
+        first = asyncio.ensure_future(h.acommit())
+        while not runs:  # ordering: the executor is running
+            await asyncio.sleep(0.001)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        while recv.store.get("writer", "k") is None:  # the claimed commit still finishes
+            await asyncio.sleep(0.005)
+        again = await h.acommit()
+        h.close()
+        return again
+
+    again = asyncio.run(main())
+    assert again.outcome == "replayed" and again.result == "done" and runs == [1]
