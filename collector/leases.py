@@ -29,16 +29,19 @@ __all__ = ["Heartbeats", "heartbeats", "owner", "owner_alive"]
 log = logging.getLogger("collector.leases")
 
 
-def _start_ticks(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), or '' where unknown."""
+def _stat(pid: int) -> tuple[str, str]:
+    """The process's state letter and start time (clock ticks since boot), from Linux's
+    ``/proc``; ``("", "")`` where that cannot be read."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
-        return ""
+        return "", ""
     # The command name (field 2) may hold spaces and parentheses: split after its last ')'.
     fields = stat[stat.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else ""
+    if len(fields) <= 19:
+        return "", ""
+    return fields[0].decode(), fields[19].decode()
 
 
 _HOST = socket.gethostname()
@@ -50,7 +53,7 @@ def owner() -> str:
     global _cached
     pid = os.getpid()
     if _cached is None or _cached[0] != pid:
-        _cached = (pid, f"{_HOST}:{pid}:{_start_ticks(pid)}")
+        _cached = (pid, f"{_HOST}:{pid}:{_stat(pid)[1]}")
     return _cached[1]
 
 
@@ -70,8 +73,11 @@ def owner_alive(who: str | None) -> bool | None:
         return False
     except PermissionError:
         pass  # alive, owned by another user
+    state, started = _stat(pid)
+    if state in ("Z", "X"):  # killed, not yet reaped by its parent: gone all the same
+        return False
     # A pid the kernel handed to a new process is not the owner.
-    return not (start and _start_ticks(pid) not in ("", start))
+    return not (start and started and started != start)
 
 
 class Heartbeats:

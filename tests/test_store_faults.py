@@ -177,3 +177,28 @@ def test_a_full_disk_raises_a_clear_typed_error_to_the_caller(tmp_path):
 
 def test_store_error_is_exported_and_in_the_tree():
     assert issubclass(StoreError, HandoffscopeError)
+
+
+def test_owner_liveness_on_this_host():
+    import signal
+
+    from collector.leases import owner, owner_alive
+
+    me = owner()
+    host, pid, start = me.split(":")
+    assert owner_alive(me) is True
+    assert owner_alive(f"{host}:{pid}:{int(start or 0) + 1}") is False  # a reused pid
+    assert owner_alive(f"elsewhere:{pid}:{start}") is None  # another host cannot be told
+    assert owner_alive(None) is None
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(child.pid, signal.SIGKILL)
+        # Killed but not yet reaped: a zombie, which is gone all the same.
+        for _ in range(500):
+            if not owner_alive(f"{host}:{child.pid}:"):
+                break
+            threading.Event().wait(0.01)
+        assert owner_alive(f"{host}:{child.pid}:") is False
+    finally:
+        child.wait()
+    assert owner_alive(f"{host}:{child.pid}:") is False
