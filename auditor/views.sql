@@ -7,7 +7,9 @@
 -- hs_phases(...)       the handshake's phase spans, with the handoff they belong to
 --                      (handoff_key: trace id and handoff.id, or trace, task, sender and
 --                      receiver when handoff.id is missing), their attempt number and, for
---                      validate spans, the validation latency in milliseconds (latency_ms);
+--                      validate spans, the validation latency in milliseconds (latency_ms;
+--                      a validate span that ended at the timeout takes its late answer's
+--                      latency, lateness and decision from its `handoff.late_answer` child);
 --                      a receiver's `handoff.expire` span (an accept it voided because no
 --                      commit came before the deadline) counts as a phase span of its attempt
 -- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
@@ -43,15 +45,28 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 -- outcomes, the transitions' anchors) reads a derived table when there is one.
 CREATE OR REPLACE TEMP VIEW hs_phase_spans AS
 SELECT
-    s.*,
+    -- A validate span the sender ended when its clock fired reads as one that recorded the
+    -- answer which came later (its child `handoff.late_answer`): late, what it said, and
+    -- when, as a validate span held open for the answer would have.
+    s.* REPLACE (coalesce(s."handoff.late", late.late) AS "handoff.late",
+                 coalesce(s."handoff.late.decision", late.decision) AS "handoff.late.decision"),
     hs_handoff_key(s.trace_id, s."handoff.id", s."handoff.task_id", s."handoff.sender",
                    s."handoff.receiver") AS handoff_key,
     coalesce(s."handoff.attempt", 1) AS attempt_no,
     CASE WHEN s.name = 'handoff.validate' THEN
         coalesce(s."handoff.validation_latency_ms",
-                 CASE WHEN s."handoff.decision" IN ('accept', 'reject') THEN s.duration_ms END)
+                 CASE WHEN s."handoff.decision" IN ('accept', 'reject') THEN s.duration_ms END,
+                 late.latency_ms)
     END AS latency_ms
 FROM spans AS s
+LEFT JOIN (
+    SELECT trace_id, parent_span_id, max("handoff.validation_latency_ms") AS latency_ms,
+           bool_or("handoff.late") AS late, any_value("handoff.late.decision") AS decision
+    FROM spans
+    WHERE name = 'handoff.late_answer'
+    GROUP BY ALL
+) AS late ON s.name = 'handoff.validate' AND late.trace_id = s.trace_id
+         AND late.parent_span_id = s.span_id
 WHERE s.name IN ('handoff.propose', 'handoff.validate', 'handoff.commit', 'handoff.expire');
 
 CREATE OR REPLACE TEMP VIEW hs_phases_all AS SELECT * FROM hs_phase_spans;

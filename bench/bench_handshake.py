@@ -3,10 +3,10 @@
     .venv/bin/python bench/bench_handshake.py [--handshakes N] [--repeats R] [--json]
     .venv/bin/python bench/bench_handshake.py --profile off|on [--top K]
 
-Measures, per handshake (propose, validate, commit; four spans):
+Measures, per handshake (propose, validate, the receiver's answer, commit; five spans):
 
-* ``sdk_bare``: four bare SDK spans (names, parents, explicit times; no attributes);
-* ``sdk_equivalent``: the same four spans carrying exactly the attributes and events one real
+* ``sdk_bare``: five bare SDK spans (names, parents, explicit times; no attributes);
+* ``sdk_equivalent``: the same five spans carrying exactly the attributes and events one real
   handshake recorded (captured first, then replayed through the bare SDK);
 * ``propagation``: the two W3C trace-context injects and extracts a handshake makes;
 * ``telemetry_on``: a full in-process handshake with the SDK installed (same processor);
@@ -119,12 +119,16 @@ def recorded_handshake() -> list[ReadableSpan]:
     sender, channel = agents(tracer_provider=tp, clock=VirtualClock())
     handshake_loop(sender, channel)(1)
     spans = list(exporter.get_finished_spans())
-    assert sorted(s.name for s in spans) == sorted([schema.SPAN_HANDOFF, *schema.PHASE_SPANS])
+    assert sorted(s.name for s in spans) == sorted([schema.SPAN_HANDOFF, *_CHILD_SPANS])
     return spans
 
 
+# The spans under ``handoff`` one handshake writes: its phases and the receiver's answer.
+_CHILD_SPANS = (*schema.PHASE_SPANS, schema.SPAN_ANSWER)
+
+
 def sdk_loop(tp: TracerProvider, *, equivalent: bool) -> Callable[[int], None]:
-    """Four SDK spans per iteration: bare, or carrying exactly what a handshake records."""
+    """Five SDK spans per iteration: bare, or carrying exactly what a handshake records."""
     tracer = tp.get_tracer("bench")
     spans = {s.name: s for s in recorded_handshake()}
 
@@ -142,7 +146,7 @@ def sdk_loop(tp: TracerProvider, *, equivalent: bool) -> Callable[[int], None]:
             t = time.time_ns()
             root = tracer.start_span(schema.SPAN_HANDOFF, start_time=t, attributes=root_attrs)
             ctx = trace.set_span_in_context(root)
-            for name in schema.PHASE_SPANS:
+            for name in _CHILD_SPANS:
                 attrs, events = prepared[name]
                 span = tracer.start_span(name, context=ctx, start_time=t, attributes=attrs)
                 for event_name, event_attrs in events:

@@ -46,6 +46,7 @@ from collector.errors import (
     MessageError,
     ProtocolError,
     RetryCapExceeded,
+    StoreError,
 )
 from collector.handoff import Handoff
 from collector.idempotency import Acceptance, Claim, IdempotencyStore, MemoryStore, StoredResult
@@ -126,6 +127,7 @@ __all__ = [
     "SafeStop",
     "Sender",
     "StateMachine",
+    "StoreError",
     "StoredResult",
     "Sweeper",
     "SystemClock",

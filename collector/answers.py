@@ -2,29 +2,29 @@
 
 One ``ValidationRound`` per attempt. With a virtual clock the receiver was called inline and
 ``answered()`` compares the virtual time it took with the timeout. With a real clock
-``race()`` (a worker thread) or ``arace()`` (an asyncio task) stops waiting at the timeout
-on the monotonic clock: the attempt is void at once, and the span stays open until the late
-answer arrives (``late()``) or the sender's late-answer window passes (``never_answered()``).
-A late answer is recorded with its true latency and never acted on.
+``race()`` (a thread of the receiver's own dispatcher, see ``collector.dispatch``) or
+``arace()`` (an asyncio task) stops waiting at the timeout on the monotonic clock: the attempt
+is void and its ``handoff.validate`` span ends at once, so a sender that dies a moment later
+still leaves the timeout in its trace. An answer that arrives later (within the sender's
+``late_answer_window_s``) is recorded with its true latency as a ``handoff.late_answer`` span
+under the ended validate span, and never acted on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import heapq
-import itertools
 import logging
 import threading
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
 from collector import schema
+from collector.dispatch import for_peer
+from collector.errors import StoreError
 from collector.messages import Answer, Message, Proposal, Usage
 from collector.protocol import is_on_time
 from collector.telemetry import usage_attributes
@@ -32,58 +32,11 @@ from collector.telemetry import usage_attributes
 if TYPE_CHECKING:
     from collector.handoff import Handoff
 
-__all__ = ["ValidationRound", "worker_pool"]
+__all__ = ["ValidationRound"]
 
 log = logging.getLogger("collector.telemetry")
 
-_pool_lock = threading.Lock()
-_pool: ThreadPoolExecutor | None = None
-
 Reply = tuple[Message | None, BaseException | None]
-
-
-def worker_pool() -> ThreadPoolExecutor:
-    """The threads that carry requests whose answers race a timeout (created on first use)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="handoff-answer")
-        return _pool
-
-
-class _Later:
-    """One daemon thread running callbacks at monotonic deadlines (instead of a thread each)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
-        self._seq = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def call_at(self, when: float, fn: Callable[[], None]) -> None:
-        with self._cond:
-            heapq.heappush(self._heap, (when, next(self._seq), fn))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="handoff-late-answers", daemon=True
-                )
-                self._thread.start()
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._heap or self._heap[0][0] > time.monotonic():
-                    wait = self._heap[0][0] - time.monotonic() if self._heap else None
-                    self._cond.wait(wait)
-                _, _, fn = heapq.heappop(self._heap)
-            try:
-                fn()
-            except Exception:  # noqa: BLE001 - a late-answer callback must not kill the thread
-                log.warning("handoffscope: closing a late validation span failed", exc_info=True)
-
-
-_later = _Later()
 
 
 class ValidationRound:
@@ -94,43 +47,51 @@ class ValidationRound:
         self.span = span
         self.sent_ns = sent_ns
         self.t0 = handoff.clock.monotonic()
-        self._lock: threading.Lock | None = None
-        self._closed = False
-
-    def _claim(self) -> bool:
-        """Exactly one of the late answer and the window timer may end the span."""
-        with self._lock_for_claims():
-            if self._closed:
-                return False
-            self._closed = True
-            return True
-
-    def _lock_for_claims(self) -> threading.Lock:
-        # Made on first use: only a real-clock race has two parties that may end the span.
-        lock = self._lock
-        if lock is None:
-            with _pool_lock:
-                lock = self._lock
-                if lock is None:
-                    lock = self._lock = threading.Lock()
-        return lock
 
     # ------------------------------------------------------------------ waiting
     def race(self, proposal: Proposal) -> Answer | None:
-        """Real clock, sync: the request runs on a worker thread against the timeout."""
+        """Real clock, sync: the request runs on a thread of the receiver's dispatcher.
+
+        The clock starts when a thread sends the request, so waiting for a thread never
+        counts against it; if none is free within a whole timeout, the attempt is void.
+        """
         h = self.h
+        timeout = h.spec.validation_timeout_s
         ctx = contextvars.copy_context()
-        future = worker_pool().submit(ctx.run, h._request, proposal)
-        try:
-            reply, error = future.result(timeout=h.spec.validation_timeout_s)
+        left = threading.Event()
+
+        def send() -> Reply:
+            self.t0 = h.clock.monotonic()
+            left.set()
+            return ctx.run(h._request, proposal)
+
+        dispatcher = for_peer(h.spec.receiver)
+        job = dispatcher.submit(send)
+        try:  # one wait in the usual case: a thread was free and the answer came in time
+            reply, error = job.future.result(timeout=timeout)
         except FutureTimeout:
-            self.timed_out()
-            future.add_done_callback(lambda f: self.late(*f.result()))
-            return None
+            if not left.is_set() and job.cancel():
+                busy = RuntimeError(
+                    f"the request never left: {dispatcher.threads} requests to "
+                    f"{h.spec.receiver!r} were still in flight"
+                )
+                return self.answered(None, busy)
+            left.wait()
+            try:  # the clock started when the request left, not when it was queued
+                reply, error = job.future.result(
+                    timeout=max(0.0, timeout - (h.clock.monotonic() - self.t0))
+                )
+            except FutureTimeout:
+                self.timed_out()
+                job.future.add_done_callback(self._late_from_thread)
+                return None
         return self.answered(reply, error)
 
     async def arace(self, proposal: Proposal) -> Answer | None:
-        """Real clock, asyncio: the request runs as a task against the timeout."""
+        """Real clock, asyncio: the request runs as a task against the timeout.
+
+        Cancelling the caller cancels the request and voids the attempt.
+        """
         h = self.h
         task = asyncio.ensure_future(h._arequest(proposal))
         try:
@@ -139,9 +100,22 @@ class ValidationRound:
             )
         except TimeoutError:
             self.timed_out()
-            task.add_done_callback(lambda t: self.late(*t.result()))
+            task.add_done_callback(self._late_from_task)
             return None
+        except asyncio.CancelledError:
+            task.cancel()
+            self.cancelled()
+            raise
         return self.answered(reply, error)
+
+    def _late_from_thread(self, f: Future[Reply]) -> None:
+        if not f.cancelled() and f.exception() is None:
+            self.late(*f.result())
+
+    def _late_from_task(self, t: asyncio.Future[Reply]) -> None:
+        # A task cancelled at the loop's shutdown has no answer to record (and no traceback).
+        if not t.cancelled() and t.exception() is None:
+            self.late(*t.result())
 
     # ------------------------------------------------------------------ recording
     def _answer_attributes(self, answer: Answer, latency_s: float) -> dict[str, Any]:
@@ -186,6 +160,10 @@ class ValidationRound:
                 },
             )
             h.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT, schema.OUTCOME_NO_ANSWER)
+            if isinstance(error, StoreError):
+                # The receiver's store is broken (read-only, full): recorded, and raised to the
+                # caller, never a quiet void.
+                raise error
             return None
         h.answer = reply
         on_time = is_on_time(latency_s, timeout)
@@ -224,33 +202,55 @@ class ValidationRound:
         return reply
 
     def timed_out(self) -> None:
-        """Real clock: the timeout fired first. Void now; the span waits for a late answer."""
+        """Real clock: the timeout fired first. Void now and end the span now: the evidence is
+        written when it happens; a late answer adds a ``handoff.late_answer`` span."""
         h, span = self.h, self.span
-        h.tel.set(span, {schema.DECISION: schema.DECISION_TIMEOUT, schema.STATE: schema.STATE_VOID})
-        h._void("validation timeout", at_ns=h.clock.time_ns(), span=span)
+        now_ns = h.clock.time_ns()
+        h._void("validation timeout", at_ns=now_ns, span=span)
+        h.tel.error(span, "validation timeout")
+        h.tel.end(
+            span,
+            end_ns=now_ns,
+            attributes={schema.DECISION: schema.DECISION_TIMEOUT, schema.STATE: schema.STATE_VOID},
+        )
         h._notify_void("validation timeout", background=True)
         h.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT)
-        _later.call_at(time.monotonic() + h.sender.late_answer_window_s, self.never_answered)
 
-    def never_answered(self) -> None:
-        """Real clock: the late-answer window passed with no answer; close the span."""
-        if self._claim():
-            self.h.tel.end(
-                self.span, end_ns=self.h.clock.time_ns(), attributes={schema.LATE: False}
-            )
+    def cancelled(self) -> None:
+        """The caller cancelled the wait (asyncio): void the attempt, end the span, tell the
+        receiver."""
+        h, span = self.h, self.span
+        now_ns = h.clock.time_ns()
+        h._void("cancelled while waiting for the answer", at_ns=now_ns, span=span)
+        h.tel.error(span, "cancelled while waiting for the answer")
+        h.tel.end(span, end_ns=now_ns, attributes={schema.STATE: schema.STATE_VOID})
+        h._notify_void("cancelled", background=True)
 
     def late(self, reply: Message | None, error: BaseException | None) -> None:
-        """Real clock: an answer arrived after the timeout; record it, never act on it."""
-        if not self._claim():
-            return
+        """Real clock: an answer arrived after the timeout; record it, never act on it.
+
+        Recorded as a ``handoff.late_answer`` span, a child of the (ended) validate span, from
+        proposal sent to answer received, unless it came after the late-answer window.
+        """
         h = self.h
         latency_s = h.clock.monotonic() - self.t0
-        attrs: dict[str, Any] = {schema.LATE: isinstance(reply, Answer)}
-        if isinstance(reply, Answer):
+        if not isinstance(reply, Answer) or latency_s > h.sender.late_answer_window_s:
+            return
+        self._metrics(reply, latency_s, schema.DECISION_TIMEOUT)
+        if self.span is trace.INVALID_SPAN:
+            return
+
+        def attributes() -> dict[str, Any]:
+            attrs = {**h._common, schema.ATTEMPT: reply.attempt}
             attrs.update(self._answer_attributes(reply, latency_s))
+            attrs[schema.LATE] = True
             attrs[schema.LATE_DECISION] = reply.decision
-            self._metrics(reply, latency_s, schema.DECISION_TIMEOUT)
-        h.tel.end(self.span, end_ns=h.clock.time_ns(), attributes=attrs)
+            return attrs
+
+        late = h.tel.start(
+            schema.SPAN_LATE_ANSWER, start_ns=self.sent_ns, attributes=attributes, parent=self.span
+        )
+        h.tel.end(late, end_ns=h.clock.time_ns())
 
 
 def _no_answer_reason(reply: Message | None, error: BaseException | None) -> str:

@@ -9,14 +9,15 @@ and ends the span with the outcome, the result status and this receiver's token 
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 
 from collector import schema
+from collector.dispatch import off_the_loop
 from collector.envelope import describe_result
 from collector.idempotency import Claim, StoredResult
+from collector.leases import heartbeats
 from collector.messages import (
     MODE_HANDSHAKE,
     MODE_TWO_STEP,
@@ -41,6 +42,7 @@ COMMIT_WITHOUT_ACCEPT = schema.COMMIT_ERROR_WITHOUT_ACCEPT
 IDEMPOTENCY_CONFLICT = schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT
 COMMIT_IN_PROGRESS = schema.COMMIT_ERROR_IN_PROGRESS
 LEGACY_MODE_REFUSED = schema.COMMIT_ERROR_LEGACY_MODE
+LEASE_LOST = schema.COMMIT_ERROR_LEASE_LOST
 
 
 # Results that cannot be coroutines, checked by exact type before ``asyncio.iscoroutine``.
@@ -68,41 +70,26 @@ class CommitRun:
             return early
         if not self.c.idempotency_key:
             return self._execute_sync(None)
-        give_up = time.monotonic() + self.r.wait_s
-        while True:
-            claim = self._claim()
-            decided = self._decide(claim)
-            if decided is not None:
-                return decided
-            if claim.acquired:
-                lost = self._lost(claim.token)
-                return lost if lost is not None else self._execute_sync(claim.token)
-            remaining = give_up - time.monotonic()
-            if remaining <= 0:
-                return self._refuse(COMMIT_IN_PROGRESS, "another execution of this key is running")
-            self.r.store.wait(self.r.name, self.c.idempotency_key, timeout_s=min(remaining, 1.0))
+        claim = self._claim()
+        decided = self._decide(claim)
+        if decided is not None:
+            return decided
+        lost = self._lost(claim.token)
+        return lost if lost is not None else self._execute_sync(claim.token)
 
     async def asynchronous(self) -> CommitResult:
-        """Run the commit on the event loop; waits for a running duplicate without blocking."""
+        """Run the commit on the event loop (a plain executor runs off the loop)."""
         early = self._begin()
         if early is not None:
             return early
         if not self.c.idempotency_key:
             return await self._execute_async(None)
-        give_up = time.monotonic() + self.r.wait_s
-        pause = 0.0005
-        while True:
-            claim = self._claim()
-            decided = self._decide(claim)
-            if decided is not None:
-                return decided
-            if claim.acquired:
-                lost = self._lost(claim.token)
-                return lost if lost is not None else await self._execute_async(claim.token)
-            if time.monotonic() >= give_up:
-                return self._refuse(COMMIT_IN_PROGRESS, "another execution of this key is running")
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        claim = self._claim()
+        decided = self._decide(claim)
+        if decided is not None:
+            return decided
+        lost = self._lost(claim.token)
+        return lost if lost is not None else await self._execute_async(claim.token)
 
     # ------------------------------------------------------------------ steps
     def _begin(self) -> CommitResult | None:
@@ -207,7 +194,27 @@ class CommitRun:
             return self._refuse(IDEMPOTENCY_CONFLICT, "this key was used for a different payload")
         if claim.stored is not None:
             return self._replay(claim.stored)
+        if not claim.acquired:
+            # Answered at once (HTTP 409 in the Idempotency-Key draft), never waited out: the
+            # sender decides, within its own deadline, whether and when to ask again.
+            return self._refuse(
+                COMMIT_IN_PROGRESS,
+                "another execution of this key is running; ask again later for its result",
+            )
+        if claim.took_over and self.span is not _INVALID:
+            self.tel.set(self.span, {schema.COMMIT_GENERATION: claim.generation})
         return None
+
+    def _heartbeat(self, token: str | None) -> int | None:
+        """Renew the claim every third of the lease while the executor runs."""
+        renew = getattr(self.r.store, "renew", None)
+        if token is None or renew is None:
+            return None
+        store_renew, clock = renew, self.clock
+        return heartbeats().add(
+            self.r.lease_ms / 3000,
+            lambda: bool(store_renew(token, now_ms=clock.time_ns() // 1_000_000)),
+        )
 
     def _work(self) -> Work:
         c = self.c
@@ -216,6 +223,7 @@ class CommitRun:
     def _execute_sync(self, token: str | None) -> CommitResult:
         work = self._work()
         ctx_token = None if self.span is _INVALID else self.tel.activate(self.span)
+        beat = self._heartbeat(token)
         try:
             out = self.r.executor(work)
             if type(out) not in _PLAIN and asyncio.iscoroutine(out):
@@ -225,20 +233,34 @@ class CommitRun:
         except Exception as e:  # noqa: BLE001 - the executor is application code
             return self._failed(e, token, work)
         finally:
+            if beat is not None:
+                heartbeats().remove(beat)
             if ctx_token is not None:
                 self.tel.deactivate(ctx_token)
 
     async def _execute_async(self, token: str | None) -> CommitResult:
         work = self._work()
         ctx_token = self.tel.activate(self.span)
+        beat = self._heartbeat(token)
         try:
-            out = self.r.executor(work)
-            if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
-                out = await out
+            out = await off_the_loop(self.r.executor, work, self.r.dispatcher())
             return self._executed(out, token, work)
         except Exception as e:  # noqa: BLE001
             return self._failed(e, token, work)
+        except asyncio.CancelledError as e:
+            # The loop is going away mid-task (a caller's cancel does not reach here: see
+            # Receiver.aon_commit). The claim is kept, not released: a plain executor may still
+            # run on its thread. With no heartbeat it lapses, and the next commit takes over.
+            self.tel.record_exception(self.span, e, self.clock.time_ns())
+            detail = "cancelled mid-task; the key is taken over once its lease lapses"
+            self._finish(
+                schema.OUTCOME_FAILED, schema.MESSAGE_FAILED, None, "CancelledError", detail,
+                work, {},
+            )  # fmt: skip
+            raise
         finally:
+            if beat is not None:
+                heartbeats().remove(beat)
             self.tel.deactivate(ctx_token)
 
     # ------------------------------------------------------------------ endings
@@ -247,19 +269,29 @@ class CommitRun:
         result, status, extra = describe_result(out)
         # Stored and returned in JSON form, so the first answer and every replay are equal.
         result = json_copy(result)
-        if token is not None:
-            r.store.complete(
-                token,
-                StoredResult(
-                    receiver=r.name,
-                    key=c.idempotency_key or "",
-                    fingerprint=self.fp,
-                    status=status,
-                    result=result,
-                    handoff_id=c.handoff_id,
-                    attempt=c.attempt,
-                    created_ms=self.clock.time_ns() // 1_000_000,
-                ),
+        if token is not None and not r.store.complete(
+            token,
+            StoredResult(
+                receiver=r.name,
+                key=c.idempotency_key or "",
+                fingerprint=self.fp,
+                status=status,
+                result=result,
+                handoff_id=c.handoff_id,
+                attempt=c.attempt,
+                created_ms=self.clock.time_ns() // 1_000_000,
+            ),
+        ):
+            # Fenced out: the lease lapsed and another execution took the key over. This
+            # result is not stored and not reported as executed; a retry gets the stored one.
+            return self._finish(
+                schema.OUTCOME_REFUSED,
+                None,
+                None,
+                LEASE_LOST,
+                "this execution lost its lease to another before it could store its result",
+                work,
+                extra,
             )
         before = schema.STATE_VALIDATED if c.mode == MODE_HANDSHAKE else None
         if c.mode == MODE_TWO_STEP:

@@ -10,6 +10,7 @@
     │   ├── RetryCapExceeded          re-proposed beyond the retry cap
     │   └── MessageError              a handshake message is malformed (names the field)
     ├── ConfigurationError            a setting or argument is invalid
+    ├── StoreError                    the idempotency store cannot be used (read-only, full)
     └── AuditError (auditor.errors)   trace input or a query could not be used
 
 Protocol misuse raises; telemetry failures are logged and never raised into agent code.
@@ -26,6 +27,7 @@ __all__ = [
     "MessageError",
     "ProtocolError",
     "RetryCapExceeded",
+    "StoreError",
 ]
 
 
@@ -83,3 +85,16 @@ class RetryCapExceeded(ProtocolError):
 
 class MessageError(ProtocolError):
     """A handshake message could not be decoded; the message names the field at fault."""
+
+
+class StoreError(HandoffscopeError):
+    """The idempotency store cannot be used: it cannot be written (a read-only file or
+    folder, a full disk), or every connection stayed busy. ``path`` names the store.
+
+    Raised into the caller (the receiver's ``handle()``, and through an in-process channel the
+    sender's ``propose()``/``commit()``), never turned into a silent void.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(message)

@@ -6,10 +6,14 @@ attempt; ``cancel()`` voids the current attempt; ``close()`` (or leaving the ``w
 ends the ``handoff`` span with the final state. Each method has an ``a``-prefixed asyncio twin.
 
 Waiting for the answer: with a real clock the answer races the timeout on the monotonic clock
-(a worker thread, or an asyncio task); at the timeout the attempt is void and the sender moves
-on, while the ``handoff.validate`` span stays open until the answer arrives (then it records
-the true latency and ``handoff.late``) or until ``late_answer_window_s`` passes. With a
-virtual clock the receiver is called inline and the virtual time it took decides.
+(a thread of the receiver's own dispatcher, or an asyncio task); at the timeout the attempt is
+void, the ``handoff.validate`` span ends, and the sender moves on; an answer arriving later is
+recorded as a ``handoff.late_answer`` span. With a virtual clock the receiver is called inline
+and the virtual time it took decides.
+
+A commit that finds its key running elsewhere comes back at once as ``refused`` with error
+``CommitInProgress`` (``CommitResult.in_progress``); the attempt stays validated, so
+``commit()`` may be called again for the stored result.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 
 from collector import schema
-from collector.answers import ValidationRound, worker_pool
+from collector.answers import ValidationRound
 from collector.channel import Channel
+from collector.dispatch import for_peer
 from collector.errors import (
     CommitWithoutAccept,
     IdempotencyConflict,
@@ -357,7 +362,7 @@ class Handoff:
     def _notify_void(self, reason: str, *, background: bool = False) -> None:
         notice = VoidNotice(self.spec.handoff_id, self.attempt, reason)
         if background:
-            worker_pool().submit(self._request, notice)
+            for_peer(self.spec.receiver).submit(self._request, notice)
         else:
             self._request(notice)
 
@@ -429,6 +434,8 @@ class Handoff:
             raise MessageError(f"expected a commit_result reply, got {reply.kind!r}")
         self.result = reply
         now_ns = self.clock.time_ns()
+        if reply.error == schema.COMMIT_ERROR_IN_PROGRESS and self.state == schema.STATE_VALIDATED:
+            return reply  # still accepted: the running execution's result may be asked for again
         if reply.ok:
             if self.machine is not None and self.machine.can(schema.STATE_COMMITTED):
                 self._move(schema.STATE_COMMITTED, reply.outcome, span=self.span, at_ns=now_ns)

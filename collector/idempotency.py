@@ -11,8 +11,14 @@ Rules the stores implement:
   task again. Failures are usually transient and the retry cap bounds re-runs; a task whose
   partial side effects must not repeat should return a ``failed`` status instead of raising,
   because returned results (whatever their status) are stored and replayed.
-* **Crash mid-task** -> the claim is a lease (``lease_ms``, 10 minutes by default). A claim older
-  than its lease is taken over by the next commit; until then duplicates wait.
+* **Leases and fencing** -> a claim is a lease (``lease_ms``, 30 s by default) that the running
+  execution renews (``renew()``, a heartbeat every third of the lease; see
+  ``collector.leases``). A claim whose last heartbeat is older than its lease, or (SQLite, same
+  host) whose owning process is gone, is taken over by the next commit, once: the takeover gets
+  a new token and a higher ``generation``. Every write of an execution names its token, so the
+  stale owner's ``renew``, ``complete`` and ``release`` are refused (``False``/no-op): it can
+  never overwrite the result nor report ``executed``. Until a takeover, duplicates are told the
+  key is running (the receiver answers ``CommitInProgress`` at once).
 * **Retention** -> stored results and acceptances are kept ``ttl_ms`` (24 hours by default)
   after they were written; ``purge()`` removes older ones. A replay needs the key to still be
   stored, so the TTL must outlast the longest retry window.
@@ -49,8 +55,10 @@ __all__ = [
     "StoredResult",
 ]
 
-DEFAULT_LEASE_MS = 600_000
-"""How long a claim may run before another commit may take it over (10 minutes)."""
+DEFAULT_LEASE_MS = 30_000
+"""How long a claim lives past its last heartbeat before another commit may take it over (30 s).
+
+A running execution renews its claim every third of this, so a task may run far longer."""
 DEFAULT_TTL_MS = 86_400_000
 """How long results and acceptances are kept (24 hours)."""
 
@@ -73,13 +81,19 @@ class StoredResult:
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """The answer to ``claim()``: exactly one of acquired, stored, running or conflict."""
+    """The answer to ``claim()``: exactly one of acquired, stored, running or conflict.
+
+    An acquired claim carries its fencing ``token`` and ``generation`` (1 for the first claim
+    of a key, one more for each takeover); ``took_over`` says a stale claim was replaced.
+    """
 
     acquired: bool = False
     token: str | None = None
     stored: StoredResult | None = None
     running: bool = False
     conflict_fingerprint: str | None = None
+    generation: int = 0
+    took_over: bool = False
 
 
 @fast_init
@@ -112,6 +126,10 @@ class IdempotencyStore(Protocol):
         self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
     ) -> Claim:
         """Claim ``key`` for one execution, or report why not (stored, running, conflict)."""
+        ...
+
+    def renew(self, token: str, *, now_ms: int) -> bool:
+        """Heartbeat: extend the claim holding ``token`` from ``now_ms``; False if it was lost."""
         ...
 
     def complete(self, token: str, result: StoredResult) -> bool:
@@ -190,8 +208,9 @@ def _with_state(a: Acceptance, state: str) -> Acceptance:
 class _Row:
     fingerprint: str
     token: str
-    claimed_ms: int
+    claimed_ms: int  # the claim's last heartbeat
     result: StoredResult | None = None
+    generation: int = 1
 
 
 class MemoryStore:
@@ -221,12 +240,25 @@ class MemoryStore:
                 return Claim(stored=row.result)
             if row is not None and now_ms - row.claimed_ms < lease_ms:
                 return Claim(running=True)
-            if row is not None:  # a stale claim: its holder is presumed dead
+            generation = 1
+            if row is not None:  # a stale claim: no heartbeat for a lease, its holder is gone
                 self._tokens.pop(row.token, None)
+                generation = row.generation + 1
             token = str(next(self._tokens_issued))  # unique within this store
-            self._rows[(receiver, key)] = _Row(fingerprint, token, now_ms)
+            self._rows[(receiver, key)] = _Row(fingerprint, token, now_ms, None, generation)
             self._tokens[token] = (receiver, key)
-            return Claim(acquired=True, token=token)
+            return Claim(
+                acquired=True, token=token, generation=generation, took_over=row is not None
+            )
+
+    def renew(self, token: str, *, now_ms: int) -> bool:
+        with self._lock:
+            where = self._tokens.get(token)
+            if where is None:
+                return False
+            row = self._rows[where]
+            row.claimed_ms = max(row.claimed_ms, now_ms)
+            return True
 
     def complete(self, token: str, result: StoredResult) -> bool:
         # The condition's own lock, taken directly: ``with self._changed`` adds two Python calls.

@@ -328,6 +328,11 @@ class CommitResult(Message):
         """True when the task ran now or earlier and its result is here."""
         return self.outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
 
+    @property
+    def in_progress(self) -> bool:
+        """True when another execution of the key is running: ask again later (HTTP 409)."""
+        return self.error == schema.COMMIT_ERROR_IN_PROGRESS
+
 
 @fast_init
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ sender's trace through the W3C context the commit request carries. Legacy ``two-
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Iterable
 from typing import Any
@@ -34,6 +35,7 @@ from collector import schema
 from collector.agents import AgentRole
 from collector.clock import Clock, SystemClock
 from collector.committing import CommitRun
+from collector.dispatch import DEFAULT_MAX_THREADS, Dispatcher, off_the_loop
 from collector.errors import ConfigurationError, MessageError
 from collector.idempotency import (
     DEFAULT_LEASE_MS,
@@ -67,6 +69,8 @@ __all__ = ["Receiver", "VALIDATOR_ERROR"]
 VALIDATOR_ERROR = schema.REJECT_VALIDATOR_ERROR
 """Custom reject code used when the receiver's own validator raised."""
 
+_INVALID = trace.INVALID_SPAN
+
 
 class Receiver:
     """An agent that validates proposals and executes accepted work exactly once.
@@ -75,6 +79,11 @@ class Receiver:
     ``reject(reason)``; without one the receiver accepts with ``default_eta_ms`` or, if that is
     None too, rejects with ``cannot_estimate``. ``produces`` lists the output schemas it can
     produce (``"name"`` for any version, ``"name@version"`` for one).
+
+    ``lease_s`` is how long a claim outlives its last heartbeat (a running executor renews it
+    every third of that; see ``collector.leases``). ``record_answers`` writes the receiver's
+    own ``handoff.answer`` span for each proposal. ``max_threads`` caps the threads that run
+    plain validators and executors off the event loop under asyncio.
     """
 
     def __init__(
@@ -95,7 +104,8 @@ class Receiver:
         allow_legacy_modes: bool = False,
         lease_s: float = DEFAULT_LEASE_MS / 1000,
         ttl_s: float = DEFAULT_TTL_MS / 1000,
-        wait_s: float = 30.0,
+        record_answers: bool = True,
+        max_threads: int = DEFAULT_MAX_THREADS,
     ) -> None:
         self.name = name
         self.executor = executor
@@ -112,7 +122,11 @@ class Receiver:
         self.allow_legacy_modes = allow_legacy_modes
         self.lease_ms = int(lease_s * 1000)
         self.ttl_ms = int(ttl_s * 1000)
-        self.wait_s = wait_s
+        if lease_s <= 0:
+            raise ConfigurationError(f"lease_s must be > 0, got {lease_s}")
+        self.record_answers = record_answers
+        self.max_threads = max_threads
+        self._dispatcher: Dispatcher | None = None
         self._role_attrs = self.role.attributes()
 
     def __repr__(self) -> str:
@@ -152,35 +166,109 @@ class Receiver:
         if p.mode != MODE_HANDSHAKE:
             return self._ack(p)
         t0 = self.clock.monotonic()
-        verdict = self._precheck(p)
-        work = self._work(p)
-        if verdict is None:
-            token = self._attach(p.trace) if p.trace else None
-            try:
-                verdict = _call_sync(self._validate_fn(), work)
-            except Exception as e:  # noqa: BLE001 - the validator is application code
-                verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
-            finally:
-                if token is not None:
-                    otel_context.detach(token)  # type: ignore[arg-type]
-        return self._answer(p, verdict, work, t0)
+        span = self._start_answer(p)
+        try:
+            verdict = self._precheck(p)
+            work = self._work(p)
+            if verdict is None:
+                token = self._enter(span, p)
+                try:
+                    verdict = _call_sync(self._validate_fn(), work)
+                except Exception as e:  # noqa: BLE001 - the validator is application code
+                    verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
+                finally:
+                    self._detach(token)
+            return self._answer(p, verdict, work, t0, span)
+        except BaseException as e:
+            self._answer_failed(span, e)
+            raise
 
     async def aon_proposal(self, p: Proposal) -> Answer | Ack:
-        """``on_proposal()`` for asyncio."""
+        """``on_proposal()`` for asyncio: a plain validator runs on this receiver's threads,
+        never on the event loop."""
         if p.mode != MODE_HANDSHAKE:
             return self._ack(p)
         t0 = self.clock.monotonic()
-        verdict = self._precheck(p)
-        work = self._work(p)
-        if verdict is None:
-            token = self._attach(p.trace)
-            try:
-                verdict = await _call_async(self._validate_fn(), work)
-            except Exception as e:  # noqa: BLE001
-                verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
-            finally:
-                self._detach(token)
-        return self._answer(p, verdict, work, t0)
+        span = self._start_answer(p)
+        try:
+            verdict = self._precheck(p)
+            work = self._work(p)
+            if verdict is None:
+                token = self._enter(span, p)
+                try:
+                    verdict = await off_the_loop(self._validate_fn(), work, self.dispatcher())
+                except Exception as e:  # noqa: BLE001
+                    verdict = reject(VALIDATOR_ERROR, detail=f"{type(e).__name__}: {e}")
+                finally:
+                    self._detach(token)
+            return self._answer(p, verdict, work, t0, span)
+        except BaseException as e:  # cancelled, or the store failed: still recorded
+            self._answer_failed(span, e)
+            raise
+
+    def dispatcher(self) -> Dispatcher:
+        """This receiver's own threads (plain validators and executors under asyncio)."""
+        d = self._dispatcher
+        if d is None:
+            d = self._dispatcher = Dispatcher(self.name, max_threads=self.max_threads)
+        return d
+
+    def _start_answer(self, p: Proposal) -> trace.Span:
+        """The receiver's own record of answering ``p`` (``handoff.answer``), under the
+        sender's validate span: the trace keeps the handshake even if the sender dies."""
+        if not self.record_answers:
+            return _INVALID
+
+        def attributes() -> dict[str, Any]:
+            attrs: dict[str, Any] = {
+                schema.HANDOFF_ID: p.handoff_id,
+                schema.TASK_ID: p.task_id,
+                schema.SENDER: p.sender,
+                schema.RECEIVER: self.name,
+                schema.ATTEMPT: p.attempt,
+                schema.HANDOFF_MODE: p.mode,
+                schema.VALIDATION_TIMEOUT_MS: p.validation_timeout_ms,
+                schema.GEN_AI_AGENT_NAME: self.name,
+            }
+            if p.idempotency_key:
+                attrs[schema.IDEMPOTENCY_KEY] = p.idempotency_key
+            attrs.update(self._role_attrs)
+            return attrs
+
+        return self.telemetry.start(
+            schema.SPAN_ANSWER,
+            start_ns=self.clock.time_ns(),
+            attributes=attributes,
+            parent=self.telemetry.extract(p.trace) if p.trace else None,
+        )
+
+    def _enter(self, span: trace.Span, p: Proposal) -> object | None:
+        """Make the validator's own spans children of the answer span (or of the sender's)."""
+        if span is not _INVALID:
+            return self.telemetry.activate(span)
+        return self._attach(p.trace) if p.trace else None
+
+    def _end_answer(self, span: trace.Span, verdict: Verdict, *, late: bool) -> None:
+        if span is _INVALID:
+            return
+        attrs: dict[str, Any] = {schema.LATE: late, schema.DECISION: verdict.decision}
+        if verdict.eta_ms is not None:
+            attrs[schema.ETA_MS] = verdict.eta_ms
+        if verdict.reason:
+            attrs[schema.REJECT_REASON] = verdict.reason
+        self.telemetry.end(span, end_ns=self.clock.time_ns(), attributes=attrs)
+
+    def _answer_failed(self, span: trace.Span, e: BaseException) -> None:
+        """The answer never went out: cancelled, or the store failed (recorded, then raised)."""
+        if span is _INVALID:
+            return
+        now_ns = self.clock.time_ns()
+        if isinstance(e, asyncio.CancelledError):
+            self.telemetry.error(span, "the validation was cancelled before it answered")
+        else:
+            self.telemetry.record_exception(span, e, now_ns)
+            self.telemetry.error(span, f"{type(e).__name__}: {e}")
+        self.telemetry.end(span, end_ns=now_ns)
 
     def _validate_fn(self) -> Validator:
         if self.validator is not None:
@@ -215,33 +303,42 @@ class Receiver:
             )
         return None
 
-    def _answer(self, p: Proposal, verdict: Verdict, work: Work, t0: float) -> Answer:
+    def _answer(
+        self, p: Proposal, verdict: Verdict, work: Work, t0: float, span: trace.Span = _INVALID
+    ) -> Answer:
         verdict = self._enforce(p, verdict)
-        if verdict.decision == schema.DECISION_ACCEPT:
-            elapsed = self.clock.monotonic() - t0
+        on_time = True
+        if span is not _INVALID or verdict.decision == schema.DECISION_ACCEPT:
             # An accept this receiver itself sent too late can never be committed.
-            on_time = is_on_time(elapsed, p.validation_timeout_ms / 1000)
-            now_ms = self.clock.time_ns() // 1_000_000
-            known = self.store.load_acceptance(self.name, p.handoff_id, p.attempt)
-            if known is not None and known.state in (schema.STATE_COMMITTED, schema.STATE_VOID):
-                # A re-delivered proposal cannot reopen an attempt that already ended.
-                return self._reply(p, verdict, work)
-            self.store.save_acceptance(
-                Acceptance(
-                    receiver=self.name,
-                    handoff_id=p.handoff_id,
-                    attempt=p.attempt,
-                    task_id=p.task_id,
-                    key=p.idempotency_key,
-                    fingerprint=_fingerprint_of(p),
-                    state=schema.STATE_VALIDATED if on_time else schema.STATE_VOID,
-                    deadline_ms=p.deadline_unix_ms,
-                    created_ms=now_ms,
-                    sender=p.sender,
-                    trace=tuple(p.trace.items()),
-                )
-            )
+            on_time = is_on_time(self.clock.monotonic() - t0, p.validation_timeout_ms / 1000)
+        if verdict.decision == schema.DECISION_ACCEPT:
+            self._save_accept(p, on_time)
+        self._end_answer(span, verdict, late=not on_time)
         return self._reply(p, verdict, work)
+
+    def _save_accept(self, p: Proposal, on_time: bool) -> None:
+        now_ms = self.clock.time_ns() // 1_000_000
+        known = self.store.load_acceptance(self.name, p.handoff_id, p.attempt)
+        if known is not None and known.state in (schema.STATE_COMMITTED, schema.STATE_VOID):
+            # A re-delivered proposal cannot reopen an attempt that already ended.
+            return
+        state = schema.STATE_VALIDATED if on_time else schema.STATE_VOID
+        self.store.save_acceptance(self._acceptance(p, state, now_ms))
+
+    def _acceptance(self, p: Proposal, state: str, now_ms: int) -> Acceptance:
+        return Acceptance(
+            receiver=self.name,
+            handoff_id=p.handoff_id,
+            attempt=p.attempt,
+            task_id=p.task_id,
+            key=p.idempotency_key,
+            fingerprint=_fingerprint_of(p),
+            state=state,
+            deadline_ms=p.deadline_unix_ms,
+            created_ms=now_ms,
+            sender=p.sender,
+            trace=tuple(p.trace.items()),
+        )
 
     def _reply(self, p: Proposal, verdict: Verdict, work: Work) -> Answer:
         return Answer(
@@ -271,21 +368,8 @@ class Receiver:
 
     def _ack(self, p: Proposal) -> Ack:
         if p.mode == MODE_TWO_STEP:
-            self.store.save_acceptance(
-                Acceptance(
-                    receiver=self.name,
-                    handoff_id=p.handoff_id,
-                    attempt=p.attempt,
-                    task_id=p.task_id,
-                    key=p.idempotency_key,
-                    fingerprint=_fingerprint_of(p),
-                    state=schema.STATE_PROPOSED,
-                    deadline_ms=p.deadline_unix_ms,
-                    created_ms=self.clock.time_ns() // 1_000_000,
-                    sender=p.sender,
-                    trace=tuple(p.trace.items()),
-                )
-            )
+            now_ms = self.clock.time_ns() // 1_000_000
+            self.store.save_acceptance(self._acceptance(p, schema.STATE_PROPOSED, now_ms))
         return Ack(handoff_id=p.handoff_id, attempt=p.attempt, receiver=self.name)
 
     def on_void(self, v: VoidNotice) -> VoidNotice:
@@ -302,8 +386,14 @@ class Receiver:
         return CommitRun(self, c).sync()
 
     async def aon_commit(self, c: CommitRequest) -> CommitResult:
-        """``on_commit()`` for asyncio."""
-        return await CommitRun(self, c).asynchronous()
+        """``on_commit()`` for asyncio.
+
+        A commit that has started runs to its end even if the caller is cancelled (shielded):
+        once the key is claimed, its result is stored, and asking again replays it.
+        """
+        task = asyncio.ensure_future(CommitRun(self, c).asynchronous())
+        task.add_done_callback(_retrieve)
+        return await asyncio.shield(task)
 
     # ------------------------------------------------------------------ expiry
     def void_expired(self, *, limit: int | None = None) -> list[Acceptance]:
@@ -368,6 +458,12 @@ class Receiver:
         return attrs, cost
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a shielded commit's outcome as seen, so a caller that left logs no warning."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _fingerprint_of(p: Proposal | CommitRequest) -> str:
     return fingerprint(p.payload)
 
@@ -381,11 +477,4 @@ def _call_sync(fn: Any, work: Work) -> Any:
         if close is not None:
             close()
         raise TypeError("this function is async: use ahandle()/the async API with it")
-    return out
-
-
-async def _call_async(fn: Any, work: Work) -> Any:
-    out = fn(work)
-    if inspect.isawaitable(out):
-        return await out
     return out

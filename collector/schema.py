@@ -337,3 +337,19 @@ OUTCOME_EXPIRED: Final = "expired"
 """``handoff.outcome`` (phase ``commit``) of an accept voided because no commit came in time."""
 REASON_ACCEPT_EXPIRED: Final = "commit deadline passed with no commit (expired)"
 """``handoff.transition.reason`` of the ``validated -> void`` move a sweep records."""
+
+# --------------------------------------------------------------------------------------
+# Added with leases, the receiver's own record and timeouts recorded when they fire
+# --------------------------------------------------------------------------------------
+SPAN_ANSWER: Final = "handoff.answer"
+"""The receiver's own record of answering one proposal (its validator's run), a child of the
+sender's ``handoff.validate`` span: the handshake is in the trace even if the sender dies."""
+SPAN_LATE_ANSWER: Final = "handoff.late_answer"
+"""An answer the sender received after its timeout, linked to the ``handoff.validate`` span
+that already ended (void) when the clock fired; from proposal sent to answer received."""
+COMMIT_ERROR_LEASE_LOST: Final = "LeaseLost"
+"""``handoff.commit.error`` of an execution whose lease lapsed and was taken over before it
+stored its result: fenced out, its result is neither stored nor reported as executed."""
+COMMIT_GENERATION: Final = "handoff.commit.generation"
+"""On a commit that took over a stale claim: the claim's generation (2 for the first
+takeover of a key)."""

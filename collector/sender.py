@@ -6,8 +6,10 @@ task, one receiver) whose attempts are proposed and committed step by step, and
 
 * ``handoff`` (one per handoff, parent of the phase spans, final state and attempt count);
 * ``handoff.propose`` (the sender's work, ends when the proposal leaves);
-* ``handoff.validate`` (from proposal sent to answer received: the true latency, also when the
-  answer comes after the timeout; the receiver's reported usage is attributed to it).
+* ``handoff.validate`` (from proposal sent to answer received, or to the timeout, when it ends
+  at once; the receiver's reported usage is attributed to it);
+* ``handoff.late_answer`` (real clock: an answer that came after the timeout, with its true
+  latency, under the ended validate span).
 
 The receiver writes ``handoff.commit``. Everything a peer answers is recorded as received (a
 reject without reason, an accept without ETA, a late answer), then acted on by the protocol:
@@ -77,6 +79,12 @@ class Sender:
     ``enforce_retry_cap=False`` lets a re-proposal beyond ``max_attempts`` go out (it is
     recorded with its attempt number above ``handoff.max_attempts``) instead of raising
     ``RetryCapExceeded``: a documented override for producing violating traces.
+
+    ``late_answer_window_s`` bounds how long after the proposal a late answer is still
+    recorded (as a ``handoff.late_answer`` span). ``in_progress_wait_s`` bounds how long
+    ``handoff()`` keeps asking again when a commit is answered ``CommitInProgress`` (another
+    execution of the key is running): None (the default) asks until the handoff's deadline,
+    0 never asks again; the attempt is then void.
     """
 
     def __init__(
@@ -95,6 +103,7 @@ class Sender:
         enforce_retry_cap: bool = True,
         late_answer_window_s: float = 60.0,
         id_factory: Callable[[], str] | None = None,
+        in_progress_wait_s: float | None = None,
     ) -> None:
         _check_mode(mode)
         if validation_timeout_s <= 0:
@@ -115,6 +124,9 @@ class Sender:
         self.mode = mode
         self.enforce_retry_cap = enforce_retry_cap
         self.late_answer_window_s = late_answer_window_s
+        if in_progress_wait_s is not None and in_progress_wait_s < 0:
+            raise ConfigurationError(f"in_progress_wait_s must be >= 0, got {in_progress_wait_s}")
+        self.in_progress_wait_s = in_progress_wait_s
         self.id_factory = id_factory or _random_id
 
     def __repr__(self) -> str:
@@ -183,7 +195,7 @@ class Sender:
             while True:
                 answer = h.propose(usage=usage) if h.spec.mode != _FF else None
                 if h.state in _COMMITTABLE[h.spec.mode]:
-                    result = _commit_despite_lost_replies(h)
+                    result = _commit_until_done(h)
                     if result.ok:
                         break
                 if not _should_retry(h, answer):
@@ -198,7 +210,7 @@ class Sender:
             while True:
                 answer = await h.apropose(usage=usage) if h.spec.mode != _FF else None
                 if h.state in _COMMITTABLE[h.spec.mode]:
-                    result = await _acommit_despite_lost_replies(h)
+                    result = await _acommit_until_done(h)
                     if result.ok:
                         break
                 if not _should_retry(h, answer):
@@ -212,6 +224,49 @@ _COMMITTABLE: dict[str, tuple[str | None, ...]] = {
     schema.MODE_TWO_STEP: (schema.STATE_PROPOSED,),
     schema.MODE_FIRE_AND_FORGET: (None, schema.STATE_VOID),
 }
+
+
+_FIRST_PAUSE_S = 0.05
+_MAX_PAUSE_S = 1.0
+
+
+def _pause_before_asking_again(
+    h: Handoff, result: CommitResult, started: float, pause: float
+) -> bool:
+    """After a ``CommitInProgress`` answer: whether to ask again after ``pause`` seconds (within
+    the sender's ``in_progress_wait_s`` and the handoff's deadline); if not, void the attempt."""
+    if not result.in_progress or h.state != schema.STATE_VALIDATED:
+        return False
+    clock = h.clock
+    limit = h.sender.in_progress_wait_s
+    to_deadline = h.spec.deadline_unix_ms / 1000 - clock.time_ns() / 1e9
+    waited = clock.monotonic() - started
+    if pause >= to_deadline or (limit is not None and waited + pause > limit):
+        h._void("commit still in progress elsewhere; stopped asking", at_ns=clock.time_ns())
+        return False
+    return True
+
+
+def _commit_until_done(h: Handoff) -> CommitResult:
+    """Commit; while the receiver says another execution of the key is running, ask again
+    with growing pauses (bounded by ``in_progress_wait_s`` and the deadline)."""
+    started, pause = h.clock.monotonic(), _FIRST_PAUSE_S
+    while True:
+        result = _commit_despite_lost_replies(h)
+        if not _pause_before_asking_again(h, result, started, pause):
+            return result
+        h.clock.sleep(pause)
+        pause = min(pause * 2, _MAX_PAUSE_S)
+
+
+async def _acommit_until_done(h: Handoff) -> CommitResult:
+    started, pause = h.clock.monotonic(), _FIRST_PAUSE_S
+    while True:
+        result = await _acommit_despite_lost_replies(h)
+        if not _pause_before_asking_again(h, result, started, pause):
+            return result
+        await h.clock.asleep(pause)
+        pause = min(pause * 2, _MAX_PAUSE_S)
 
 
 def _commit_despite_lost_replies(h: Handoff) -> CommitResult:

@@ -68,7 +68,7 @@ def test_trace_file_gets_otlp_json_lines(tmp_path):
     assert handshake(setup).committed
     setup.shutdown()
     lines = path.read_text().splitlines()
-    assert sorted(span_names_in(lines)) == sorted([S.SPAN_HANDOFF, *S.PHASE_SPANS])
+    assert sorted(span_names_in(lines)) == sorted([S.SPAN_HANDOFF, *S.PHASE_SPANS, S.SPAN_ANSWER])
     resource = json.loads(lines[0])["resourceSpans"][0]["resource"]["attributes"]
     assert {"key": "service.name", "value": {"stringValue": "planner"}} in resource
     metric_text = metrics.read_text()
@@ -145,7 +145,7 @@ def test_otlp_http_follows_the_standard_environment(monkeypatch):
     for body in traces:
         req = ExportTraceServiceRequest.FromString(body)
         names += [s.name for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
-    assert sorted(names) == sorted([S.SPAN_HANDOFF, *S.PHASE_SPANS])
+    assert sorted(names) == sorted([S.SPAN_HANDOFF, *S.PHASE_SPANS, S.SPAN_ANSWER])
     assert any(p == "/v1/metrics" for p, _ in _Collector.bodies)
 
 
@@ -181,7 +181,7 @@ def test_otlp_grpc_when_the_protocol_says_so(monkeypatch):
         for ss in rs.scope_spans
         for s in ss.spans
     ]
-    assert sorted(names) == sorted([S.SPAN_HANDOFF, *S.PHASE_SPANS])
+    assert sorted(names) == sorted([S.SPAN_HANDOFF, *S.PHASE_SPANS, S.SPAN_ANSWER])
 
 
 def test_global_setup_is_used_by_agents_that_pass_no_provider(tmp_path):
@@ -195,7 +195,7 @@ def test_global_setup_is_used_by_agents_that_pass_no_provider(tmp_path):
         "setup.shutdown()\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    assert len(span_names_in(path.read_text().splitlines())) == 4
+    assert len(span_names_in(path.read_text().splitlines())) == 5  # the receiver's answer too
 
 
 def test_agents_created_before_the_sdk_is_installed_start_recording_once_it_is(tmp_path):
@@ -213,7 +213,7 @@ def test_agents_created_before_the_sdk_is_installed_start_recording_once_it_is(t
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     text = path.read_text()
-    assert len(span_names_in(text.splitlines())) == 4
+    assert len(span_names_in(text.splitlines())) == 5
     assert '"after"' in text and '"before"' not in text
 
 

@@ -103,6 +103,7 @@ PUBLIC = [
     "SafeStop",
     "Sender",
     "StateMachine",
+    "StoreError",
     "StoredResult",
     "Sweeper",
     "SystemClock",

@@ -189,11 +189,14 @@ def test_a_thousand_concurrent_duplicate_commits_execute_once():
     for t in threads:
         t.join()
     assert len(runs) == 1
-    assert {r.result["by"] for r in results} == {1}
+    # A duplicate gets the stored result, or at once hears that the key is in progress.
+    assert {r.result["by"] for r in results if r.ok} == {1}
+    assert all(r.ok or r.in_progress for r in results)
     outcomes = [r.outcome for r in results]
-    assert outcomes.count("executed") == 1 and outcomes.count("replayed") == 999
+    assert outcomes.count("executed") == 1
+    assert recv.on_commit(request).result == {"by": 1}  # asked again: the stored result
     spans = cap.attributes(schema.SPAN_COMMIT)
-    assert sum(s[schema.COMMIT_OUTCOME] == "executed" for s in spans) == 1 and len(spans) == 1000
+    assert sum(s[schema.COMMIT_OUTCOME] == "executed" for s in spans) == 1 and len(spans) == 1001
 
 
 def test_concurrent_duplicate_commits_on_asyncio_execute_once():
@@ -211,7 +214,8 @@ def test_concurrent_duplicate_commits_on_asyncio_execute_once():
         return await asyncio.gather(*(recv.aon_commit(request) for _ in range(500)))
 
     results = asyncio.run(main())
-    assert len(runs) == 1 and {r.result["by"] for r in results} == {1}
+    assert len(runs) == 1 and {r.result["by"] for r in results if r.ok} == {1}
+    assert all(r.ok or r.in_progress for r in results)
     assert [r.outcome for r in results].count("executed") == 1
 
 
@@ -237,6 +241,9 @@ Path(ready, str(os.getpid())).touch()
 while not Path(go).exists():
     time.sleep(0.005)
 result = h.commit()
+while result.in_progress:  # another process runs it: ask again for the stored result
+    time.sleep(0.02)
+    result = h.commit()
 print(json.dumps([result.outcome, result.result]))
 """
 

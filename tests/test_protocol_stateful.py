@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, multiple, rule
 
 from collector import (
     CommitRequest,
@@ -19,13 +19,16 @@ from collector import (
     MemoryStore,
     RetryCapExceeded,
     SQLiteStore,
+    StoredResult,
     accept,
+    fingerprint,
     schema,
 )
 from collector.testing import SpanCapture
 
 S = schema
 PAYLOADS = [{"v": 1}, {"v": 2}, {"v": [1, 2]}]
+LEASE_MS = 10_000  # the receiver's lease; advance_clock moves 0.5 s to 100 s at a time
 
 
 class LiveChannel:
@@ -41,8 +44,14 @@ class LiveChannel:
 
 
 class Handshake(RuleBasedStateMachine):
+    """The handshake, plus executions of the same keys by *other* owners (other processes),
+    which claim, renew (heartbeat) and finish on the shared store while the lease clock runs,
+    so commits meet live claims (answered in progress), stale ones (taken over) and stale
+    owners that wake up (fenced out)."""
+
     store_kind = "memory"
     handoffs = Bundle("handoffs")
+    foreign = Bundle("foreign")
 
     def __init__(self):
         super().__init__()
@@ -56,6 +65,11 @@ class Handshake(RuleBasedStateMachine):
         self.sender = self.cap.sender("planner")
         self.channel = LiveChannel(self)
         self.opened = []
+        # The model of each key's claim: its current token (None: the receiver's own), last
+        # heartbeat, payload fingerprint and whether a result is stored.
+        self.claims: dict[str, dict] = {}
+        self.token_key: dict[str, str] = {}
+        self.stored: Counter[str] = Counter()  # results stored per key (at most one)
 
     def teardown(self):
         self.cap.shutdown()
@@ -73,7 +87,36 @@ class Handshake(RuleBasedStateMachine):
             self.runs[key] += 1
             return {"key": key, "payload": work.payload, "run": self.runs[key]}
 
-        return self.cap.receiver("writer", validator=validate, executor=execute, store=self.store)
+        return self.cap.receiver(
+            "writer",
+            validator=validate,
+            executor=execute,
+            store=self.store,
+            lease_s=LEASE_MS / 1000,
+        )
+
+    def _now_ms(self):
+        return self.cap.clock.time_ns() // 1_000_000
+
+    def _holder(self, key):
+        """The token of a live claim another owner holds on ``key`` (per the model)."""
+        c = self.claims.get(key)
+        if c is None or c["done"] or c["token"] is None:
+            return None
+        return c["token"] if self._now_ms() - c["last"] < LEASE_MS else None
+
+    def _after_commit(self, h, result, holder):
+        key = h.spec.idempotency_key
+        if key is None:
+            return
+        if result.outcome == "executed":
+            assert holder is None, "ran while another owner's lease was live"
+            self.claims[key] = {"token": None, "last": 0, "fp": h.fingerprint, "done": True}
+            self.stored[key] += 1
+        if result.in_progress:
+            assert holder is not None and h.state == S.STATE_VALIDATED
+        if result.outcome == "replayed":
+            assert self.claims[key]["done"]
 
     def _saw(self, result):
         if result.ok:
@@ -120,6 +163,7 @@ class Handshake(RuleBasedStateMachine):
     @rule(h=handoffs)
     def commit(self, h):
         before = h.state
+        holder = self._holder(h.spec.idempotency_key)
         try:
             result = h.commit()
         except CommitWithoutAccept:
@@ -129,16 +173,77 @@ class Handshake(RuleBasedStateMachine):
             assert h.state == S.STATE_VOID
             return
         self._saw(result)
+        self._after_commit(h, result, holder)
         if result.ok:
             assert h.state == S.STATE_COMMITTED
 
     @rule(h=handoffs)
+    def propose_on_time_then_commit(self, h):
+        """The common path, taken often, so commits meet other owners' claims."""
+        self.propose(h, 0.0)
+        if h.state == S.STATE_VALIDATED:
+            self.commit(h)
+
+    @rule(h=handoffs)
     def buggy_commit(self, h):
         was = h.state
+        holder = self._holder(h.spec.idempotency_key)
         result = h.commit(unchecked=True)
         self._saw(result)
+        self._after_commit(h, result, holder)
         if was not in (S.STATE_VALIDATED, S.STATE_COMMITTED):
             assert result.outcome == "refused"
+
+    # ------------------------------------------------------------------ other owners
+    @rule(target=foreign, key=st.sampled_from(["k1", "k2"]), payload=st.sampled_from(PAYLOADS))
+    def another_owner_claims(self, key, payload):
+        fp, now, c = fingerprint(payload), self._now_ms(), self.claims.get(key)
+        claim = self.store.claim("writer", key, fp, now_ms=now, lease_ms=LEASE_MS)
+        if c is not None and c["fp"] != fp:
+            assert claim.conflict_fingerprint == c["fp"]
+            return multiple()
+        if c is not None and c["done"]:
+            assert claim.stored is not None
+            return multiple()
+        if self._holder(key) is not None:
+            assert claim.running  # a live lease holds
+            return multiple()
+        assert claim.acquired
+        # A stale claim (its heartbeat older than the lease) is taken over, once.
+        assert claim.took_over == (c is not None)
+        self.claims[key] = {"token": claim.token, "last": now, "fp": fp, "done": False}
+        self.token_key[claim.token] = key
+        return claim.token
+
+    @rule(target=foreign, h=handoffs)
+    def another_owner_claims_the_key_of(self, h):
+        """Another process starts on the very key and payload of an open handoff."""
+        if h.spec.idempotency_key is None:
+            return multiple()
+        return self.another_owner_claims(h.spec.idempotency_key, h.spec.payload)
+
+    @rule(token=foreign)
+    def another_owner_renews(self, token):
+        c = self.claims[self.token_key[token]]
+        still_holds = c["token"] == token and not c["done"]
+        assert self.store.renew(token, now_ms=self._now_ms()) == still_holds
+        if still_holds:
+            c["last"] = max(c["last"], self._now_ms())
+
+    @rule(token=foreign)
+    def another_owner_finishes(self, token):
+        key = self.token_key[token]
+        c = self.claims[key]
+        still_holds = c["token"] == token and not c["done"]
+        result = StoredResult(
+            "writer", key, c["fp"], "complete", {"key": key, "by": token}, "other", 1, 0
+        )
+        # A stale owner that was taken over is fenced out: its result is never stored.
+        assert self.store.complete(token, result) == still_holds
+        if still_holds:
+            c["done"] = True
+            self.stored[key] += 1
+            self.first.setdefault(key, result.result)
 
     @rule(h=handoffs, payload=st.sampled_from(PAYLOADS))
     def commit_other_payload(self, h, payload):
@@ -173,6 +278,10 @@ class Handshake(RuleBasedStateMachine):
         h.close()
 
     # ------------------------------------------------------------------ invariants
+    @invariant()
+    def one_stored_result_per_key(self):
+        assert all(n <= 1 for n in self.stored.values()), self.stored
+
     @invariant()
     def one_execution_per_key(self):
         assert all(n <= 1 for n in self.runs.values()), self.runs

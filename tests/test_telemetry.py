@@ -188,7 +188,8 @@ def test_agents_made_before_the_sdk_start_recording_once_it_is_installed():
         "print(sum(p.value for p in points), len(spans.get_finished_spans()))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["3", "4"]  # only the second handoff: 3 outcomes, 4 spans
+    # only the second handoff: 3 outcomes, 5 spans (the receiver's answer among them)
+    assert out.stdout.split() == ["3", "5"]
 
 
 # ---------------------------------------------------------------------- failures contained
@@ -321,7 +322,9 @@ def test_validator_spans_nest_under_the_validate_span(cap):
         idempotency_key="k",
     )
     spans = {s.name: s for s in cap.spans()}
-    assert spans["llm.call"].parent.span_id == spans[S.SPAN_VALIDATE].context.span_id
+    # The validator runs inside the receiver's answer span, itself under the validate span.
+    assert spans["llm.call"].parent.span_id == spans[S.SPAN_ANSWER].context.span_id
+    assert spans[S.SPAN_ANSWER].parent.span_id == spans[S.SPAN_VALIDATE].context.span_id
     assert spans["tool.call"].parent.span_id == spans[S.SPAN_COMMIT].context.span_id
     assert trace.get_current_span() is trace.INVALID_SPAN  # contexts were detached
 
@@ -381,7 +384,7 @@ def test_the_pytest_fixture_for_agent_authors(tmp_path):
         "    handoff_spans.sender('p').handoff(InProcessChannel(w), task_id='t', payload={},"
         " output_schema='d', idempotency_key='k')\n"
         "    assert handoff_spans.one('handoff.commit')['handoff.commit.outcome'] == 'executed'\n"
-        "    assert [s.context.span_id for s in handoff_spans.spans()] == [2, 3, 4, 1]\n"
+        "    assert [s.context.span_id for s in handoff_spans.spans()] == [2, 4, 3, 5, 1]\n"
     )
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],

@@ -107,6 +107,8 @@ class SimulatedAgent:
             telemetry=Telemetry(tracer_provider=tracer_provider, record_stacktraces=False),
             role=profile.role,
             allow_legacy_modes=True,
+            # The published samples keep their shape: the sender's spans only.
+            record_answers=False,
         )
 
     @property

@@ -3,9 +3,10 @@
 Each case is a small OTLP JSON document (``<rule-id>/pass*.json`` or ``fail*.json``) laid
 out the way the handshake library writes a handoff: a ``handoff`` span with its
 ``handoff.propose``, ``handoff.validate`` and ``handoff.commit`` spans, transition events,
-and cost on every phase span. A case starts from a clean handoff and changes only what its
-rule is about. Its top-level ``expect`` key (ignored by OTLP readers) says how many findings
-each rule must report on it; rules not listed must report none.
+and cost on every phase span (a late answer on the real clock: a ``handoff.late_answer``
+span under a validate span that ended at the timeout). A case starts from a clean handoff and
+changes only what its rule is about. Its top-level ``expect`` key (ignored by OTLP readers)
+says how many findings each rule must report on it; rules not listed must report none.
 
 Every case gets its own trace ids, and agent names suffixed with the case number, so all
 cases can be audited together without one case's latencies or keys leaking into another.
@@ -189,6 +190,8 @@ def handoff(
                 v.attrs.pop("handoff.reject_reason", None)
             v.attrs.update(a.get("validate", {}))
             c.spans.append(v)
+            if late and a.get("late_answer"):
+                _late_answer(c, v, a, at, receiver, sender, trace, now, end)
             now = end
         if a.get("cancel"):
             now += 100
@@ -700,6 +703,45 @@ def _swept_then_ran(c: Case) -> None:
     h.attrs["handoff.state"] = "committed"
     h.end = k.end + 10
     next(s for s in c.spans if s.name.startswith("invoke_workflow")).end = h.end
+
+
+def _late_answer(
+    c: Case,
+    v: Span,
+    a: dict[str, Any],
+    at: dict[str, Any],
+    receiver: str,
+    sender: str,
+    trace: str,
+    sent: int,
+    answered: int,
+) -> None:
+    """The real clock: the validate span ended when the clock fired; the answer that came
+    later is its child ``handoff.late_answer``, with the latency and the receiver's usage."""
+    v.end = sent + 2000
+    for key in ("handoff.validation_latency_ms", "handoff.late", "handoff.late.decision"):
+        v.attrs.pop(key, None)
+    for key in usage(receiver, tokens=(350, 40)):
+        v.attrs.pop(key, None)
+    la = Span("handoff.late_answer", c.span_id(), v.span_id, sent, answered, sender, trace=trace)
+    la.attrs = {
+        **at,
+        "handoff.late": True,
+        "handoff.late.decision": a.get("decision", "accept"),
+        "handoff.validation_latency_ms": a["latency"],
+        **usage(receiver, tokens=(350, 40)),
+    }
+    c.spans.append(la)
+
+
+# Registered last, so the cases before keep their numbers (and ids).
+case(
+    "late-validation-used",
+    "fail-late-answer",
+    late_validation_used=1,
+    slow_validation=1,
+    validation_p95_over_budget=1,
+)(lambda c: one(c, attempts=({"latency": 2600.0, "late_answer": True, "commit": True},)))
 
 
 def build() -> dict[Path, str]:

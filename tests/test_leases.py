@@ -1,0 +1,314 @@
+"""Exactly once with real processes and real signals: leases, heartbeats, takeovers, fencing.
+
+Executions are counted by their side effect (a line appended to a file per start and per
+finish), never by what the library says about itself. No test asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from collector import InProcessChannel, Receiver, Sender, SQLiteStore, accept, schema
+from collector.testing import SpanCapture
+
+S = schema
+
+# One agent process: a receiver on the shared SQLite store and a sender handing it one task.
+# ``STEP`` names where the process stops to wait for its kill (a marker file says it got
+# there); the executor appends "start <pid>" and "done <pid>" to the log.
+AGENT = """
+import json, os, sys, time
+from pathlib import Path
+from collector import InProcessChannel, Receiver, Sender, SQLiteStore, accept
+
+db, log, marks, step, lease_s, task_s = sys.argv[1:7]
+lease_s, task_s = float(lease_s), float(task_s)
+
+
+def stop_here(name):
+    if step == name:
+        Path(marks, name).touch()
+        while True:
+            time.sleep(1)
+
+
+class Store(SQLiteStore):
+    def claim(self, *a, **kw):
+        stop_here("before-claim")
+        return super().claim(*a, **kw)
+
+    def complete(self, token, result):
+        stop_here("before-store-write")
+        stored = super().complete(token, result)
+        stop_here("after-store-write")
+        return stored
+
+
+def execute(work):
+    with open(log, "a") as f:
+        f.write(f"start {os.getpid()}\\n")
+    stop_here("mid-task")
+    time.sleep(task_s)
+    with open(log, "a") as f:
+        f.write(f"done {os.getpid()}\\n")
+    stop_here("after-task")
+    return {"by": os.getpid()}
+
+
+recv = Receiver("writer", validator=lambda w: accept(eta_ms=100), executor=execute,
+                store=Store(db), lease_s=lease_s)
+Path(marks, f"ready-{os.getpid()}").touch()
+while not Path(marks, "go").exists():
+    time.sleep(0.005)
+out = Sender("planner").handoff(InProcessChannel(recv), task_id="t", payload={"p": 1},
+                                output_schema="d", idempotency_key="k", deadline_s=60)
+r = out.result
+print(json.dumps([out.state, r.outcome if r else None, r.error if r else None,
+                  r.result if r else None]))
+"""
+
+
+def spawn(tmp_path: Path, step: str, *, lease_s: float, task_s: float) -> subprocess.Popen[str]:
+    args = [str(tmp_path / "k.db"), str(tmp_path / "runs.log"), str(tmp_path / "marks")]
+    return subprocess.Popen(
+        [sys.executable, "-c", AGENT, *args, step, str(lease_s), str(task_s)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(path: Path, procs: list[subprocess.Popen[str]], seconds: float = 60) -> None:
+    give_up = time.monotonic() + seconds
+    while not path.exists():
+        for p in procs:
+            assert p.poll() is None, f"an agent died early: {p.stderr.read() if p.stderr else ''}"
+        assert time.monotonic() < give_up, f"never reached {path.name}"
+        time.sleep(0.01)
+
+
+def log_lines(tmp_path: Path) -> list[str]:
+    log = tmp_path / "runs.log"
+    return log.read_text().split("\n")[:-1] if log.exists() else []
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "marks").mkdir()
+    SQLiteStore(tmp_path / "k.db").close()  # the schema exists before any race
+    return tmp_path
+
+
+def test_racing_processes_with_a_task_longer_than_the_lease_run_it_once(folder):
+    # The task runs for several leases; only heartbeats keep the others from taking over.
+    procs = [spawn(folder, "none", lease_s=0.3, task_s=1.2) for _ in range(3)]
+    try:
+        give_up = time.monotonic() + 60
+        while len([p for p in (folder / "marks").iterdir() if p.name.startswith("ready")]) < 3:
+            assert all(p.poll() is None for p in procs), "an agent died early"
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+        (folder / "marks" / "go").touch()
+        got = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    lines = log_lines(folder)
+    assert [line.split()[0] for line in lines] == ["start", "done"]  # one execution
+    runner = int(lines[0].split()[1])
+    assert sorted(outcome for _, outcome, _, _ in got) == ["executed", "replayed", "replayed"]
+    assert all(state == "committed" and result == {"by": runner} for state, _, _, result in got)
+
+
+# (step where the owner is killed, executions that started, results the log shows done,
+#  whether the retry runs the task itself)
+KILLS = [
+    ("before-claim", 1, 1, True),
+    ("mid-task", 2, 1, True),
+    ("after-task", 2, 2, True),  # done but not stored: the task's effects repeat (documented)
+    ("before-store-write", 2, 2, True),
+    ("after-store-write", 1, 1, False),  # stored: the retry replays it
+]
+
+
+@pytest.mark.parametrize(("step", "starts", "dones", "reruns"), KILLS, ids=[k[0] for k in KILLS])
+def test_kill_9_at_every_step_of_a_commit_then_a_retry_takes_over_at_once(
+    folder, step, starts, dones, reruns
+):
+    owner = spawn(folder, step, lease_s=3600, task_s=0)  # the lease alone would hold an hour
+    try:
+        wait_for(folder / "marks" / f"ready-{owner.pid}", [owner])
+        (folder / "marks" / "go").touch()
+        wait_for(folder / "marks" / step, [owner])
+        os.kill(owner.pid, signal.SIGKILL)
+        owner.wait(timeout=30)
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    assert owner.returncode == -signal.SIGKILL
+
+    cap = SpanCapture()
+    log = folder / "runs.log"
+
+    def execute(work):
+        with open(log, "a") as f:
+            f.write(f"start {os.getpid()}\n")
+            f.write(f"done {os.getpid()}\n")
+        return {"by": os.getpid()}
+
+    store = SQLiteStore(folder / "k.db")
+    recv = cap.receiver(
+        "writer", validator=lambda w: accept(eta_ms=100), executor=execute, store=store
+    )
+    recv.lease_ms = 3_600_000
+    # Asks once: a key still held would end the handoff void instead of waiting.
+    sender = cap.sender("planner", in_progress_wait_s=0, max_attempts=1)
+    out = sender.handoff(
+        InProcessChannel(recv),
+        task_id="t",
+        payload={"p": 1},
+        output_schema="d",
+        idempotency_key="k",
+        deadline_s=60,
+    )
+    store.close()
+    lines = log_lines(folder)
+    assert out.committed, out.result
+    assert sum(line.startswith("start") for line in lines) == starts
+    assert sum(line.startswith("done") for line in lines) == dones
+    if reruns:
+        assert out.result.outcome == "executed" and out.result.result == {"by": os.getpid()}
+        took_over = step != "before-claim"
+        commit = cap.one(S.SPAN_COMMIT)
+        assert (commit.get(S.COMMIT_GENERATION) == 2) is took_over
+    else:
+        assert out.result.outcome == "replayed" and out.result.result == {"by": owner.pid}
+
+
+def test_a_stalled_owner_is_taken_over_once_and_fenced_out_when_it_wakes(folder):
+    # SIGSTOP freezes the owner mid-task (its heartbeat too); its process still exists, so
+    # only the stale heartbeat lets another take over.
+    owner = spawn(folder, "none", lease_s=0.3, task_s=0.5)
+    try:
+        wait_for(folder / "marks" / f"ready-{owner.pid}", [owner])
+        (folder / "marks" / "go").touch()
+        give_up = time.monotonic() + 60
+        while not log_lines(folder):
+            assert owner.poll() is None and time.monotonic() < give_up
+            time.sleep(0.005)
+        os.kill(owner.pid, signal.SIGSTOP)
+
+        store = SQLiteStore(folder / "k.db")
+        runs: list[int] = []
+
+        def execute(work):
+            runs.append(1)
+            return {"by": "takeover"}
+
+        recv = Receiver(
+            "writer",
+            validator=lambda w: accept(eta_ms=100),
+            executor=execute,
+            store=store,
+            lease_s=0.3,
+        )
+        sender = Sender("planner", in_progress_wait_s=30)
+        out = sender.handoff(
+            InProcessChannel(recv),
+            task_id="t2",
+            payload={"p": 1},
+            output_schema="d",
+            idempotency_key="k",
+            deadline_s=60,
+        )
+        assert out.committed and out.result.outcome == "executed" and runs == [1]
+        os.kill(owner.pid, signal.SIGCONT)
+        stdout, _ = owner.communicate(timeout=60)
+    finally:
+        if owner.poll() is None:
+            os.kill(owner.pid, signal.SIGCONT)
+            owner.kill()
+    state, outcome, error, result = json.loads(stdout)
+    # The woken owner finished its task but could not store it nor report it executed; its
+    # retry got the stored result of the takeover.
+    assert outcome == "replayed" and result == {"by": "takeover"} and state == "committed"
+    assert store.get("writer", "k").result == {"by": "takeover"}
+    store.close()
+
+
+def test_the_fenced_out_execution_is_refused_with_lease_lost(tmp_path):
+    cap = SpanCapture()
+    store = SQLiteStore(tmp_path / "k.db")
+    sender = cap.sender("planner")
+
+    def execute(work):
+        # While this runs, its lease lapses and another commit takes the key over.
+        cap.clock.advance(60)
+        assert store.claim("writer", "k", h.fingerprint, now_ms=now_ms(), lease_ms=1).acquired
+        return {"by": "stale"}
+
+    def now_ms():
+        return cap.clock.time_ns() // 1_000_000
+
+    recv = cap.receiver(
+        "writer", validator=lambda w: accept(eta_ms=100), executor=execute, store=store
+    )
+    h = sender.open(
+        InProcessChannel(recv), task_id="t", payload={}, output_schema="d", idempotency_key="k"
+    )
+    h.propose()
+    result = h.commit()
+    assert result.outcome == "refused" and result.error == S.COMMIT_ERROR_LEASE_LOST
+    assert store.get("writer", "k") is None  # nothing stored by the stale owner
+    assert cap.one(S.SPAN_COMMIT)[S.COMMIT_OUTCOME] == "refused"
+    h.close()
+    store.close()
+
+
+def test_handoff_asks_again_within_its_bound_and_a_lapsed_lease_is_taken_over():
+    from collector import MemoryStore, fingerprint
+
+    cap = SpanCapture()  # virtual clock: the pauses between questions take no real time
+    store = MemoryStore()
+    runs: list[str] = []
+    recv = cap.receiver(
+        "writer",
+        validator=lambda w: accept(eta_ms=100),
+        executor=lambda w: runs.append(w.task_id) or "done",
+        store=store,
+        lease_s=30,
+    )
+    # Another owner claims the key and then goes silent: no heartbeat ever comes.
+    now_ms = cap.clock.time_ns() // 1_000_000
+    assert store.claim("writer", "k", fingerprint({}), now_ms=now_ms, lease_ms=30_000).acquired
+
+    def hand_off(sender, task):
+        return sender.handoff(
+            InProcessChannel(recv),
+            task_id=task,
+            payload={},
+            output_schema="d",
+            idempotency_key="k",
+            deadline_s=600,
+        )
+
+    impatient = hand_off(cap.sender("planner", in_progress_wait_s=5), "t1")
+    assert impatient.state == "void" and impatient.attempts == 3
+    assert impatient.result.in_progress and runs == []
+    # Asking until the deadline outlasts the silent owner's lease: one takeover, one run.
+    patient = hand_off(cap.sender("planner"), "t2")
+    assert patient.committed and patient.result.outcome == "executed" and runs == ["t2"]
+    assert cap.attributes(S.SPAN_COMMIT)[-1][S.COMMIT_GENERATION] == 2
+    in_progress = [
+        a for a in cap.attributes(S.SPAN_COMMIT) if a.get(S.COMMIT_ERROR) == "CommitInProgress"
+    ]
+    assert in_progress and all(a[S.COMMIT_OUTCOME] == "refused" for a in in_progress)
