@@ -429,3 +429,26 @@ def test_hostile_bodies_get_a_named_400_never_a_500(body: Any, route: str) -> No
     if response.status_code == 400:
         assert response.json()["error"] == wire.ERROR_INVALID_MESSAGE
         assert response.json()["detail"]
+
+
+async def test_a_store_that_cannot_be_written_is_a_503_naming_it() -> None:
+    # The store refuses the claim as a read-only or full one does (tests/test_store_faults.py
+    # makes those for real): nothing ran, so the sender may send the same key again later.
+    from collector.errors import StoreError
+
+    class Full(MemoryStore):
+        def claim(self, *args: Any, **kwargs: Any) -> Any:
+            raise StoreError("idempotency store /tmp/k.db cannot be written", path="/tmp/k.db")
+
+    runs: list[int] = []
+    receiver = _receiver(store=Full(), executor=lambda w: runs.append(1) or {})
+    async with _client(handshake_app(receiver)) as c:
+        proposal = _proposal(receiver="w")
+        assert (await c.post(wire.ROUTE_PROPOSE, json=proposal)).status_code == 200
+        response = await c.post(wire.ROUTE_COMMIT, json=_commit(proposal))
+    assert response.status_code == 503, response.text
+    body = response.json()
+    assert body["error"] == wire.ERROR_STORE_UNAVAILABLE and "/tmp/k.db" in body["detail"]
+    assert response.headers["retry-after"]
+    schemas.validate("error", body)
+    assert runs == []

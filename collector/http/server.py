@@ -45,8 +45,6 @@ log = logging.getLogger("collector.http")
 
 _TRACE_HEADERS = ("traceparent", "tracestate")
 _IN_PROGRESS = schema.COMMIT_ERROR_IN_PROGRESS
-# The typed in-progress error, where the library raises one instead of answering refused.
-_InProgressError: type[BaseException] | None = getattr(errors, "CommitInProgress", None)
 
 
 class _Refusal(Exception):
@@ -114,9 +112,15 @@ class _Server:
                 reply = await self._respond(message)
             except _Refusal as r:
                 return _error(r.status, r.code, r.detail, field=r.field, headers=r.headers)
+            except errors.StoreError as e:
+                # The store cannot keep a promise now (read-only, full, every connection busy):
+                # the sender may try again later with the same key, so 503, not 500.
+                log.error("handoffscope: %s request failed: %s", kind, e)
+                return _error(
+                    503, wire.ERROR_STORE_UNAVAILABLE, str(e),
+                    headers={wire.HEADER_RETRY_AFTER: str(wire.IN_FLIGHT_RETRY_AFTER_S)},
+                )  # fmt: skip
             except Exception as e:  # noqa: BLE001 - a 500 with a log line, never a traceback
-                if _InProgressError is not None and isinstance(e, _InProgressError):
-                    return _in_flight(_in_progress_result(message, str(e)))
                 log.exception("handoffscope: %s request failed", kind)
                 return _error(500, wire.ERROR_INTERNAL, f"{type(e).__name__} in the receiver")
             if isinstance(reply, CommitResult) and reply.error == _IN_PROGRESS:
@@ -234,18 +238,6 @@ def _with_header_trace(message: Message, request: Request) -> Message:
 def _too_large(limit: int) -> _Refusal:
     return _Refusal(
         413, wire.ERROR_PAYLOAD_TOO_LARGE, f"the body is larger than the limit of {limit} bytes"
-    )
-
-
-def _in_progress_result(message: Message, detail: str) -> CommitResult:
-    assert isinstance(message, CommitRequest)
-    return CommitResult(
-        handoff_id=message.handoff_id,
-        attempt=message.attempt,
-        receiver=message.receiver,
-        outcome=schema.OUTCOME_REFUSED,
-        error=_IN_PROGRESS,
-        detail=detail or "another execution of this key is running",
     )
 
 

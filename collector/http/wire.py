@@ -16,6 +16,7 @@ __all__ = [
     "ERROR_INVALID_MESSAGE",
     "ERROR_NOT_READY",
     "ERROR_PAYLOAD_TOO_LARGE",
+    "ERROR_STORE_UNAVAILABLE",
     "ERROR_UNAUTHORIZED",
     "ERROR_UNSUPPORTED_MEDIA_TYPE",
     "HEADER_PROTOCOL",
@@ -71,3 +72,5 @@ ERROR_INVALID_JSON: Final = "invalid_json"
 ERROR_INVALID_MESSAGE: Final = "invalid_message"
 ERROR_NOT_READY: Final = "not_ready"
 ERROR_INTERNAL: Final = "internal_error"
+ERROR_STORE_UNAVAILABLE: Final = "store_unavailable"
+"""503: the receiver's idempotency store cannot be written now; send the same key again later."""
