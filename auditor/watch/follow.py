@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from auditor.sources import cannot_read
 from auditor.watch.documents import FIRST_LINE_BYTES, Pending, opens_document, split
 
 DEFAULT_PATTERNS: tuple[str, ...] = (
@@ -174,6 +175,8 @@ class Follower:
         self._chunk = chunk_bytes
         self._unreadable: dict[tuple[int, int], tuple[int, bool]] = {}
         self._waiting: dict[tuple[int, int], _Waiting] = {}
+        self._refused: dict[str, str] = {}
+        """Files and folders said to be unreadable (said once, until they can be read)."""
 
     # -- state -------------------------------------------------------------------------
     def cursors(self) -> list[Cursor]:
@@ -195,7 +198,7 @@ class Follower:
         """
         batch = Batch()
         seen: set[tuple[int, int]] = set()
-        for path in self._scan():
+        for path in self._scan(batch):
             try:
                 st = path.stat()
             except FileNotFoundError:
@@ -210,16 +213,26 @@ class Follower:
                 cursor = Cursor(path=shown, dev=key[0], ino=key[1])
                 self._cursors[key] = cursor
                 if self._first_scan and self._start_at_end:
-                    self._skip_to_end(path, cursor)
+                    try:
+                        self._skip_to_end(path, cursor)
+                    except OSError as e:
+                        self._refuse(cursor.path, cannot_read(e), batch)
                     continue
             elif cursor.path != shown:
                 cursor.path = shown  # renamed (rotated, or a segment sealed): same file
             if cursor.sealed:
                 continue
-            if path.name.endswith(COMPRESSED_SUFFIXES):
-                self._read_sealed(path, cursor, batch)
-            else:
-                self._read_plain(path, key, cursor, st.st_size, batch, final=final)
+            try:
+                if path.name.endswith(COMPRESSED_SUFFIXES):
+                    self._read_sealed(path, cursor, batch)
+                else:
+                    self._read_plain(path, key, cursor, st.st_size, batch, final=final)
+            except FileNotFoundError:
+                continue  # removed while being read: the next poll no longer lists it
+            except OSError as e:
+                self._refuse(cursor.path, cannot_read(e), batch)
+                continue
+            self._refused.pop(cursor.path, None)
         self._drain_orphans(seen, batch)
         self._close_idle()
         self._first_scan = False
@@ -235,9 +248,21 @@ class Follower:
         for key in idle[: len(self._open) - MAX_OPEN_FILES]:
             self._open.pop(key).handle.close()
 
-    def _scan(self) -> Iterator[Path]:
+    def _refuse(self, name: str, why: str, batch: Batch) -> None:
+        """Tell why ``name`` (a file or folder) cannot be read once, not on every poll."""
+        if self._refused.get(name) != why:
+            self._refused[name] = why
+            batch.notes.append(f"{name}: {why} until it can be read")
+
+    def _scan(self, batch: Batch) -> Iterator[Path]:
         found: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
+
+        def refused(error: OSError) -> None:
+            name = os.fspath(error.filename) if error.filename is not None else str(self.root)
+            why = cannot_read(error).replace("cannot be read", "cannot be listed")
+            self._refuse(self._display(Path(name)) + os.sep, why, batch)
+
+        for dirpath, dirnames, filenames in os.walk(self.root, onerror=refused):
             # Hidden folders hold state and temporary files, never traces.
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in filenames:

@@ -73,9 +73,39 @@ def load_state(path: Path) -> WatchState:
         ) from e
 
 
+def cannot_write(path: Path, error: OSError) -> ConfigurationError:
+    """The error for a state file that cannot be written, saying what to do instead."""
+    return ConfigurationError(
+        f"cannot write the watch state file {path} ({error.strerror or error}): give --state"
+        " a path in a folder this user can write, or run with --no-state (alerts may then"
+        " repeat after a restart)"
+    )
+
+
+def check_writable(path: Path) -> None:
+    """Raise :func:`cannot_write`'s error now, before anything is read, if the state file
+    could not be saved (its folder is read-only, or is not a folder)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)
+        if path.exists() and not os.access(path, os.R_OK):
+            raise PermissionError(13, "Permission denied", str(path))
+    except OSError as e:
+        raise cannot_write(path, e) from e
+
+
 def save_state(path: Path, state: WatchState) -> None:
-    """Replace the state file atomically."""
+    """Replace the state file atomically; a failure raises :func:`cannot_write`'s error."""
     text = json.dumps(state.to_json(), separators=(",", ":"), sort_keys=True)
+    try:
+        _replace(path, text)
+    except OSError as e:
+        raise cannot_write(path, e) from e
+
+
+def _replace(path: Path, text: str) -> None:
     folder = path.parent
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
@@ -105,9 +135,11 @@ def lock_state(path: Path) -> int:
     one is refused with a message naming the first one's pid.
     """
     lock = path.with_name(path.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
     try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
         return hold_lock(lock)
+    except OSError as e:
+        raise cannot_write(path, e) from e
     except LockHeld as e:
         raise ConfigurationError(
             f"another handoffscope watch (pid {e.holder}) is using the state file {path};"

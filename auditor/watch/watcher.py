@@ -20,7 +20,13 @@ from auditor.watch.evaluate import Engine
 from auditor.watch.follow import DEFAULT_PATTERNS, Follower
 from auditor.watch.settings import WatchSettings
 from auditor.watch.sinks import Sink, log_stderr
-from auditor.watch.state import WatchState, load_state, lock_state, save_state
+from auditor.watch.state import (
+    WatchState,
+    check_writable,
+    load_state,
+    lock_state,
+    save_state,
+)
 from collector.errors import ConfigurationError
 
 DEFAULT_FLUSH_TIMEOUT_S = 10.0
@@ -76,6 +82,8 @@ class Watcher:
         self._undelivered: list[tuple[str, Alert]] = []
         self._lock = lock_state(state_path) if state_path is not None else None
         try:
+            if state_path is not None:
+                check_writable(state_path)
             state = load_state(state_path) if state_path is not None else WatchState()
             try:
                 self._restore(state, patterns=patterns, exclude=exclude, start_at_end=start_at_end)
