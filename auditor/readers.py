@@ -423,10 +423,11 @@ class Reader:
         """Read ``source`` as whole JSON documents (pretty-printed); False if it is not."""
         try:
             with open_text(source) as fh:
-                text = fh.read().decode("utf-8")
+                data = fh.read()
+            data.decode("utf-8")  # text that is not UTF-8 is read line by line instead
         except read_errors():
             return False
-        docs = documents(text, source.path, self.problems)
+        docs = documents(data, source.path, self.problems)
         if not docs:
             return False
         self._info.pop(source.path, None)

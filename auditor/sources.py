@@ -227,7 +227,9 @@ def open_text(source: SourceFile) -> IO[bytes]:
     elif source.compression == "zstd":
         import zstandard
 
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            raw, closefd=True, read_across_frames=True
+        )
         fh = io.BufferedReader(reader)  # type: ignore[arg-type]
     try:
         if fh.peek(len(UTF8_BOM)).startswith(UTF8_BOM):  # type: ignore[attr-defined]
@@ -236,6 +238,18 @@ def open_text(source: SourceFile) -> IO[bytes]:
         fh.close()
         raise
     return fh
+
+
+def read_whole(source: SourceFile) -> bytes:
+    """All of ``source``'s decompressed bytes (past a leading BOM).
+
+    A compressed file cut short (still being written, or truncated) raises ``EOFError``; a
+    damaged one one of :func:`read_errors`.
+    """
+    if source.compression == "zstd" and zstd_truncated(source.path):
+        raise EOFError("the zstd stream ends inside a frame: the file is truncated")
+    with open_text(source) as fh:
+        return fh.read()
 
 
 def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:

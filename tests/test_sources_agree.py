@@ -98,3 +98,49 @@ def test_spans_with_missing_or_invalid_ids_are_problems(tmp_path: Path):
         " fix the exporter that wrote it",
     ]
     assert watched(folder) == (rows, problems)
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
+SHARED_FIXTURES = Path("/work/shared/fixtures/otlp")
+
+
+def test_audit_and_watch_read_the_same_spans_from_every_kind_of_file(tmp_path: Path):
+    import gzip
+    import json
+    import shutil
+
+    import zstandard
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    # gzip under a plain name, zstd in two frames, pretty-printed documents (plain and
+    # gzipped), NUL blocks, bad ids, and every upstream OTLP file.
+    (folder / "gzipped.jsonl").write_bytes(gzip.compress((record(1) + record(2)).encode()))
+    zstd = zstandard.ZstdCompressor()
+    (folder / "framed.jsonl.zst").write_bytes(
+        zstd.compress(record(3).encode()) + zstd.compress(record(4).encode())
+    )
+
+    def pretty(*traces: int) -> str:
+        return "".join(json.dumps(json.loads(record(n)), indent=2) + "\n" for n in traces)
+
+    (folder / "pretty.json").write_text(pretty(5, 6))
+    (folder / "pretty.json.gz").write_bytes(gzip.compress(pretty(11, 12).encode()))
+    (folder / "zeros.jsonl").write_text(record(7) + ZEROS + record(8) + record(9)[:40] + ZEROS)
+    (folder / "zeros.jsonl").open("a").write("\n")
+    bad = validate_span(trace=10, latency_s=0.1)
+    bad["traceId"] = "zz"
+    (folder / "ids.jsonl").write_text(otlp_line([bad]))
+    sources = sorted(FIXTURES.glob("*.json*"))
+    if SHARED_FIXTURES.is_dir():
+        sources += sorted(SHARED_FIXTURES.glob("*.json*"))
+    for index, path in enumerate(sources):
+        shutil.copy(path, folder / f"{index:02d}-{path.name}")
+
+    rows, problems = audited(folder)
+    assert {"gzipped.jsonl", "framed.jsonl.zst", "pretty.json", "pretty.json.gz"} <= {
+        str(r[3]) for r in rows
+    }
+    watch_rows, watch_problems = watched(folder, "*.json", "*.jsonl", "*.jsonl.zst", "*.json.gz")
+    assert watch_rows == rows
+    assert watch_problems == problems

@@ -14,9 +14,9 @@ from test_watch_support import otlp_line, validate_span
 import auditor.watch.follow as follow
 from auditor import load_traces
 from auditor.cli import main
+from auditor.json_text import opens_document
 from auditor.watch import StreamSink, Watcher, WatchSettings
 from auditor.watch.dedupe import Cooldown, Deduper
-from auditor.watch.documents import opens_document
 from auditor.watch.evaluate import Engine
 from auditor.watch.follow import Cursor, Follower
 from auditor.watch.watcher import RunSummary

@@ -6,18 +6,19 @@ file is open its inode cannot be reused; across restarts a digest of the file's 
 guards against that. A last line without its newline is held back until the writer finishes
 it. A file truncated in place (copy-and-truncate rotation) is read again from its start.
 
-Compressed files (``.gz``, ``.zst``) are sealed segments: each is read whole, once, when it
-decompresses cleanly.
+Compressed files (gzip or zstd, told by their first bytes as the audit tells them, whatever
+their name) are sealed segments: each is read whole, once, when it decompresses cleanly,
+through the audit's reader (``auditor.sources``).
 
-A file whose first line opens a JSON value it does not close holds pretty-printed documents
-(``auditor.watch.documents``): each complete document is handed out once, as one line, and an
-incomplete one is held back like a torn line until the rest is written.
+A file whose first line opens a JSON value it does not close holds pretty-printed documents,
+split by the audit's splitter (``auditor.json_text``): each complete document is handed out
+once, as one line, and an incomplete one is held back like a torn line until the rest is
+written.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import hashlib
 import os
 import time
@@ -26,8 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from auditor.sources import cannot_read
-from auditor.watch.documents import FIRST_LINE_BYTES, Pending, opens_document, split
+from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
+from auditor.sources import SourceFile, cannot_read, read_errors, read_whole, sniff
 
 DEFAULT_PATTERNS: tuple[str, ...] = (
     "*.jsonl",
@@ -64,8 +65,6 @@ An open file can be drained after a rotation renames it away, and its inode cann
 reused. A folder of sealed segments grows by hundreds of files a day, so only the recently
 active ones stay open; a closed one is recognised by its head digest when it is reopened.
 """
-
-COMPRESSED_SUFFIXES = (".gz", ".zst")
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +222,11 @@ class Follower:
             if cursor.sealed:
                 continue
             try:
-                if path.name.endswith(COMPRESSED_SUFFIXES):
-                    self._read_sealed(path, cursor, batch)
+                # Compression is told by the first bytes, as the audit does, not by the name;
+                # looked at until something of the file is read (it may be empty yet).
+                source = sniff(path) if cursor.offset == 0 and not cursor.documents else None
+                if source is not None and source.compression != "none":
+                    self._read_sealed(source, cursor, batch)
                 else:
                     self._read_plain(path, key, cursor, st.st_size, batch, final=final)
             except FileNotFoundError:
@@ -283,7 +285,7 @@ class Follower:
             return str(path)
 
     def _skip_to_end(self, path: Path, cursor: Cursor) -> None:
-        if path.name.endswith(COMPRESSED_SUFFIXES):
+        if sniff(path).compression != "none":
             cursor.sealed = True
             return
         with path.open("rb") as f:
@@ -435,7 +437,7 @@ class Follower:
             # Until a first document is complete, nothing is taken: the file may yet turn
             # out to be JSON-lines, and what was skipped would then be read as lines.
             batch.lines += [Line(cursor.path, n, text) for n, text in found.documents]
-            batch.notes += found.skipped
+            batch.notes += [str(p) for p in found.skipped]
             cursor.offset += found.consumed
             cursor.lines += found.newlines
             batch.bytes_read += found.consumed
@@ -453,10 +455,13 @@ class Follower:
             batch.notes.append(_pending_note(cursor.path, pending))
         return True
 
-    def _read_sealed(self, path: Path, cursor: Cursor, batch: Batch) -> None:
+    def _read_sealed(self, source: SourceFile, cursor: Cursor, batch: Batch) -> None:
+        path = Path(source.path)
         try:
-            data = _decompress(path)
-        except (EOFError, OSError, ValueError) as e:
+            data = read_whole(source)
+        except (FileNotFoundError, PermissionError):
+            raise
+        except read_errors() as e:
             # Still being written, or damaged: try again on the next poll, and say so once
             # if it stays that way while the file no longer grows.
             size = path.stat().st_size
@@ -468,11 +473,20 @@ class Follower:
             self._unreadable[cursor.key] = (size, told or size == seen_size)
             return
         self._unreadable.pop(cursor.key, None)
-        number = 0
-        for raw in _lines(data):
-            number += 1
-            if raw.strip():
-                batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
+        found = split(data, path=cursor.path) if opens_document(data) else None
+        if found is not None and found.documents:
+            # Pretty-printed documents, compressed: read whole, as the audit reads them.
+            batch.lines += [Line(cursor.path, n, text) for n, text in found.documents]
+            batch.notes += [str(p) for p in found.skipped]
+            if found.pending is not None:
+                batch.notes.append(_pending_note(cursor.path, found.pending))
+            number = data.count(b"\n")
+        else:
+            number = 0
+            for raw in _lines(data):
+                number += 1
+                if raw.strip():
+                    batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
         cursor.lines = number
         cursor.offset = path.stat().st_size
         cursor.sealed = True
@@ -525,24 +539,3 @@ def _lines(data: bytes) -> list[bytes]:
 
 def _digest(data: bytes) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest()[:32], len(data)
-
-
-def _decompress(path: Path) -> bytes:
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rb") as f:
-            return f.read()
-    import zstandard  # only needed for .zst segments
-
-    rest = path.read_bytes()
-    out: list[bytes] = []
-    decompressor = zstandard.ZstdDecompressor()
-    while rest:
-        frame = decompressor.decompressobj()
-        try:
-            out.append(frame.decompress(rest))
-        except zstandard.ZstdError as e:
-            raise ValueError(str(e)) from e
-        if not frame.eof:
-            raise EOFError("the last zstd frame is incomplete")
-        rest = frame.unused_data
-    return b"".join(out)
