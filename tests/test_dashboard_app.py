@@ -226,7 +226,7 @@ def test_an_agent_filter_keeps_the_workflows_that_involve_it(
     _no_trouble(at)
     assert _metrics(at)["Workflows"] == format.count(with_review)
     assert 0 < with_review < 150
-    assert any("agents review" in c.value for c in at.caption)
+    assert any("agents ` review `" in c.value for c in at.caption)
     at = _page(at, "spend")
     assert set(at.dataframe[0].value["agent"]) == {"review"}
 

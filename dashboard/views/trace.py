@@ -80,7 +80,7 @@ row[2].metric(
 )
 row[3].metric("Cost", format.usd(float(spans["cost_usd"].fillna(0).sum())), border=True)
 name = str(workflow.iloc[0]) if len(workflow) else str(spans["name"].iloc[0])
-st.caption(ui.md(f"{name} · trace {trace_id}"))
+st.caption(f"{ui.md(name)} · trace {ui.md(trace_id)}")
 
 ui.chart(charts.trace_waterfall(spans), key="trace_waterfall")
 
