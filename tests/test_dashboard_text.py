@@ -8,13 +8,6 @@ library; the dashboard is checked under AppTest and in headless Chromium.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -123,13 +116,21 @@ def test_hostile_names_reach_markdown_only_as_code(
 @pytest.mark.browser
 def test_hostile_names_show_as_text_in_chromium(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
-    from test_dashboard_browser import ARGS, CHROMIUM, IDLE, WAIT_MS, _charts_drawn, _open
+    from test_dashboard_browser import (
+        ARGS,
+        CHROMIUM,
+        IDLE,
+        WAIT_MS,
+        _charts_drawn,
+        _open,
+        dashboard,
+    )
 
     assert CHROMIUM.exists(), "install Debian's Chromium: apt-get install -y chromium"
     path = build(tmp_path / "traces")
     trace_id = load_traces(path).con.execute("SELECT min(trace_id) FROM spans").fetchone()
     assert trace_id is not None
-    with _dashboard(path) as url, sync_playwright() as playwright:
+    with dashboard(path) as url, sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         page = chromium.new_page(viewport={"width": 1440, "height": 1000})
         errors: list[str] = []
@@ -160,33 +161,3 @@ def test_hostile_names_show_as_text_in_chromium(tmp_path: Path) -> None:
         assert page.locator("a[href*='example.com']").count() == 0
         chromium.close()
         assert errors == []
-
-
-@contextmanager
-def _dashboard(path: Path) -> Iterator[str]:
-    """``handoffscope dashboard PATH`` on a free loopback port; its URL."""
-    from test_dashboard_browser import HANDOFFSCOPE, _free_port
-
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(HANDOFFSCOPE), "dashboard", str(path), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, "no dashboard"
-            time.sleep(0.2)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
