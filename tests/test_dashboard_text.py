@@ -79,7 +79,7 @@ def build(folder: Path) -> Path:
 def _markdown_of(at: AppTest) -> list[str]:
     """Every Markdown text of the page: captions, markdown, labels of metrics and widgets."""
     texts = [e.value for e in (*at.caption, *at.markdown, *at.sidebar.caption)]
-    texts += [m.label for m in at.metric]
+    texts += [m.label for m in at.metric] + [m.value for m in at.metric]
     return [str(t) for t in texts]
 
 
@@ -161,3 +161,23 @@ def test_hostile_names_show_as_text_in_chromium(tmp_path: Path) -> None:
         assert page.locator("a[href*='example.com']").count() == 0
         chromium.close()
         assert errors == []
+
+
+def test_an_outcome_a_trace_file_claims_is_shown_as_code(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The Trace page's Outcome metric: a metric's value is Markdown in Streamlit."""
+    path = build(tmp_path)
+    claimed = "done -- see ![x](http://host/o.png)"
+    text = path.read_text()
+    assert text.count('"success"') >= 2
+    path.write_text(text.replace('"success"', json.dumps(claimed)))
+    trace_id = load_traces(path).con.execute("SELECT min(trace_id) FROM spans").fetchone()
+    assert trace_id is not None
+    monkeypatch.setenv(PATHS_ENV, json.dumps([str(path)]))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.query_params["trace"] = trace_id[0]
+    at = at.run().switch_page("views/trace.py").run()
+    assert not at.exception
+    outcome = {m.label: m.value for m in at.metric}["Outcome"]
+    assert outcome == md(claimed)

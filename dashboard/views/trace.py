@@ -68,7 +68,8 @@ handoffs = spans[spans["name"] == "handoff"]
 workflow = spans["workflow"].dropna()
 outcome = spans["outcome"].dropna()
 row = st.columns(4)
-row[0].metric("Outcome", str(outcome.iloc[0]) if len(outcome) else "—", border=True)
+# A metric's value is Markdown too: the outcome a trace file claims is shown as code.
+row[0].metric("Outcome", ui.md(outcome.iloc[0]) if len(outcome) else "—", border=True)
 row[1].metric(
     "Handoffs",
     format.count(len(handoffs)),
