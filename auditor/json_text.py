@@ -1,23 +1,39 @@
 """What the readers need to know of JSON text beyond parsing it: whole documents written
 back to back, exports that hold no span, and lone UTF-16 surrogates, which DuckDB refuses
-and a model's output cut mid-emoji carries."""
+and a model's output cut mid-emoji carries.
+
+Many real OTLP files hold one indented JSON document, or several back to back (see
+``tests/fixtures/otlp``). A file whose first line opens a JSON value it does not close is
+such a file (:func:`opens_document`), and :func:`split` cuts it into whole documents, each
+compacted to one line that keeps the number of the document's first line, so problems are
+reported where they are. audit reads a file at once; watch reads one that is still being
+written, so text after the last complete document is held back until the file grows: an
+incomplete document is told apart from a broken one by where the parser stops (on the
+unfinished last line, versus before it).
+"""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass, field
 from typing import Final
 
 from auditor.problems import LoadProblem
 
 __all__ = [
+    "FIRST_LINE_BYTES",
     "REPLACED_SURROGATE",
+    "Pending",
+    "Split",
     "documents",
-    "opens_value",
     "is_empty_export",
     "is_json",
+    "opens_document",
+    "opens_value",
     "repair_surrogates",
     "replace_surrogate_chars",
+    "split",
 ]
 
 
@@ -47,6 +63,22 @@ def opens_value(first_line: bytes) -> bool:
     return first.startswith((b"{", b"[")) and not is_json(first.decode("utf-8", "replace"))
 
 
+FIRST_LINE_BYTES: Final = 64 * 1024
+"""How far the first line is looked at to decide whether a file holds whole documents."""
+
+
+def opens_document(head: bytes) -> bool:
+    """True when ``head`` (a file's first bytes) starts with a line that opens a JSON
+    value it does not close (:func:`opens_value`): the file holds pretty-printed documents.
+
+    A first line that is not finished yet (no newline, or longer than ``FIRST_LINE_BYTES``)
+    decides nothing: a reader following a growing file reads it as JSON-lines, which holds
+    such a line back anyway, and looks again while nothing of it has been read.
+    """
+    end = head.find(b"\n", 0, FIRST_LINE_BYTES)
+    return end >= 0 and opens_value(head[:end])
+
+
 def is_json(text: str) -> bool:
     """True when ``text`` is one whole JSON value."""
     try:
@@ -56,18 +88,59 @@ def is_json(text: str) -> bool:
     return True
 
 
-def documents(text: str, path: str, problems: list[LoadProblem]) -> list[tuple[int, str]]:
-    """Whole JSON documents in ``text`` as ``(first line, compact JSON)``; [] if none.
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """The text after the last complete document: still being written, or broken."""
 
-    After text that is not JSON, reading goes on at the next line that opens a document
-    (``{`` in the first column); the lines skipped are reported in ``problems`` (only when
-    some document was found: otherwise the file is read as lines instead).
+    line: int
+    """Line where that text starts."""
+    last: int
+    """Last line of that text that is not blank."""
+    why: str
+    """What the JSON parser said about it."""
+    where: str
+    """Where the parser stopped (``line 12 column 5``)."""
+    incomplete: bool
+    """True when it may still become a whole document as the file grows (it stops on the
+    unfinished last line); False when it is broken whatever is appended."""
+
+
+@dataclass(slots=True)
+class Split:
+    """What :func:`split` found in (the unread part of) a file of documents."""
+
+    documents: list[tuple[int, str]] = field(default_factory=list)
+    """``(first line, compact JSON)`` of every complete document, in file order."""
+    consumed: int = 0
+    """Bytes read or skipped: through the last complete document (or skipped text), plus
+    the blank space after it when nothing else follows."""
+    newlines: int = 0
+    """Newlines in those bytes."""
+    skipped: list[LoadProblem] = field(default_factory=list)
+    """One problem per stretch of text that is not JSON and was skipped (file and line)."""
+    pending: Pending | None = None
+
+
+def split(
+    data: bytes, *, path: str, first_line: int = 1, at_start: bool = True, settled: bool = True
+) -> Split:
+    """Split ``data``, a file of JSON documents (or its unread part), into whole documents.
+
+    The one document splitter of audit and watch. ``first_line`` is the number of the line
+    ``data`` starts on and ``at_start`` says that it starts the file (where a byte-order mark
+    may stand). After text that is not JSON and cannot become JSON, reading goes on at the
+    next line that opens a document (``{`` in the first column); the text at the end that is
+    not a whole document is left in :attr:`Split.pending`. An incomplete document at the end
+    is read past in the same way only when ``settled`` (the file stopped growing, or is
+    read once, as the audit does): until then the rest of it may still be on its way.
     """
+    # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
+    text = data.decode("utf-8", "surrogateescape")
     decoder = json.JSONDecoder()
-    docs: list[tuple[int, str]] = []
-    found: list[LoadProblem] = []
-    pos, length = 0, len(text)
-    counted, line = 0, 1  # text[:counted] holds line - 1 newlines
+    out = Split()
+    length = len(text)
+    unfinished = text.rfind("\n") + 1  # where the last line without its newline starts
+    counted, line = 0, first_line  # text[:counted] holds line - first_line newlines
 
     def line_at(offset: int) -> int:
         nonlocal counted, line
@@ -75,37 +148,70 @@ def documents(text: str, path: str, problems: list[LoadProblem]) -> list[tuple[i
         counted = offset
         return line
 
+    pos = 1 if at_start and text.startswith("\ufeff") else 0
+    done = 0
     while True:
         while pos < length and text[pos] in " \t\r\n":
             pos += 1
         if pos >= length:
+            done = length
             break
         try:
             value, end = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError) as e:
-            first = line_at(pos)
-            at = text.find("\n{", pos)
-            if at < 0:
-                last = line_at(len(text.rstrip()))
-                after = "the documents before them were loaded"
-            else:
-                last = line_at(at)
-                after = f"reading went on at line {last + 1}"
-            where = f"lines {first}-{last}" if last > first else f"line {first}"
+            start = line_at(pos)
             if isinstance(e, json.JSONDecodeError):
-                why = f"not valid JSON at line {e.lineno} column {e.colno} ({e.msg})"
+                # e.lineno counts from the start of ``text``, which is on ``first_line``.
+                where = f"line {first_line + e.lineno - 1} column {e.colno}"
+                why = f"not valid JSON at {where} ({e.msg})"
+                incomplete = e.pos >= unfinished
             else:
-                why = "JSON nested too deeply"
-            found.append(LoadProblem(path, first, f"{why}; {where} skipped, {after}"))
-            if at < 0:
+                where, why, incomplete = f"line {start}", "JSON nested too deeply", False
+            resume = -1 if incomplete and not settled else text.find("\n{", pos)
+            if resume < 0:
+                last = start + text.count("\n", pos, len(text.rstrip()))
+                out.pending = Pending(start, last, why, where, incomplete)
                 break
-            pos = at + 1
+            last = line_at(resume)
+            lines = f"lines {start}-{last}" if last > start else f"line {start}"
+            out.skipped.append(
+                LoadProblem(
+                    path, start, f"{why}; {lines} skipped, reading went on at line {last + 1}"
+                )
+            )
+            pos = done = resume + 1
             continue
-        docs.append((line_at(pos), json.dumps(value, separators=(",", ":"))))
-        pos = end
-    if docs:
-        problems.extend(found)
-    return docs
+        out.documents.append((line_at(pos), json.dumps(value, separators=(",", ":"))))
+        pos = done = end
+    read = text[:done]
+    out.consumed = len(read.encode("utf-8", "surrogateescape"))
+    out.newlines = read.count("\n")
+    return out
+
+
+def documents(data: bytes, path: str, problems: list[LoadProblem]) -> list[tuple[int, str]]:
+    """Whole JSON documents in a file's ``data`` as ``(first line, compact JSON)``; [] if
+    none. What was skipped is reported in ``problems`` (only when some document was found:
+    otherwise the file is read as lines instead)."""
+    found = split(data, path=path)
+    if not found.documents:
+        return []
+    problems.extend(found.skipped)
+    pending = found.pending
+    if pending is not None:
+        lines = (
+            f"lines {pending.line}-{pending.last}"
+            if pending.last > pending.line
+            else (f"line {pending.line}")
+        )
+        problems.append(
+            LoadProblem(
+                path,
+                pending.line,
+                f"{pending.why}; {lines} skipped, the documents before them were loaded",
+            )
+        )
+    return found.documents
 
 
 REPLACED_SURROGATE: Final = (

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -26,11 +27,12 @@ from auditor.json_text import (
     REPLACED_SURROGATE,
     documents,
     is_empty_export,
+    is_json,
     opens_value,
     repair_surrogates,
     replace_surrogate_chars,
 )
-from auditor.problems import NOT_OTLP, LoadProblem, classify
+from auditor.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify
 from auditor.sources import (
     SourceFile,
     ends_with_newline,
@@ -113,6 +115,21 @@ _MISSING_LINES: Final = (
 )
 """The first lines of each file that yielded no span (and its last one, to spot a tear),
 and every one that may hold a lone surrogate escape (repaired and read again)."""
+_ZEROS: Final = re.compile("\x00+")
+"""A run of NUL bytes inside a line."""
+_BAD_IDS: Final = """
+    SELECT source_file, source_line, name, trace_id, span_id, parent_span_id,
+           count(*) OVER (PARTITION BY source_file) AS total
+    FROM {relation}
+    WHERE {where} AND (trace_id IS NULL OR span_id IS NULL
+        OR NOT regexp_full_match(trace_id, '[0-9a-f]{{32}}')
+        OR NOT regexp_full_match(span_id, '[0-9a-f]{{16}}')
+        OR NOT regexp_full_match(coalesce(parent_span_id, '0000000000000000'), '[0-9a-f]{{16}}'))
+    QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= $max
+    ORDER BY source_file, source_line
+"""
+"""Spans whose ids are missing or not what OTLP allows (lowercase hex once read), the first
+of each file, with how many there are in all."""
 _MEMORY_LINES: Final = (
     "SELECT unnest($1::VARCHAR[]) AS source_file, unnest($2::BIGINT[]) AS source_line,"
     " unnest($3::VARCHAR[]) AS text"
@@ -260,6 +277,7 @@ class Reader:
                 with_spans.add((str(file), int(line)))  # type: ignore[call-overload]
                 self._info[str(file)].spans += int(count)  # type: ignore[call-overload]
             total = int(run(self.con, "SELECT count(*) FROM _hs_batch")[0][0])  # type: ignore[call-overload]
+            self._check_ids("_hs_batch", "true", {})
             added = self._move_batch()
             run(self.con, "DROP TABLE _hs_batch")
             run(self.con, "COMMIT")
@@ -352,6 +370,7 @@ class Reader:
         except Exception:
             _rollback(self.con)
             raise
+        self._check_ids("spans", "list_contains($paths, source_file)", {"paths": paths})
         # Cheap check first: did every non-blank line of every file yield a span? These read
         # the files and the table whole, so they too may need more memory than the insert.
         nonblank = dict(grown(self.con, _LINE_COUNTS, params))
@@ -404,10 +423,11 @@ class Reader:
         """Read ``source`` as whole JSON documents (pretty-printed); False if it is not."""
         try:
             with open_text(source) as fh:
-                text = fh.read().decode("utf-8")
+                data = fh.read()
+            data.decode("utf-8")  # text that is not UTF-8 is read line by line instead
         except read_errors():
             return False
-        docs = documents(text, source.path, self.problems)
+        docs = documents(data, source.path, self.problems)
         if not docs:
             return False
         self._info.pop(source.path, None)
@@ -461,6 +481,65 @@ class Reader:
             )[0][0]  # type: ignore[call-overload]
         )
 
+    def _check_ids(self, relation: str, where: str, params: dict[str, object]) -> None:
+        """Report the spans of ``relation`` (those matching ``where``) whose trace id or span
+        id is missing or invalid: they are kept, but cannot be joined to their trace or told
+        apart, and a user must hear of it rather than have them counted silently."""
+        sql = _BAD_IDS.format(relation=relation, where=where)
+        rows = grown(self.con, sql, {**params, "max": MAX_PROBLEMS_PER_FILE})
+        listed: dict[str, tuple[int, int]] = {}
+        for file, line, name, trace_id, span_id, parent, total in rows:
+            faults = [
+                _id_fault("traceId", trace_id, 32),
+                _id_fault("spanId", span_id, 16),
+                _id_fault("parentSpanId", parent, 16) if parent is not None else None,
+            ]
+            what = " and ".join(f for f in faults if f)
+            self.problems.append(
+                LoadProblem(
+                    str(file),
+                    int(line),
+                    f"span {str(name or '')[:80]!r}: {what}; it was loaded, but cannot be"
+                    " joined to its trace or told apart from other spans: fix the exporter"
+                    " that wrote it",
+                )
+            )
+            seen, _ = listed.get(str(file), (0, 0))
+            listed[str(file)] = (seen + 1, int(total))
+        for file, (seen, total) in listed.items():
+            if total > seen:
+                self.problems.append(
+                    LoadProblem(
+                        file, None, f"{total - seen} more spans with missing or invalid ids"
+                    )
+                )
+
+    def _split_at_zeros(self, file: str, number: int, text: str) -> None:
+        """Read the records on either side of NUL bytes in line ``number`` of ``file``.
+
+        A crash can leave a block of zeros where a record was being written (a file system
+        that allocated the space but never wrote it), and the writer's next record follows
+        it on the same line. Every whole record around the zeros is queued again (the
+        caller flushes); the zeros and any record they cut short are reported by count.
+        """
+        pieces = [p for p in _ZEROS.split(text) if p.strip()]
+        whole = [p for p in pieces if is_json(p)]
+        for piece in whole:
+            self._queue(file, number, piece)
+        zeros = text.count("\x00")
+        cut = len(pieces) - len(whole)
+        found = f"{len(whole)} whole record{'s' if len(whole) != 1 else ''} beside them read"
+        if cut:
+            found += f", {cut} record{'s' if cut != 1 else ''} they cut short skipped"
+        self.problems.append(
+            LoadProblem(
+                file,
+                number,
+                f"{zeros} NUL bytes in this line (zeros a crash leaves where a record was"
+                f" being written); {found}",
+            )
+        )
+
     def _report(self, lines: list[tuple[str, int, str]], *, unlisted: int = 0) -> None:
         """Report ``(file, line, text)`` lines that held no span, unless they are valid.
 
@@ -471,6 +550,9 @@ class Reader:
         by_file: dict[str, list[tuple[int, str]]] = {}
         repaired = False
         for file, number, text in lines:
+            if "\x00" in text:
+                self._split_at_zeros(file, number, text)
+                continue
             fixed = repair_surrogates(text)
             if fixed is not None:
                 self._note_replaced(file, number)
@@ -496,6 +578,16 @@ class Reader:
                 self.skipped.append(file)
             else:
                 self.problems.extend(found)
+
+
+def _id_fault(field: str, value: object, digits: int) -> str | None:
+    """What is wrong with id ``value`` of OTLP ``field`` (None if nothing)."""
+    if value is None:
+        return f"no {field}"
+    text = str(value)
+    if len(text) == digits and all(c in "0123456789abcdef" for c in text):
+        return None
+    return f"{field} {text[:40]!r} is not {digits} hex digits"
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -74,6 +74,10 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
         if key in seen:
             return
         seen.add(key)
+        why = unreadable(path)
+        if why is not None:
+            missing.append(f"{path}: {why}")
+            return
         found.append(sniff(path, explicit=explicit))
 
     def walk(directory: Path) -> list[Path]:
@@ -102,8 +106,9 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
             continue
         path = Path(text)
         if path.is_dir():
+            before = len(missing)
             files = walk(path)
-            if not files:
+            if not files and len(missing) == before:
                 missing.append(
                     f"{text}: no trace files in this directory (looked for "
                     + ", ".join(f"*{s}" for s in TRACE_SUFFIXES[:3])
@@ -120,12 +125,39 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
     return found, missing
 
 
+def cannot_read(error: OSError) -> str:
+    """Why a file or folder could not be opened, for a problem line (audit's and watch's)."""
+    reason = error.strerror or type(error).__name__
+    if isinstance(error, PermissionError):
+        return (
+            f"cannot be read ({reason}): this user may not read it; fix its permissions"
+            " or run as a user who can; skipped"
+        )
+    return f"cannot be read ({reason}); skipped"
+
+
+def unreadable(path: str | os.PathLike[str]) -> str | None:
+    """Why the file at ``path`` cannot be opened for reading (see :func:`cannot_read`), or
+    None when it can."""
+    try:
+        with open(path, "rb"):
+            return None
+    except OSError as e:
+        return cannot_read(e)
+
+
 def _walk(directory: Path) -> tuple[list[Path], list[Path]]:
     """Trace files under ``directory``, and the trace-named entries that are not regular
-    files (a named pipe would block the reader forever, a broken link cannot be read)."""
+    files (a named pipe would block the reader forever, a broken link cannot be read).
+    A sub-folder that cannot be listed is one of the latter."""
     out: list[Path] = []
     others: list[Path] = []
-    for root, dirs, files in os.walk(directory):
+
+    def refused(error: OSError) -> None:
+        if error.filename is not None:
+            others.append(Path(os.fspath(error.filename)))
+
+    for root, dirs, files in os.walk(directory, onerror=refused):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for f in sorted(files):
             if _is_trace_name(f):
@@ -141,6 +173,12 @@ def _not_regular(path: Path) -> str:
         mode = os.stat(path).st_mode
     except OSError:
         return "not a regular file: a link to nothing"
+    if stat.S_ISDIR(mode):
+        try:
+            os.listdir(path)
+        except OSError as e:
+            why = cannot_read(e).removesuffix("; skipped")
+            return "a folder that " + why.replace("cannot be read", "cannot be listed")
     kind = (
         "a named pipe (FIFO)"
         if stat.S_ISFIFO(mode)
@@ -189,7 +227,9 @@ def open_text(source: SourceFile) -> IO[bytes]:
     elif source.compression == "zstd":
         import zstandard
 
-        reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            raw, closefd=True, read_across_frames=True
+        )
         fh = io.BufferedReader(reader)  # type: ignore[arg-type]
     try:
         if fh.peek(len(UTF8_BOM)).startswith(UTF8_BOM):  # type: ignore[attr-defined]
@@ -198,6 +238,18 @@ def open_text(source: SourceFile) -> IO[bytes]:
         fh.close()
         raise
     return fh
+
+
+def read_whole(source: SourceFile) -> bytes:
+    """All of ``source``'s decompressed bytes (past a leading BOM).
+
+    A compressed file cut short (still being written, or truncated) raises ``EOFError``; a
+    damaged one one of :func:`read_errors`.
+    """
+    if source.compression == "zstd" and zstd_truncated(source.path):
+        raise EOFError("the zstd stream ends inside a frame: the file is truncated")
+    with open_text(source) as fh:
+        return fh.read()
 
 
 def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:

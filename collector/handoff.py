@@ -52,6 +52,7 @@ from collector.messages import (
 from collector.protocol import StateMachine
 from collector.records import fast_init
 from collector.telemetry import usage_attributes
+from collector.workflow import handoff_ended
 
 if TYPE_CHECKING:
     from collector.sender import Sender
@@ -469,6 +470,7 @@ class Handoff:
             and now_ns // 1_000_000 > self.spec.deadline_unix_ms
         ):
             self._void("commit deadline passed (presumed abort)", at_ns=now_ns)
+        handoff_ended(self.spec.task_id, self.state)  # a void one fails its workflow run
         if self.span is not _INVALID:
             attrs: dict[str, Any] = {schema.ATTEMPTS: self.attempt}
             if self.state is not None:

@@ -155,6 +155,11 @@ WORKFLOW_ATTEMPT: Final = "handoff.workflow.attempt"
 """1-based run of the whole chain; above 1 means the chain was restarted."""
 WORKFLOW_OUTCOME: Final = "handoff.workflow.outcome"
 """``success | failure | aborted`` on the workflow root span."""
+WORKFLOW_VOID_HANDOFFS: Final = "handoff.workflow.void_handoffs"
+"""How many handoffs of the run ended void (set only when some did)."""
+WORKFLOW_PROCEEDED_AFTER_VOID: Final = "handoff.workflow.proceeded_after_void"
+"""Why the run went on although a handoff ended void: the decision the code recorded with
+``Workflow.proceed_after_void``; without it, a run with a void handoff is not a success."""
 
 # cost
 COST_USD: Final = "handoff.cost_usd"

@@ -62,7 +62,7 @@ def _source() -> cache.Loaded | None:
         return None
     if loaded.ok and loaded.trace_set is not None:
         spans = loaded.trace_set.span_count
-        st.sidebar.caption(md(f"{spans:,} spans from {loaded.label}"))
+        st.sidebar.caption(f"{spans:,} spans from {md(loaded.label)}")
     return loaded
 
 

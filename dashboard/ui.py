@@ -1,8 +1,9 @@
 """What every page shares: the current view, empty states, and text-safe rendering.
 
-Trace content (agent names, reasons, attribute values) is untrusted: it is shown through
-``st.dataframe``, ``st.code`` and ``st.text``, or escaped with :func:`md` before it reaches a
-Markdown element, and never through ``unsafe_allow_html``.
+Trace content (agent names, workflow names, reasons, attribute values) is untrusted: it is
+shown through ``st.dataframe``, ``st.code`` and ``st.text``, or as a code span made by
+:func:`md` inside a Markdown element (captions, labels), never as Markdown of its own and never
+through ``unsafe_allow_html``; charts escape it for Plotly (``dashboard.charts.style.text``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dashboard.selection import Filters
 T = TypeVar("T")
 
 VIEW_KEY = "handoffscope_view"
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:])")
+_BACKTICKS = re.compile(r"`+")
 _PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
@@ -100,8 +101,23 @@ def view() -> View:
 
 
 def md(text: object) -> str:
-    """``text`` escaped for a Markdown element, so trace content shows literally."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+    """Markdown showing ``text`` exactly as it is: an inline code span.
+
+    Escaping Markdown's special characters is not enough in Streamlit: links and images are
+    found in plain text after parsing (GFM autolinks: ``http://...`` and ``www.``), and
+    Streamlit turns `` -- `` into a dash, ``->`` into an arrow and ``:name:`` into an
+    emoji in text however it was escaped. None of that touches a code span, which shows its
+    content verbatim; its fence is longer than any run of backticks inside, and the spaces
+    around the content (which CommonMark strips) keep a leading or trailing backtick or
+    space. Line breaks show as spaces, as a code span folds them. Empty text is "".
+    """
+    value = " ".join(str(text).splitlines())
+    if not value:
+        return ""
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(value)), default=0) + 1)
+    if not value.strip():
+        return fence + value + fence  # only spaces: CommonMark keeps them all
+    return f"{fence} {value} {fence}"
 
 
 def chart(figure: go.Figure, *, key: str | None = None) -> None:
@@ -174,10 +190,10 @@ def filtered_caption(current: View) -> None:
         end = f.end or current.bounds.end
         parts.append(f"{start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC")
     if f.agents:
-        parts.append("agents " + ", ".join(f.agents))
+        parts.append("agents " + ", ".join(md(a) for a in f.agents))
     if f.workflows:
-        parts.append("workflows " + ", ".join(f.workflows))
-    st.caption(md("Filtered: " + "; ".join(parts)))
+        parts.append("workflows " + ", ".join(md(w) for w in f.workflows))
+    st.caption("Filtered: " + "; ".join(parts))
 
 
 @contextmanager

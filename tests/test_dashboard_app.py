@@ -226,7 +226,7 @@ def test_an_agent_filter_keeps_the_workflows_that_involve_it(
     _no_trouble(at)
     assert _metrics(at)["Workflows"] == format.count(with_review)
     assert 0 < with_review < 150
-    assert any("agents review" in c.value for c in at.caption)
+    assert any("agents ` review `" in c.value for c in at.caption)
     at = _page(at, "spend")
     assert set(at.dataframe[0].value["agent"]) == {"review"}
 
@@ -294,9 +294,10 @@ def test_other_instrumentations_traces_show_their_spend(monkeypatch: pytest.Monk
     at = _app(monkeypatch, [folder]).run()
     _no_trouble(at)
     assert _metrics(at)["Handoffs"] == "0"
-    assert [e.label for e in at.sidebar.expander][0] == "1 input problem"
+    # The logs file, and the eight spans of the specification's example with empty ids.
+    assert [e.label for e in at.sidebar.expander][0] == "9 input problems"
     problems = " ".join(c.value for c in at.sidebar.code)
-    assert LOGS.name in problems
+    assert LOGS.name in problems and problems.count("no traceId and no spanId") == 8
     at = _page(at, "spend")
     _no_trouble(at)
     assert len(at.get("plotly_chart")) == 5

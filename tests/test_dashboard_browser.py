@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +80,16 @@ def server() -> Iterator[str]:
             "the browser test needs Debian's Chromium at /usr/bin/chromium: "
             "sudo apt-get install -y chromium (scripts/test installs it when run as root)"
         )
+    with dashboard(SAMPLE) as url:
+        yield url
+
+
+@contextmanager
+def dashboard(traces: Path) -> Iterator[str]:
+    """``handoffscope dashboard TRACES`` on a free loopback port; yields its URL."""
     port = _free_port()
     proc = subprocess.Popen(
-        [str(HANDOFFSCOPE), "dashboard", str(SAMPLE), "--port", str(port)],
+        [str(HANDOFFSCOPE), "dashboard", str(traces), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -287,6 +287,32 @@ def test_runs_that_differ_share_no_id_or_key_and_audit_together_as_their_sum(tmp
     assert together[1:] == sorted(key for k in apart for key in k[1:])
 
 
+def test_two_simulate_runs_of_one_mode_and_seed_audit_together_as_the_sum_of_workflows(
+    tmp_path, capsys
+):
+    """Runs that differ only in size (the same mode and seed) draw distinct workflow ids:
+    audited together their workflows add up, none is merged with another run's."""
+    from auditor import audit, load_traces
+
+    base = ["simulate", "--pipeline", "research,write", "--seed", "0", "-q"]
+    assert main([*base, "--workflows", "25", "--out", str(tmp_path / "big")]) == 0
+    assert main([*base, "--workflows", "5", "--out", str(tmp_path / "small")]) == 0
+    capsys.readouterr()
+    apart = [
+        audit(load_traces(tmp_path / name)).figures.reliability["workflows"]
+        for name in ("big", "small")
+    ]
+    assert apart == [25, 5]
+    together = audit(load_traces([tmp_path / "big", tmp_path / "small"]))
+    assert together.figures.reliability["workflows"] == 30
+    # The same command again is the same run: the same ids, byte for byte.
+    assert main([*base, "--workflows", "5", "--out", str(tmp_path / "again")]) == 0
+    assert _bytes(tmp_path / "small") == _bytes(tmp_path / "again")
+    # A run id the user gives is used as it is.
+    config = SimulationConfig(pipeline=SMALL, run_id="nightly")
+    assert config.workflow_prefix == "wf-nightly-"
+
+
 # ----------------------------------------------------------------------------- virtual clock
 def test_virtual_clock_takes_no_real_time_but_timestamps_show_it(tmp_path, monkeypatch):
     """Slow validations and deadline misses: no real sleep, no timer thread, true spans."""

@@ -169,6 +169,7 @@ def written():
                 "INSTRUCTIONS_FOR_NEXT": "",
             }
         )
+        wf.proceed_after_void("documented")
         wf.abort("documented")
     return cap.spans()
 

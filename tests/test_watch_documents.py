@@ -14,9 +14,9 @@ from test_watch_support import otlp_line, validate_span
 import auditor.watch.follow as follow
 from auditor import load_traces
 from auditor.cli import main
+from auditor.json_text import opens_document
 from auditor.watch import StreamSink, Watcher, WatchSettings
 from auditor.watch.dedupe import Cooldown, Deduper
-from auditor.watch.documents import opens_document
 from auditor.watch.evaluate import Engine
 from auditor.watch.follow import Cursor, Follower
 from auditor.watch.watcher import RunSummary
@@ -81,10 +81,12 @@ def test_watch_reads_every_upstream_file_as_audit_does(tmp_path: Path):
     relative = [(t, s, n, str(Path(f).relative_to(folder)), ln) for t, s, n, f, ln in expected]
     assert seen == relative
     assert ingested.spans == 29
-    (problem,) = ingested.problems
-    (audit_problem,) = audit_problems
-    assert audit_problem.endswith(str(problem))
-    assert str(problem).startswith(f"{LOGS}:1: OTLP logs, not traces")
+    # The same problems, named by the path each reader was given.
+    assert len(ingested.problems) == len(audit_problems)
+    for problem, audit_problem in zip(ingested.problems, audit_problems, strict=True):
+        assert audit_problem.endswith(str(problem))
+    (logs,) = [p for p in ingested.problems if p.file == LOGS]
+    assert str(logs).startswith(f"{LOGS}:1: OTLP logs, not traces")
 
 
 def test_watch_once_on_the_upstream_files_counts_the_spans_audit_counts(

@@ -6,18 +6,19 @@ file is open its inode cannot be reused; across restarts a digest of the file's 
 guards against that. A last line without its newline is held back until the writer finishes
 it. A file truncated in place (copy-and-truncate rotation) is read again from its start.
 
-Compressed files (``.gz``, ``.zst``) are sealed segments: each is read whole, once, when it
-decompresses cleanly.
+Compressed files (gzip or zstd, told by their first bytes as the audit tells them, whatever
+their name) are sealed segments: each is read whole, once, when it decompresses cleanly,
+through the audit's reader (``auditor.sources``).
 
-A file whose first line opens a JSON value it does not close holds pretty-printed documents
-(``auditor.watch.documents``): each complete document is handed out once, as one line, and an
-incomplete one is held back like a torn line until the rest is written.
+A file whose first line opens a JSON value it does not close holds pretty-printed documents,
+split by the audit's splitter (``auditor.json_text``): each complete document is handed out
+once, as one line, and an incomplete one is held back like a torn line until the rest is
+written.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import gzip
 import hashlib
 import os
 import time
@@ -26,7 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from auditor.watch.documents import FIRST_LINE_BYTES, Pending, opens_document, split
+from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
+from auditor.sources import SourceFile, cannot_read, read_errors, read_whole, sniff
 
 DEFAULT_PATTERNS: tuple[str, ...] = (
     "*.jsonl",
@@ -63,8 +65,6 @@ An open file can be drained after a rotation renames it away, and its inode cann
 reused. A folder of sealed segments grows by hundreds of files a day, so only the recently
 active ones stay open; a closed one is recognised by its head digest when it is reopened.
 """
-
-COMPRESSED_SUFFIXES = (".gz", ".zst")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +174,8 @@ class Follower:
         self._chunk = chunk_bytes
         self._unreadable: dict[tuple[int, int], tuple[int, bool]] = {}
         self._waiting: dict[tuple[int, int], _Waiting] = {}
+        self._refused: dict[str, str] = {}
+        """Files and folders said to be unreadable (said once, until they can be read)."""
 
     # -- state -------------------------------------------------------------------------
     def cursors(self) -> list[Cursor]:
@@ -195,7 +197,7 @@ class Follower:
         """
         batch = Batch()
         seen: set[tuple[int, int]] = set()
-        for path in self._scan():
+        for path in self._scan(batch):
             try:
                 st = path.stat()
             except FileNotFoundError:
@@ -210,16 +212,29 @@ class Follower:
                 cursor = Cursor(path=shown, dev=key[0], ino=key[1])
                 self._cursors[key] = cursor
                 if self._first_scan and self._start_at_end:
-                    self._skip_to_end(path, cursor)
+                    try:
+                        self._skip_to_end(path, cursor)
+                    except OSError as e:
+                        self._refuse(cursor.path, cannot_read(e), batch)
                     continue
             elif cursor.path != shown:
                 cursor.path = shown  # renamed (rotated, or a segment sealed): same file
             if cursor.sealed:
                 continue
-            if path.name.endswith(COMPRESSED_SUFFIXES):
-                self._read_sealed(path, cursor, batch)
-            else:
-                self._read_plain(path, key, cursor, st.st_size, batch, final=final)
+            try:
+                # Compression is told by the first bytes, as the audit does, not by the name;
+                # looked at until something of the file is read (it may be empty yet).
+                source = sniff(path) if cursor.offset == 0 and not cursor.documents else None
+                if source is not None and source.compression != "none":
+                    self._read_sealed(source, cursor, batch)
+                else:
+                    self._read_plain(path, key, cursor, st.st_size, batch, final=final)
+            except FileNotFoundError:
+                continue  # removed while being read: the next poll no longer lists it
+            except OSError as e:
+                self._refuse(cursor.path, cannot_read(e), batch)
+                continue
+            self._refused.pop(cursor.path, None)
         self._drain_orphans(seen, batch)
         self._close_idle()
         self._first_scan = False
@@ -235,9 +250,21 @@ class Follower:
         for key in idle[: len(self._open) - MAX_OPEN_FILES]:
             self._open.pop(key).handle.close()
 
-    def _scan(self) -> Iterator[Path]:
+    def _refuse(self, name: str, why: str, batch: Batch) -> None:
+        """Tell why ``name`` (a file or folder) cannot be read once, not on every poll."""
+        if self._refused.get(name) != why:
+            self._refused[name] = why
+            batch.notes.append(f"{name}: {why} until it can be read")
+
+    def _scan(self, batch: Batch) -> Iterator[Path]:
         found: list[Path] = []
-        for dirpath, dirnames, filenames in os.walk(self.root):
+
+        def refused(error: OSError) -> None:
+            name = os.fspath(error.filename) if error.filename is not None else str(self.root)
+            why = cannot_read(error).replace("cannot be read", "cannot be listed")
+            self._refuse(self._display(Path(name)) + os.sep, why, batch)
+
+        for dirpath, dirnames, filenames in os.walk(self.root, onerror=refused):
             # Hidden folders hold state and temporary files, never traces.
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             for name in filenames:
@@ -258,7 +285,7 @@ class Follower:
             return str(path)
 
     def _skip_to_end(self, path: Path, cursor: Cursor) -> None:
-        if path.name.endswith(COMPRESSED_SUFFIXES):
+        if sniff(path).compression != "none":
             cursor.sealed = True
             return
         with path.open("rb") as f:
@@ -410,7 +437,7 @@ class Follower:
             # Until a first document is complete, nothing is taken: the file may yet turn
             # out to be JSON-lines, and what was skipped would then be read as lines.
             batch.lines += [Line(cursor.path, n, text) for n, text in found.documents]
-            batch.notes += found.skipped
+            batch.notes += [str(p) for p in found.skipped]
             cursor.offset += found.consumed
             cursor.lines += found.newlines
             batch.bytes_read += found.consumed
@@ -428,10 +455,13 @@ class Follower:
             batch.notes.append(_pending_note(cursor.path, pending))
         return True
 
-    def _read_sealed(self, path: Path, cursor: Cursor, batch: Batch) -> None:
+    def _read_sealed(self, source: SourceFile, cursor: Cursor, batch: Batch) -> None:
+        path = Path(source.path)
         try:
-            data = _decompress(path)
-        except (EOFError, OSError, ValueError) as e:
+            data = read_whole(source)
+        except (FileNotFoundError, PermissionError):
+            raise
+        except read_errors() as e:
             # Still being written, or damaged: try again on the next poll, and say so once
             # if it stays that way while the file no longer grows.
             size = path.stat().st_size
@@ -443,11 +473,20 @@ class Follower:
             self._unreadable[cursor.key] = (size, told or size == seen_size)
             return
         self._unreadable.pop(cursor.key, None)
-        number = 0
-        for raw in _lines(data):
-            number += 1
-            if raw.strip():
-                batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
+        found = split(data, path=cursor.path) if opens_document(data) else None
+        if found is not None and found.documents:
+            # Pretty-printed documents, compressed: read whole, as the audit reads them.
+            batch.lines += [Line(cursor.path, n, text) for n, text in found.documents]
+            batch.notes += [str(p) for p in found.skipped]
+            if found.pending is not None:
+                batch.notes.append(_pending_note(cursor.path, found.pending))
+            number = data.count(b"\n")
+        else:
+            number = 0
+            for raw in _lines(data):
+                number += 1
+                if raw.strip():
+                    batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
         cursor.lines = number
         cursor.offset = path.stat().st_size
         cursor.sealed = True
@@ -500,24 +539,3 @@ def _lines(data: bytes) -> list[bytes]:
 
 def _digest(data: bytes) -> tuple[str, int]:
     return hashlib.sha256(data).hexdigest()[:32], len(data)
-
-
-def _decompress(path: Path) -> bytes:
-    if path.name.endswith(".gz"):
-        with gzip.open(path, "rb") as f:
-            return f.read()
-    import zstandard  # only needed for .zst segments
-
-    rest = path.read_bytes()
-    out: list[bytes] = []
-    decompressor = zstandard.ZstdDecompressor()
-    while rest:
-        frame = decompressor.decompressobj()
-        try:
-            out.append(frame.decompress(rest))
-        except zstandard.ZstdError as e:
-            raise ValueError(str(e)) from e
-        if not frame.eof:
-            raise EOFError("the last zstd frame is incomplete")
-        rest = frame.unused_data
-    return b"".join(out)

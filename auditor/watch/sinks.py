@@ -122,6 +122,9 @@ class _QueuedSink:
         self._log = log
         self.delivered = 0
         self.dropped = 0
+        self.on_done: Callable[[Alert], None] | None = None
+        """Called (on the sink's thread) once an alert is delivered or given up, after it
+        left the outbox: the watcher records it, so a restart does not send it again."""
         self._thread = threading.Thread(target=self._run, name=f"watch-{self.name}", daemon=True)
         self._thread.start()
 
@@ -135,7 +138,11 @@ class _QueuedSink:
                     f"watch: {self.name} outbox full ({self._size} alerts); dropped the oldest, "
                     f"{lost.id} ({lost.rule})"
                 )
+            else:
+                lost = None
             self._cond.notify_all()
+        if lost is not None and self.on_done is not None:
+            self.on_done(lost)
 
     def pending(self) -> list[Alert]:
         with self._cond:
@@ -171,8 +178,11 @@ class _QueuedSink:
             if not self._deliver(alert):
                 return
             with self._cond:
-                if self._outbox and self._outbox[0] is alert:
-                    self._outbox.popleft()
+                if not (self._outbox and self._outbox[0] is alert):
+                    continue  # pushed out of a full outbox meanwhile (and recorded then)
+                self._outbox.popleft()
+            if self.on_done is not None:
+                self.on_done(alert)
 
     def _deliver(self, alert: Alert) -> bool:
         """Deliver or give up on one alert; False to stop (shutdown deadline reached)."""

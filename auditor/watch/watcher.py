@@ -1,8 +1,10 @@
 """The watch loop: poll the directory, load new lines, evaluate, alert, save state.
 
-Each poll runs in this order, so a crash at any point repeats at most the alerts of one poll
-and loses none: read new lines; load them; evaluate; hand the alerts to every sink; save read
-positions, alert memory and undelivered alerts together in one atomic write.
+Each poll runs in this order, so a crash at any point loses no alert and repeats at most the
+one being delivered: read new lines; load them; evaluate; save read positions, alert memory
+and the undelivered alerts (the new ones included) together in one atomic write; hand the
+alerts to every sink. Each alert a sink is done with is then recorded in the delivery
+journal (``auditor.watch.state.DeliveryJournal``) as it happens.
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ from auditor.watch.evaluate import Engine
 from auditor.watch.follow import DEFAULT_PATTERNS, Follower
 from auditor.watch.settings import WatchSettings
 from auditor.watch.sinks import Sink, log_stderr
-from auditor.watch.state import WatchState, load_state, lock_state, save_state
+from auditor.watch.state import (
+    JOURNAL_SUFFIX,
+    DeliveryJournal,
+    WatchState,
+    check_writable,
+    load_state,
+    lock_state,
+    save_state,
+    without_done,
+)
 from collector.errors import ConfigurationError
 
 DEFAULT_FLUSH_TIMEOUT_S = 10.0
@@ -74,8 +85,20 @@ class Watcher:
         self._polling = False
         self._closed = False
         self._undelivered: list[tuple[str, Alert]] = []
+        self._staged: list[Alert] = []
+        """Alerts saved in the outbox but not yet handed to the sinks."""
+        self._saving = threading.RLock()
+        """Held while the state is saved and while a delivery is journaled (sink threads)."""
+        self._generation = 0
+        self._journal = (
+            DeliveryJournal(state_path.with_name(state_path.name + JOURNAL_SUFFIX))
+            if state_path is not None
+            else None
+        )
         self._lock = lock_state(state_path) if state_path is not None else None
         try:
+            if state_path is not None:
+                check_writable(state_path)
             state = load_state(state_path) if state_path is not None else WatchState()
             try:
                 self._restore(state, patterns=patterns, exclude=exclude, start_at_end=start_at_end)
@@ -106,7 +129,10 @@ class Watcher:
         self.engine.samples.restore(state.receivers.get("samples", {}))
         self.engine.watermark_ns = int(state.receivers.get("watermark_ns", 0))
         state_path = self.state_path
-        excluded = list(exclude) + ([state_path] if state_path is not None else [])
+        excluded = list(exclude)
+        if state_path is not None and self._journal is not None:
+            excluded += [state_path, self._journal.path]
+        self._generation = state.generation
         self.follower = Follower(
             self.root,
             patterns=patterns,
@@ -114,7 +140,23 @@ class Watcher:
             exclude=excluded,
             start_at_end=start_at_end and not state.cursors,
         )
-        self._requeue(state.outbox)
+        outbox = state.outbox
+        if self._journal is not None:
+            outbox = without_done(outbox, self._journal.done(state.generation))
+        for sink in self.sinks:
+            if hasattr(sink, "on_done"):
+                sink.on_done = lambda alert, name=sink.name: self._done(name, alert)
+        self._requeue(outbox)
+
+    def _done(self, sink: str, alert: Alert) -> None:
+        """Record that ``sink`` is done with ``alert`` (called as it happens)."""
+        if self._journal is None:
+            return
+        with self._saving:
+            try:
+                self._journal.record(self._generation, sink, alert.id)
+            except ConfigurationError as e:
+                self._log(f"watch: {e}")
 
     def _requeue(self, outbox: dict[str, list[dict[str, Any]]]) -> None:
         by_name = {sink.name: sink for sink in self.sinks}
@@ -129,7 +171,10 @@ class Watcher:
                 )
                 continue
             for data in saved:
-                sink.send(Alert.from_json(data))
+                alert = Alert.from_json(data)
+                sink.send(alert)
+                if not hasattr(sink, "on_done") and not any(a is alert for a in sink.pending()):
+                    self._done(name, alert)
             if saved:
                 self._log(f"watch: resending {len(saved)} undelivered {name} alerts")
 
@@ -145,7 +190,12 @@ class Watcher:
                     continue
                 if once:
                     # Nothing more to read: let pending findings settle now.
-                    self._emit(self.engine.evaluate(changed=False, final=True), summary)
+                    alerts = self.engine.evaluate(changed=False, final=True)
+                    with self._saving:
+                        self._staged = list(alerts)
+                        if alerts:
+                            self.save()
+                        self._emit(alerts, summary)
                     break
                 stop.wait(self.settings.poll_interval_s)
         finally:
@@ -176,11 +226,15 @@ class Watcher:
                 hidden = len(ingested.problems) - MAX_PROBLEMS_SHOWN
                 self._log(f"watch: ... and {hidden} more unusable lines in this poll")
         alerts = self.engine.evaluate(changed=spans > 0, final=final and not batch.more)
-        self._emit(alerts, summary)
         self.engine.prune()
-        self._polling = False
-        if batch.lines or batch.notes or alerts:
-            self.save()
+        with self._saving:
+            # Saved with the new alerts in the outbox before any sink sees them: a crash
+            # during delivery then resends what the journal does not record as done.
+            self._staged = list(alerts)
+            self._polling = False
+            if batch.lines or batch.notes or alerts:
+                self.save()
+            self._emit(alerts, summary)
         return batch.more
 
     def _emit(self, alerts: list[Alert], summary: RunSummary) -> None:
@@ -192,13 +246,16 @@ class Watcher:
                     sink.send(alert)
                 except OSError as e:
                     self._log(f"watch: the {sink.name} sink failed on alert {alert.id}: {e}")
+                if not hasattr(sink, "on_done") and not any(a is alert for a in sink.pending()):
+                    self._done(sink.name, alert)  # delivered (or failed) as it was sent
+            self._staged.remove(alert)
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> WatchState:
         """Everything to persist now."""
         outbox = dict(self._carried)
         for sink in self.sinks:
-            pending = sink.pending()
+            pending = sink.pending() + self._staged
             if pending:
                 outbox[sink.name] = [a.to_json() for a in pending]
             else:
@@ -213,12 +270,17 @@ class Watcher:
                 "watermark_ns": self.engine.watermark_ns,
             },
             outbox=outbox,
+            generation=self._generation,
         )
 
     def save(self) -> None:
-        """Write the state file (a no-op without one)."""
-        if self.state_path is not None:
+        """Write the state file (a no-op without one); the delivery journal starts over."""
+        if self.state_path is None or self._journal is None:
+            return
+        with self._saving:
+            self._generation += 1
             save_state(self.state_path, self.state())
+            self._journal.reset()
 
     def close(self) -> None:
         """Deliver what can be delivered in time, then save everything else. Idempotent."""
@@ -245,6 +307,8 @@ class Watcher:
                     )
         finally:
             self.engine.con.close()
+            if self._journal is not None:
+                self._journal.close()
             self._unlock()
 
     def _report_lost(self) -> None:

@@ -157,7 +157,10 @@ def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> No
     "--run-id",
     default=None,
     metavar="RUN",
-    help="Workflow ids become wf-RUN-000001...; default: mode and seed (e.g. hs0).",
+    help=(
+        "Workflow ids become wf-RUN-000001...; default: mode, seed and a digest of the run's"
+        " settings (e.g. hs0-1a2b3c), so different runs never share one."
+    ),
 )
 @click.option(
     "--start",

@@ -203,8 +203,8 @@ class SimulationConfig:
     workflow_name: str = "content-pipeline"
     """``gen_ai.workflow.name`` of every workflow."""
     run_id: str | None = None
-    """Prefix of workflow ids (``wf-RUN-000042``); None derives it from mode and seed, so
-    runs audited together keep distinct workflows."""
+    """Prefix of workflow ids (``wf-RUN-000042``); None derives it from mode, seed and the
+    run's :attr:`identity`, so runs audited together keep distinct workflows."""
 
     @property
     def identity(self) -> str:
@@ -219,8 +219,13 @@ class SimulationConfig:
 
     @property
     def workflow_prefix(self) -> str:
-        """``wf-<run id>-``: what every workflow id of this run starts with."""
-        run = self.run_id or f"{_MODE_TAGS[self.mode]}{self.seed}"
+        """``wf-<run id>-``: what every workflow id of this run starts with.
+
+        Without ``run_id``: mode and seed (for people) and six digits of :attr:`identity`,
+        which is what keeps two runs of one mode and seed (another size, another fault mix)
+        apart when they are audited together, as their trace ids are.
+        """
+        run = self.run_id or f"{_MODE_TAGS[self.mode]}{self.seed}-{self.identity[:6]}"
         return f"wf-{run}-"
 
     def __post_init__(self) -> None:

@@ -279,7 +279,9 @@ class Replica:
                 wf.abort(reason)
             else:
                 wf.fail(reason)
-        return ok, trace_id
+        # A run that went on past a void handoff without deciding to (a commit after void,
+        # a late answer used) is no success, as its span now records.
+        return wf.outcome == schema.WORKFLOW_SUCCESS, trace_id
 
     # ------------------------------------------------------------------ one handoff
 

@@ -68,7 +68,8 @@ handoffs = spans[spans["name"] == "handoff"]
 workflow = spans["workflow"].dropna()
 outcome = spans["outcome"].dropna()
 row = st.columns(4)
-row[0].metric("Outcome", str(outcome.iloc[0]) if len(outcome) else "—", border=True)
+# A metric's value is Markdown too: the outcome a trace file claims is shown as code.
+row[0].metric("Outcome", ui.md(outcome.iloc[0]) if len(outcome) else "—", border=True)
 row[1].metric(
     "Handoffs",
     format.count(len(handoffs)),
@@ -80,7 +81,7 @@ row[2].metric(
 )
 row[3].metric("Cost", format.usd(float(spans["cost_usd"].fillna(0).sum())), border=True)
 name = str(workflow.iloc[0]) if len(workflow) else str(spans["name"].iloc[0])
-st.caption(ui.md(f"{name} · trace {trace_id}"))
+st.caption(f"{ui.md(name)} · trace {ui.md(trace_id)}")
 
 ui.chart(charts.trace_waterfall(spans), key="trace_waterfall")
 

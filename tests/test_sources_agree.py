@@ -1,0 +1,146 @@
+"""audit and watch read the same files the same way: the same spans, the same problems.
+
+Damaged input included: a block of NUL bytes a crash leaves in the middle of a line, spans
+whose ids are missing or invalid.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from test_watch_support import otlp_line, validate_span
+
+from auditor import load_traces
+from auditor.watch import WatchSettings
+from auditor.watch.dedupe import Cooldown, Deduper
+from auditor.watch.evaluate import Engine
+from auditor.watch.follow import Follower
+
+SPANS = "SELECT trace_id, span_id, name, source_file, source_line FROM spans ORDER BY ALL"
+ZEROS = "\x00" * 4096
+
+
+def record(trace: int) -> str:
+    """One OTLP JSON line holding one span of trace ``trace`` (newline included)."""
+    return otlp_line([validate_span(trace=trace, latency_s=0.1, span=trace)])
+
+
+def audited(folder: Path) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """Spans (with file names relative to ``folder``) and problems, as audit reads them."""
+    ts = load_traces(folder)
+    rows = [
+        (t, s, n, str(Path(f).relative_to(folder)), ln)
+        for t, s, n, f, ln in ts.con.execute(SPANS).fetchall()
+    ]
+    problems = [str(p).removeprefix(f"{folder}/") for p in ts.problems]
+    ts.con.close()
+    return rows, problems
+
+
+def watched(folder: Path, *patterns: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+    """Spans and problems (and notes), as one ``watch --once`` poll reads them."""
+    follower = Follower(folder, patterns=patterns or ("*.jsonl",))
+    batch = follower.poll(final=True)
+    follower.close()
+    engine = Engine(WatchSettings(), dedupe=Deduper(), cooldown=Cooldown(cooldown_s=300))
+    ingested = engine.ingest(batch.lines)
+    rows = engine.con.execute(SPANS).fetchall()
+    engine.con.close()
+    return rows, batch.notes + [str(p) for p in ingested.problems]
+
+
+def test_records_after_a_block_of_nul_bytes_are_read_and_the_zeros_reported(tmp_path: Path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    cut = record(2)[:70]  # a record the crash cut short, then zeros, then the next record
+    (folder / "crashed.jsonl").write_text(
+        record(1) + cut + ZEROS + record(3).rstrip("\n") + ZEROS + record(4) + record(5)
+    )
+    rows, problems = audited(folder)
+    assert sorted(int(str(r[0]), 16) for r in rows) == [1, 3, 4, 5]
+    assert [r[4] for r in rows] == [1, 2, 2, 3]  # each where its line is
+    (problem,) = problems
+    assert problem.startswith("crashed.jsonl:2: 8192 NUL bytes")
+    assert "2 whole records" in problem and "1 record they cut short" in problem
+    assert watched(folder) == (rows, problems)
+
+
+def test_a_line_of_zeros_then_a_record_loses_nothing(tmp_path: Path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "zeros.jsonl").write_text(record(1) + ZEROS + record(2) + record(3))
+    rows, problems = audited(folder)
+    assert len(rows) == 3
+    (problem,) = problems
+    assert problem.startswith("zeros.jsonl:2: 4096 NUL bytes") and "1 whole record" in problem
+    assert watched(folder) == (rows, problems)
+
+
+def test_spans_with_missing_or_invalid_ids_are_problems(tmp_path: Path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    bad_trace = validate_span(trace=7, latency_s=0.1)
+    bad_trace["traceId"] = "zz"
+    del bad_trace["spanId"]
+    bad_parent = validate_span(trace=8, latency_s=0.1, span=8)
+    bad_parent["parentSpanId"] = "not-an-id"
+    good = validate_span(trace=9, latency_s=0.1, span=9)
+    (folder / "ids.jsonl").write_text(otlp_line([bad_trace, good]) + otlp_line([bad_parent]))
+    rows, problems = audited(folder)
+    assert len(rows) == 3  # kept (so nothing is lost), but not silently
+    assert problems == [
+        "ids.jsonl:1: span 'handoff.validate': traceId 'zz' is not 32 hex digits and no spanId;"
+        " it was loaded, but cannot be joined to its trace or told apart from other spans:"
+        " fix the exporter that wrote it",
+        "ids.jsonl:2: span 'handoff.validate': parentSpanId 'not-an-id' is not 16 hex digits;"
+        " it was loaded, but cannot be joined to its trace or told apart from other spans:"
+        " fix the exporter that wrote it",
+    ]
+    assert watched(folder) == (rows, problems)
+
+
+FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
+SHARED_FIXTURES = Path("/work/shared/fixtures/otlp")
+
+
+def test_audit_and_watch_read_the_same_spans_from_every_kind_of_file(tmp_path: Path):
+    import gzip
+    import json
+    import shutil
+
+    import zstandard
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    # gzip under a plain name, zstd in two frames, pretty-printed documents (plain and
+    # gzipped), NUL blocks, bad ids, and every upstream OTLP file.
+    (folder / "gzipped.jsonl").write_bytes(gzip.compress((record(1) + record(2)).encode()))
+    zstd = zstandard.ZstdCompressor()
+    (folder / "framed.jsonl.zst").write_bytes(
+        zstd.compress(record(3).encode()) + zstd.compress(record(4).encode())
+    )
+
+    def pretty(*traces: int) -> str:
+        return "".join(json.dumps(json.loads(record(n)), indent=2) + "\n" for n in traces)
+
+    (folder / "pretty.json").write_text(pretty(5, 6))
+    (folder / "pretty.json.gz").write_bytes(gzip.compress(pretty(11, 12).encode()))
+    (folder / "zeros.jsonl").write_text(record(7) + ZEROS + record(8) + record(9)[:40] + ZEROS)
+    (folder / "zeros.jsonl").open("a").write("\n")
+    bad = validate_span(trace=10, latency_s=0.1)
+    bad["traceId"] = "zz"
+    (folder / "ids.jsonl").write_text(otlp_line([bad]))
+    sources = sorted(FIXTURES.glob("*.json*"))
+    if SHARED_FIXTURES.is_dir():
+        sources += sorted(SHARED_FIXTURES.glob("*.json*"))
+    for index, path in enumerate(sources):
+        shutil.copy(path, folder / f"{index:02d}-{path.name}")
+
+    rows, problems = audited(folder)
+    assert {"gzipped.jsonl", "framed.jsonl.zst", "pretty.json", "pretty.json.gz"} <= {
+        str(r[3]) for r in rows
+    }
+    watch_rows, watch_problems = watched(folder, "*.json", "*.jsonl", "*.jsonl.zst", "*.json.gz")
+    assert watch_rows == rows
+    assert watch_problems == problems
