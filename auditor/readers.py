@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from auditor.fast_path import files_with_invalid_ids
 from auditor.json_text import (
     REPLACED_SURROGATE,
     documents,
@@ -352,6 +353,19 @@ class Reader:
         except Exception:
             _rollback(self.con)
             raise
+        invalid = files_with_invalid_ids(self.con, paths)
+        if invalid:
+            # The line-exact reader judges a file whose ids are not what an id should be.
+            run(self.con, "DELETE FROM spans WHERE list_contains($1, source_file)", [list(invalid)])
+            for source in sources:
+                if source.path in invalid:
+                    self._read_lines_in_python(source)
+                    self.flush()
+            sources = [s for s in sources if s.path not in invalid]
+            if not sources:
+                return
+            paths = [s.path for s in sources]
+            params = [paths, sources[0].compression, MAX_LINE_BYTES]
         # Cheap check first: did every non-blank line of every file yield a span? These read
         # the files and the table whole, so they too may need more memory than the insert.
         nonblank = dict(grown(self.con, _LINE_COUNTS, params))
