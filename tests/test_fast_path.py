@@ -5,6 +5,7 @@ and gives the rows reading its lines one by one gives."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_load import export, span_json
@@ -20,7 +21,8 @@ GOOD_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 def _lines(bad_id: dict[str, str] | None) -> list[str]:
     lines = [export(span_json(f"{i:016x}", attrs={"handoff.receiver": "b"})) for i in range(1, 6)]
     if bad_id is not None:
-        lines.insert(2, export(span_json(**{"span_id": "00000000000000aa", **bad_id})))
+        fields: dict[str, Any] = {"span_id": "00000000000000aa", **bad_id}
+        lines.insert(2, export(span_json(**fields)))
     return lines
 
 
