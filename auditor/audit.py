@@ -19,6 +19,7 @@ from auditor.macros import views_sql
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.saved import SAVED, restore
 from auditor.settings import AuditSettings
+from collector.progress import step
 
 if TYPE_CHECKING:
     import duckdb
@@ -163,9 +164,12 @@ def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditRe
     # than it saves, so those (and what only the rules read) are derived here.
     kept = restore(con, trace_set.files, tuple(n for n in SAVED if n != "phases"))
     findings: list[Finding] = []
+    step("deriving handoffs, attempts and workflow runs")
     with derived.for_rules(con, rules, figures=True, kept=kept):
-        for rule in rules:
+        for number, rule in enumerate(rules):
+            step(f"rule {rule.id}", done=number, total=len(rules))
             findings.extend(run_rule(con, rule, settings))
+        step("spend and reliability figures")
         figures = compute_figures(con, settings=settings, trace_set=trace_set)
     return AuditResult(
         findings=findings,

@@ -17,6 +17,7 @@ import click
 from auditor.report import FORMATS, render
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
+from collector.progress import progress, step
 
 __all__ = ["audit", "compact"]
 
@@ -155,9 +156,11 @@ def audit(
         pyproject=find_pyproject(),
     )
     select_rules(settings.rules, settings.skip)  # unknown ids fail before any reading
-    traces = load_traces(paths)
+    with progress("loading traces"):
+        traces = load_traces(paths)
     _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
-    result = run_audit(traces, settings)
+    with progress("auditing"):
+        result = run_audit(traces, settings)
     to_terminal = output is None and sys.stdout.isatty()
     if width is None:
         width = shutil.get_terminal_size().columns if to_terminal else 100
@@ -228,9 +231,12 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     from auditor.saved import save
 
     check_target(out, paths)  # before reading: replacing an input would destroy it
-    traces = load_traces(paths)
+    with progress("loading traces"):
+        traces = load_traces(paths)
     _report_problems(traces.problems, quiet=quiet, rest="compacting everything else")
-    written = write_parquet(traces, out, force=force)
+    with progress("compacting"):
+        step(f"writing {traces.span_count:,} spans to Parquet")
+        written = write_parquet(traces, out, force=force)
     target = Path(out)
     if is_single_file(target):
         where = written[0]
@@ -247,8 +253,10 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     )
     # The store is complete without them: whoever opens it then derives them itself.
     try:
-        prepare(traces.con)
-        beside = save(traces.con, written)
+        with progress("compacting"):
+            step("saving the derived tables beside the store")
+            prepare(traces.con)
+            beside = save(traces.con, written)
     except (AuditError, OSError, duckdb.Error) as e:
         if interrupted(e):
             raise  # Ctrl-C is not a failure to save: the command line reports it (exit 130)

@@ -253,9 +253,21 @@ _STATUS = (
 )
 
 
+LOOKED_UP: Final = tuple(
+    dict.fromkeys(
+        [key for key, _ in ATTRIBUTE_COLUMNS] + [*INPUT_TOKEN_KEYS, *OUTPUT_TOKEN_KEYS, *COST_KEYS]
+    )
+)
+"""Every attribute key the flatten looks up, in the order of the span's ``attr_p`` list."""
+
+
 def _lookup(key: str) -> str:
-    """SQL for the text value of attribute ``key`` of the current span (first one wins)."""
-    return f"attr_v[list_position(attr_k, '{key}')]"
+    """SQL for the text value of attribute ``key`` of the current span (first one wins).
+
+    ``attr_p`` holds, once per span, where each of :data:`LOOKED_UP` first occurs among its
+    attribute keys: one pass of lookups instead of one per column that reads a key (a
+    column such as ``input_tokens`` reads many)."""
+    return f"attr_v[attr_p[{LOOKED_UP.index(key) + 1}]]"
 
 
 def _first(keys: tuple[str, ...], typ: str) -> str:
@@ -274,6 +286,7 @@ def flatten_sql(source: str) -> str:
     attribute (only the attributes without a column of their own go into ``attributes``).
     """
     typed_list = "[" + ", ".join(f"'{k}'" for k in sorted(TYPED_KEYS)) + "]"
+    looked_up = "[" + ", ".join(f"'{k}'" for k in LOOKED_UP) + "]"
     attr_cols = ",\n".join(
         f'    {_typed(_lookup(key), typ)} AS "{key}"' for key, typ in ATTRIBUTE_COLUMNS
     )
@@ -305,6 +318,9 @@ WITH resources AS (
            list_transform(sp.attributes, lambda va: {_value_text("va.value")}) AS attr_v,
            {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
     FROM spans_only
+), located AS (
+    SELECT *, list_transform({looked_up}, lambda kp: list_position(attr_k, kp)) AS attr_p
+    FROM flat
 )
 SELECT
     {_id("sp.traceId", 16)} AS trace_id,
@@ -337,5 +353,5 @@ SELECT
     rm AS resource_attributes,
     source_file,
     source_line
-FROM flat
+FROM located
 """

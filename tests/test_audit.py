@@ -16,6 +16,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from terminal_support import read_terminal
 
 import auditor
 from auditor import AuditSettings, audit, load_traces
@@ -307,15 +308,7 @@ def _in_a_terminal(args: list[str], *, columns: int) -> tuple[int, str, str]:
         [str(script), *args], stdout=terminal, stderr=subprocess.PIPE, env=env
     ) as process:
         os.close(terminal)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(main_fd, 65536)
-            except OSError:  # the terminal closed: the process is done writing
-                break
-            if not chunk:
-                break
-            shown += chunk
+        shown = read_terminal(main_fd)
         stderr = process.stderr.read().decode() if process.stderr else ""
         code = process.wait(timeout=120)
     os.close(main_fd)

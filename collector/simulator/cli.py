@@ -10,6 +10,7 @@ import click
 
 from collector.errors import ConfigurationError
 from collector.messages import HANDOFF_MODES, MODE_HANDSHAKE
+from collector.progress import progress
 from collector.simulator.config import (
     SimulationConfig,
     default_pipeline,
@@ -216,7 +217,8 @@ def simulate(
         raise click.UsageError("--out DIR is required (or --dry-run to write nothing)")
     started = time.perf_counter()
     try:
-        result = run_simulation(config, None if dry_run else out, jobs=jobs, force=force)
+        with progress(f"simulating {config.workflows:,} workflows"):
+            result = run_simulation(config, None if dry_run else out, jobs=jobs, force=force)
     except ConfigurationError as e:
         raise click.UsageError(str(e)) from None
     except OSError as e:
