@@ -17,7 +17,7 @@ from collector.receiver.auth import TOKEN_ENV
 from collector.receiver.limits import Limits
 from collector.receiver.log import configure_logging, log_event
 from collector.receiver.segments import FsyncPolicy, SegmentPolicy
-from collector.receiver.service import Receiver, ReceiverConfig
+from collector.receiver.service import CollectConfig, CollectService
 
 __all__ = ["collect"]
 
@@ -235,7 +235,7 @@ def collect(
         raise click.BadParameter(
             "must be non-empty, without surrounding spaces", param_hint="--token"
         )
-    config = ReceiverConfig(
+    config = CollectConfig(
         out_dir=out_dir,
         host=host,
         http_port=None if no_http else http_port,
@@ -252,7 +252,7 @@ def collect(
     stop = threading.Event()
     previous = _on_signals(stop)
     try:
-        receiver = Receiver(config).start()
+        receiver = CollectService(config).start()
         try:
             while not stop.wait(3600):
                 pass

@@ -3,9 +3,9 @@
 ::
 
     from pathlib import Path
-    from collector.receiver import Receiver, ReceiverConfig
+    from collector.receiver import CollectConfig, CollectService
 
-    with Receiver(ReceiverConfig(out_dir=Path("traces"), http_port=0, grpc_port=0)) as rx:
+    with CollectService(CollectConfig(out_dir=Path("traces"), http_port=0, grpc_port=0)) as rx:
         print(rx.http_url, rx.grpc_address)   # point OTLP exporters here
     # leaving the block stops accepting, writes what was received and seals the segment
 """
@@ -36,11 +36,11 @@ from collector.receiver.segments import (
 )
 from collector.receiver.sink import SpanSink
 
-__all__ = ["Receiver", "ReceiverConfig", "is_loopback"]
+__all__ = ["CollectConfig", "CollectService", "is_loopback"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReceiverConfig:
+class CollectConfig:
     """Everything ``handoffscope collect`` can be told."""
 
     out_dir: Path
@@ -73,10 +73,10 @@ def is_loopback(host: str) -> bool:
     )
 
 
-class Receiver:
-    """An OTLP receiver writing sealed JSON-lines segments; see the module docstring."""
+class CollectService:
+    """The OTLP service behind ``handoffscope collect``, writing sealed JSON-lines segments."""
 
-    def __init__(self, config: ReceiverConfig) -> None:
+    def __init__(self, config: CollectConfig) -> None:
         if config.http_port is None and config.grpc_port is None:
             raise ConfigurationError("both HTTP and gRPC are turned off; enable at least one")
         self.config = config
@@ -100,7 +100,7 @@ class Receiver:
         host = self.config.host
         return f"[{host}]:{self.grpc_port}" if ":" in host else f"{host}:{self.grpc_port}"
 
-    def start(self) -> Receiver:
+    def start(self) -> CollectService:
         """Lock and repair the output directory, then start listening."""
         config = self.config
         self._check_host()
@@ -170,7 +170,7 @@ class Receiver:
         self.http_server = self.grpc_server = self.sink = None
         self._lock_fd = None
 
-    def __enter__(self) -> Receiver:
+    def __enter__(self) -> CollectService:
         return self.start()
 
     def __exit__(
