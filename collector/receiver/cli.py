@@ -177,7 +177,23 @@ def _port(_: click.Context, param: click.Parameter, value: int) -> int:
     type=click.IntRange(min=1),
     default=32,
     show_default=True,
-    help="Requests handled at once; above it requests get 429 and Retry-After.",
+    help="Requests decoded at once, counted once their bodies are read; above it "
+    "requests get 429 and Retry-After.",
+)
+@click.option(
+    "--read-timeout",
+    type=Duration(),
+    default="10s",
+    show_default=True,
+    help="An HTTP request's headers must arrive within this of its first byte, and its "
+    "body within this plus a second per --min-body-rate; slower clients get 408.",
+)
+@click.option(
+    "--min-body-rate",
+    type=ByteSize(),
+    default="64KiB",
+    show_default=True,
+    help="Slowest average rate, in bytes a second, an HTTP body is read at.",
 )
 @click.option(
     "--prefix", default="spans", show_default=True, help="First part of every segment file name."
@@ -205,6 +221,8 @@ def collect(
     max_body_size: int,
     max_queue_size: int,
     max_concurrent: int,
+    read_timeout: float,
+    min_body_rate: int,
     prefix: str,
     log_level: str,
 ) -> None:
@@ -247,6 +265,8 @@ def collect(
             max_body_bytes=max_body_size,
             max_queue_bytes=max_queue_size,
             max_concurrent_requests=max_concurrent,
+            read_timeout_s=read_timeout,
+            min_body_bytes_per_s=min_body_rate,
         ),
     )
     stop = threading.Event()

@@ -13,6 +13,7 @@ extra dependency bought nothing.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
@@ -23,10 +24,12 @@ from typing import Any, Final
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from collector.receiver.deadlines import DeadlineReader
 from collector.receiver.decode import JSON, PROTOBUF, media_type
 from collector.receiver.errors import (
     PayloadTooLarge,
     RequestRefused,
+    TooSlow,
     Undecodable,
     UnsupportedMediaType,
 )
@@ -95,6 +98,21 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib's name
         """Requests are not logged one by one; refusals are logged at debug level."""
 
+    def setup(self) -> None:
+        super().setup()
+        limits = self.server.ingest.limits
+        self._reader = DeadlineReader(
+            self.connection,
+            idle_timeout_s=_IDLE_TIMEOUT_S,
+            read_timeout_s=limits.read_timeout_s,
+            min_bytes_per_s=limits.min_body_bytes_per_s,
+        )
+        self.rfile = io.BufferedReader(self._reader, 1 << 16)
+
+    def handle_one_request(self) -> None:
+        self._reader.next_request()
+        super().handle_one_request()
+
     # -- routing ---------------------------------------------------------------------
     def do_GET(self) -> None:
         if self._path() == HEALTH_PATH:
@@ -105,6 +123,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"no such endpoint; send spans to POST {TRACES_PATH}", JSON)
 
     def do_POST(self) -> None:
+        self._reader.request_started()
         if self._path() != TRACES_PATH:
             self.close_connection = True
             self._discard_body()
@@ -134,9 +153,10 @@ class _Handler(BaseHTTPRequestHandler):
         body_read = False
         try:
             kind = self._precheck()
+            # The body is read before a slot is taken: a slow client holds only its thread.
+            wire = self._read_body()
+            body_read = True
             with ingest.admitted():
-                wire = self._read_body()
-                body_read = True
                 body = inflate(
                     wire,
                     self.headers.get("Content-Encoding", ""),
@@ -144,11 +164,18 @@ class _Handler(BaseHTTPRequestHandler):
                 )
                 del wire
                 outcome = ingest.export(body, kind)
+        except TooSlow as e:
+            self.close_connection = True
+            self._refuse(e, reply_type)
+            return
         except RequestRefused as e:
             if not body_read:
                 self.close_connection = True  # the unread body would be taken for a request
                 self._discard_body()
             self._refuse(e, reply_type)
+            return
+        except ConnectionError:  # the client went away mid-body; no one to answer
+            self.close_connection = True
             return
         except Exception:  # a bug: answer 500, never 200, and keep serving
             log_event("internal_error", level=logging.ERROR, exc_info=True, path=self.path)
@@ -193,11 +220,17 @@ class _Handler(BaseHTTPRequestHandler):
         return length
 
     def _read_body(self) -> bytes:
-        cap = self.server.ingest.limits.max_wire_bytes
+        limits = self.server.ingest.limits
         length = self._content_length()
-        if length is None:
-            return self._read_chunked(cap)
-        body = self.rfile.read(length)
+        try:
+            if length is None:
+                return self._read_chunked(limits.max_wire_bytes)
+            body = self.rfile.read(length)
+        except TimeoutError:
+            raise TooSlow(
+                f"the request was sent too slowly: allowed {limits.read_timeout_s:g} s plus "
+                f"1 s per {limits.min_body_bytes_per_s} bytes"
+            ) from None
         if len(body) != length:
             raise Undecodable(f"body ended after {len(body)} of {length} bytes")
         return body
@@ -297,6 +330,8 @@ class _Handler(BaseHTTPRequestHandler):
         self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
     ) -> None:
         try:
+            # Reading may have left the socket a short timeout; a reply gets a fresh one.
+            self.connection.settimeout(self.server.ingest.limits.read_timeout_s)
             self.send_response(status)
             self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(body)))

@@ -35,11 +35,23 @@ class Limits:
     """The ``Retry-After`` a client is sent when the receiver is busy."""
     write_timeout_s: float = 30.0
     """How long a request waits for its spans to be written before it is answered 503."""
+    read_timeout_s: float = 10.0
+    """Time an HTTP request's headers must arrive in, from its first byte; its body gets this
+    plus a second per ``min_body_bytes_per_s`` bytes. Slower clients are cut off (408)."""
+    min_body_bytes_per_s: int = 64 * 1024
+    """The slowest average rate at which an HTTP body is read, after ``read_timeout_s``."""
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_queue_bytes", "max_concurrent_requests"):
+        for name in (
+            "max_body_bytes",
+            "max_queue_bytes",
+            "max_concurrent_requests",
+            "min_body_bytes_per_s",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        if not self.read_timeout_s > 0:
+            raise ValueError(f"read_timeout_s must be above 0, not {self.read_timeout_s}")
 
     @property
     def max_wire_bytes(self) -> int:
