@@ -181,6 +181,15 @@ def _port(_: click.Context, param: click.Parameter, value: int) -> int:
     "requests get 429 and Retry-After.",
 )
 @click.option(
+    "--max-in-flight",
+    type=ByteSize(),
+    default="512MiB",
+    show_default=True,
+    help="Memory all requests in flight may hold together: bodies, inflated bodies and "
+    "their decoding (about 12x a JSON body, 8x a protobuf one); above it requests get "
+    "429 and Retry-After. A lone request is always let in.",
+)
+@click.option(
     "--read-timeout",
     type=Duration(),
     default="10s",
@@ -221,6 +230,7 @@ def collect(
     max_body_size: int,
     max_queue_size: int,
     max_concurrent: int,
+    max_in_flight: int,
     read_timeout: float,
     min_body_rate: int,
     prefix: str,
@@ -265,6 +275,7 @@ def collect(
             max_body_bytes=max_body_size,
             max_queue_bytes=max_queue_size,
             max_concurrent_requests=max_concurrent,
+            max_in_flight_bytes=max_in_flight,
             read_timeout_s=read_timeout,
             min_body_bytes_per_s=min_body_rate,
         ),

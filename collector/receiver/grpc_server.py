@@ -46,8 +46,10 @@ class _TraceService:
         }
         try:
             self.ingest.authenticate(metadata.get("authorization"))
-            with self.ingest.admitted():
-                outcome = self.ingest.export(request, PROTOBUF)
+            with self.ingest.budget.reservation() as reservation:
+                reservation.grow(len(request))  # grpcio holds it already; counted all the same
+                with self.ingest.admitted():
+                    outcome = self.ingest.export(request, PROTOBUF, reservation=reservation)
         except RequestRefused as e:
             log_event(
                 "refused", level=logging.DEBUG, protocol="grpc", code=e.grpc_code, reason=str(e)

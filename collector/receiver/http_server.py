@@ -24,6 +24,7 @@ from typing import Any, Final
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from collector.receiver.budget import Reservation
 from collector.receiver.deadlines import DeadlineReader
 from collector.receiver.decode import JSON, PROTOBUF, media_type
 from collector.receiver.errors import (
@@ -42,6 +43,8 @@ __all__ = ["HEALTH_PATH", "TRACES_PATH", "OtlpHttpServer"]
 TRACES_PATH: Final = "/v1/traces"
 HEALTH_PATH: Final = "/healthz"
 _IDLE_TIMEOUT_S: Final = 120.0
+_PIECE: Final = 256 << 10
+"""A body is read and reserved on the memory budget this much at a time."""
 _DISCARD_LIMIT: Final = 64 << 20
 """A refused body up to this size is read and dropped rather than cut off."""
 
@@ -111,6 +114,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         self._reader.next_request()
+        self._body_consumed = 0
         super().handle_one_request()
 
     # -- routing ---------------------------------------------------------------------
@@ -151,19 +155,21 @@ class _Handler(BaseHTTPRequestHandler):
         reply_type = self._reply_type()
         ingest = self.server.ingest
         body_read = False
+        reservation = ingest.budget.reservation()
         try:
             kind = self._precheck()
             # The body is read before a slot is taken: a slow client holds only its thread.
-            wire = self._read_body()
+            wire = self._read_body(reservation)
             body_read = True
             with ingest.admitted():
                 body = inflate(
                     wire,
                     self.headers.get("Content-Encoding", ""),
                     limit=ingest.limits.max_body_bytes,
+                    reserve=reservation.grow,
                 )
                 del wire
-                outcome = ingest.export(body, kind)
+                outcome = ingest.export(body, kind, reservation=reservation)
         except TooSlow as e:
             self.close_connection = True
             self._refuse(e, reply_type)
@@ -182,6 +188,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send_error(500, "internal error; the spans were not written", reply_type)
             return
+        finally:
+            reservation.release()
         if self.server.stopping:
             self.close_connection = True
         self._send(200, _response(outcome, reply_type), reply_type)
@@ -219,13 +227,31 @@ class _Handler(BaseHTTPRequestHandler):
             raise Undecodable(f"Content-Length {raw!r} is not a byte count")
         return length
 
-    def _read_body(self) -> bytes:
+    def _read_body(self, reservation: Reservation) -> bytes:
+        """The body, reserved on the memory budget piece by piece as it arrives, so a slow
+        client holds no more of it than it has sent."""
         limits = self.server.ingest.limits
         length = self._content_length()
         try:
             if length is None:
-                return self._read_chunked(limits.max_wire_bytes)
-            body = self.rfile.read(length)
+                return self._read_chunked(limits.max_wire_bytes, reservation)
+            pieces = []
+            left = length
+            while left:
+                reservation.grow(min(left, _PIECE))
+                piece = self.rfile.read(min(left, _PIECE))
+                if not piece:
+                    break
+                pieces.append(piece)
+                left -= len(piece)
+                self._body_consumed += len(piece)
+            if len(pieces) == 1:
+                body = pieces[0]
+            else:
+                reservation.grow(length)  # the joined copy, while the pieces still exist
+                body = b"".join(pieces)
+                del pieces
+                reservation.shrink(length)
         except TimeoutError:
             raise TooSlow(
                 f"the request was sent too slowly: allowed {limits.read_timeout_s:g} s plus "
@@ -247,6 +273,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if length is None or length > _DISCARD_LIMIT:
             return
+        length -= self._body_consumed
         try:
             while length > 0:
                 chunk = self.rfile.read(min(length, 1 << 16))
@@ -256,7 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             return
 
-    def _read_chunked(self, cap: int) -> bytes:
+    def _read_chunked(self, cap: int, reservation: Reservation) -> bytes:
         body = bytearray()
         while True:
             line = self.rfile.readline(1024)
@@ -267,9 +294,11 @@ class _Handler(BaseHTTPRequestHandler):
             if size == 0:
                 while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
                     pass  # trailers carry nothing the receiver uses
+                reservation.grow(len(body))  # the copy
                 return bytes(body)
             if len(body) + size > cap:
                 raise PayloadTooLarge(f"request body is over the {cap} byte limit")
+            reservation.grow(2 * size)  # the chunk, and the body's room for it
             chunk = self.rfile.read(size)
             if len(chunk) != size:
                 raise Undecodable("body ended inside a chunk")
