@@ -456,7 +456,8 @@ def test_health_and_unknown_endpoints(receiver):
     assert (status, json.loads(body)) == (200, {"status": "ok"})
     status, headers, _ = _post(receiver.http_url, b"", method="GET")
     assert (status, headers["Allow"]) == (405, "POST")
-    assert _post(receiver.http_url, b"{}", {"Content-Type": JSON}, path="/v1/logs")[0] == 404
+    assert _post(receiver.http_url, b"{}", {"Content-Type": JSON}, path="/v1/profiles")[0] == 404
+    assert _post(receiver.http_url, b"{}", {"Content-Type": JSON}, path="/v1/logs")[0] == 200
 
 
 # --------------------------------------------------------------------------------------

@@ -118,8 +118,8 @@ def _refuse_other_signals(document: dict[str, Any]) -> None:
     for key, signal in _OTHER_SIGNALS.items():
         if key in document:
             raise Undecodable(
-                f"body is an OTLP {signal} export ({key}), not traces: handoffscope receives "
-                f"traces only; point the {signal} exporter at a {signal} backend"
+                f"body is an OTLP {signal} export ({key}), not traces: post it to "
+                f"/v1/{signal}, where collect counts it (handoffscope stores spans only)"
             )
 
 

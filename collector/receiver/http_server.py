@@ -1,5 +1,8 @@
 """OTLP/HTTP: ``POST /v1/traces`` and ``GET /healthz`` on a threaded stdlib HTTP server.
 
+``POST /v1/metrics`` and ``/v1/logs`` pass the same checks and limits, and are counted
+rather than written (``signals``).
+
 Answers follow the OTLP/HTTP specification: 200 with an ``ExportTraceServiceResponse`` in
 the request's content type (with ``partialSuccess`` when spans were rejected), and for a
 refused request the status code of its ``RequestRefused`` error with a ``google.rpc.Status``
@@ -37,11 +40,22 @@ from collector.receiver.errors import (
 from collector.receiver.ingest import ExportOutcome, Ingest
 from collector.receiver.limits import ENCODINGS, inflate
 from collector.receiver.log import log_event
+from collector.receiver.signals import LOGS, METRICS
 
-__all__ = ["HEALTH_PATH", "TRACES_PATH", "OtlpHttpServer"]
+__all__ = ["HEALTH_PATH", "LOGS_PATH", "METRICS_PATH", "TRACES_PATH", "OtlpHttpServer"]
 
 TRACES_PATH: Final = "/v1/traces"
+METRICS_PATH: Final = "/v1/metrics"
+"""Metrics exports: checked and counted, not stored (``signals``)."""
+LOGS_PATH: Final = "/v1/logs"
+"""Logs exports: checked and counted, not stored (``signals``)."""
 HEALTH_PATH: Final = "/healthz"
+_SIGNAL_PATHS: Final = {TRACES_PATH: None, METRICS_PATH: METRICS, LOGS_PATH: LOGS}
+"""Each export path, and the signal counted there (None: spans, written)."""
+_NO_SUCH_ENDPOINT: Final = (
+    f"no such endpoint; export spans to POST {TRACES_PATH} "
+    f"(metrics to {METRICS_PATH}, logs to {LOGS_PATH})"
+)
 _IDLE_TIMEOUT_S: Final = 120.0
 _PIECE: Final = 256 << 10
 """A body is read and reserved on the memory budget this much at a time."""
@@ -121,17 +135,17 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self._path() == HEALTH_PATH:
             self._send(200, b'{"status":"ok"}', JSON)
-        elif self._path() == TRACES_PATH:
-            self._send_error(405, "use POST to send spans", JSON, allow="POST")
+        elif self._path() in _SIGNAL_PATHS:
+            self._send_error(405, "use POST to export", JSON, allow="POST")
         else:
-            self._send_error(404, f"no such endpoint; send spans to POST {TRACES_PATH}", JSON)
+            self._send_error(404, _NO_SUCH_ENDPOINT, JSON)
 
     def do_POST(self) -> None:
         self._reader.request_started()
-        if self._path() != TRACES_PATH:
+        if self._path() not in _SIGNAL_PATHS:
             self.close_connection = True
             self._discard_body()
-            self._send_error(404, f"no such endpoint; send spans to POST {TRACES_PATH}", JSON)
+            self._send_error(404, _NO_SUCH_ENDPOINT, JSON)
             return
         self.server.begin_request()
         try:
@@ -141,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_expect_100(self) -> bool:
         # Refuse before the client sends a body it would send in vain.
-        if self.command == "POST" and self._path() == TRACES_PATH:
+        if self.command == "POST" and self._path() in _SIGNAL_PATHS:
             try:
                 self._precheck()
             except RequestRefused as e:
@@ -169,7 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
                     reserve=reservation.grow,
                 )
                 del wire
-                outcome = ingest.export(body, kind, reservation=reservation)
+                signal = _SIGNAL_PATHS[self._path()]
+                if signal is None:
+                    outcome = ingest.export(body, kind, reservation=reservation)
+                else:
+                    ingest.count(signal, body, kind, reservation=reservation)
+                    outcome = None
         except TooSlow as e:
             self.close_connection = True
             self._refuse(e, reply_type)
@@ -374,7 +393,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away; nothing more to say
 
 
-def _response(outcome: ExportOutcome, reply_type: str) -> bytes:
+def _response(outcome: ExportOutcome | None, reply_type: str) -> bytes:
+    """The export response; an empty one (the same bytes for every signal) when None."""
+    if outcome is None:
+        return b"" if reply_type == PROTOBUF else b"{}"
     if reply_type == PROTOBUF:
         response = ExportTraceServiceResponse()
         if outcome.rejected:

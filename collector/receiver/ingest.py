@@ -20,6 +20,7 @@ from collector.receiver.decode import JSON, json_to_protobuf, parse_protobuf
 from collector.receiver.errors import Busy, Undecodable
 from collector.receiver.limits import Limits
 from collector.receiver.otlp_json import SpanEncoder
+from collector.receiver.signals import SIGNALS, count_items
 from collector.receiver.sink import SpanSink
 
 __all__ = ["ExportOutcome", "Ingest"]
@@ -52,6 +53,9 @@ class Ingest:
         self.encoder = encoder or SpanEncoder()
         self._slots = threading.BoundedSemaphore(limits.max_concurrent_requests)
         self.budget = MemoryBudget(limits.max_in_flight_bytes)
+        self.counted = dict.fromkeys(SIGNALS, 0)
+        """Metric data points and log records accepted (and dropped), by signal."""
+        self._count_lock = threading.Lock()
 
     def authenticate(self, authorization: str | None) -> None:
         """Raise ``Unauthenticated`` if a token is configured and not presented."""
@@ -96,3 +100,14 @@ class Ingest:
         if encoded.spans:
             self.sink.submit(encoded.line, encoded.spans).wait(self.limits.write_timeout_s)
         return ExportOutcome(encoded.spans, encoded.rejected, encoded.message)
+
+    def count(self, signal: str, body: bytes, media_type: str, *, reservation: Reservation) -> int:
+        """Check and count one metrics or logs export (``signals``); return its items.
+
+        Raises ``Undecodable`` for a body that is not that signal's export request.
+        """
+        reservation.grow(DECODE_FACTORS[media_type] * len(body))
+        items = count_items(signal, body, media_type)
+        with self._count_lock:
+            self.counted[signal] += items
+        return items

@@ -34,6 +34,7 @@ from collector.receiver.segments import (
     lock_directory,
     repair_directory,
 )
+from collector.receiver.signals import LOGS, METRICS, SIGNALS
 from collector.receiver.sink import SpanSink
 
 __all__ = ["CollectConfig", "CollectService", "is_loopback"]
@@ -86,6 +87,8 @@ class CollectService:
         self.sink: SpanSink | None = None
         self._lock_fd: int | None = None
         self._http_thread: threading.Thread | None = None
+        self.counted: dict[str, int] = dict.fromkeys(SIGNALS, 0)
+        """Metric data points and log records accepted (counted, not stored), by signal."""
 
     @property
     def http_url(self) -> str | None:
@@ -118,6 +121,7 @@ class CollectService:
             self.sink.start()
             token = BearerToken(config.token) if config.token else None
             ingest = Ingest(sink=self.sink, limits=config.limits, token=token)
+            self.counted = ingest.counted
             if config.http_port is not None:
                 self._start_http(ingest, config.http_port)
             if config.grpc_port is not None:
@@ -164,6 +168,8 @@ class CollectService:
                 spans=self.sink.spans_written,
                 lines=self.sink.lines_written,
                 segments=self.sink.writer.sealed_count,
+                metric_points=self.counted[METRICS],
+                log_records=self.counted[LOGS],
             )
         if self._lock_fd is not None:
             os.close(self._lock_fd)
