@@ -22,6 +22,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from receiver_support import run_handoffs, span_keys
 
 from collector.receiver import CollectConfig, CollectService, Limits
+from collector.receiver.bodies import PIECE
 
 TRICKLERS = {"headers": 8, "body": 20, "chunked": 20}
 """Connections trickling each part of a request: 40 bodies, more than the 32 slots."""
@@ -56,7 +57,8 @@ class Trickler(threading.Thread):
             return b"", (head + "Content-Length: 4\r\n\r\n\n\x00\n\x00").encode()
         if self.mode == "chunked":
             return (head + "Transfer-Encoding: chunked\r\n\r\n").encode(), b"1\r\n\n\r\n" * 10_000
-        return (head + "Content-Length: 100000\r\n\r\n").encode(), b"\x0a" * 100_000
+        # A large declared body: what it holds of the memory budget is what it has sent.
+        return (head + f"Content-Length: {16 << 20}\r\n\r\n").encode(), b"\x0a" * 100_000
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -101,6 +103,8 @@ def test_trickling_connections_do_not_keep_the_exporters_out(tmp_path, token):
             trickler.start()
         for trickler in tricklers:
             assert trickler.started_once.wait(BOUND_S)
+        assert service.http_server is not None
+        assert service.http_server.ingest.budget.used <= len(tricklers) * PIECE
         headers = {"Authorization": f"Bearer {token}"} if token else None
         sent = run_handoffs(
             OTLPSpanExporter(endpoint=service.http_url, headers=headers, timeout=BOUND_S),

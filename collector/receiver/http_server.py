@@ -27,6 +27,7 @@ from typing import Any, Final
 from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
+from collector.receiver.bodies import BodyReader
 from collector.receiver.budget import Reservation
 from collector.receiver.deadlines import DeadlineReader
 from collector.receiver.decode import JSON, PROTOBUF, media_type
@@ -57,8 +58,6 @@ _NO_SUCH_ENDPOINT: Final = (
     f"(metrics to {METRICS_PATH}, logs to {LOGS_PATH})"
 )
 _IDLE_TIMEOUT_S: Final = 120.0
-_PIECE: Final = 256 << 10
-"""A body is read and reserved on the memory budget this much at a time."""
 _DISCARD_LIMIT: Final = 64 << 20
 """A refused body up to this size is read and dropped rather than cut off."""
 
@@ -128,7 +127,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def handle_one_request(self) -> None:
         self._reader.next_request()
-        self._body_consumed = 0
+        self._body: BodyReader | None = None
         super().handle_one_request()
 
     # -- routing ---------------------------------------------------------------------
@@ -247,38 +246,8 @@ class _Handler(BaseHTTPRequestHandler):
         return length
 
     def _read_body(self, reservation: Reservation) -> bytes:
-        """The body, reserved on the memory budget piece by piece as it arrives, so a slow
-        client holds no more of it than it has sent."""
-        limits = self.server.ingest.limits
-        length = self._content_length()
-        try:
-            if length is None:
-                return self._read_chunked(limits.max_wire_bytes, reservation)
-            pieces = []
-            left = length
-            while left:
-                reservation.grow(min(left, _PIECE))
-                piece = self.rfile.read(min(left, _PIECE))
-                if not piece:
-                    break
-                pieces.append(piece)
-                left -= len(piece)
-                self._body_consumed += len(piece)
-            if len(pieces) == 1:
-                body = pieces[0]
-            else:
-                reservation.grow(length)  # the joined copy, while the pieces still exist
-                body = b"".join(pieces)
-                del pieces
-                reservation.shrink(length)
-        except TimeoutError:
-            raise TooSlow(
-                f"the request was sent too slowly: allowed {limits.read_timeout_s:g} s plus "
-                f"1 s per {limits.min_body_bytes_per_s} bytes"
-            ) from None
-        if len(body) != length:
-            raise Undecodable(f"body ended after {len(body)} of {length} bytes")
-        return body
+        self._body = BodyReader(self.rfile, reservation, self.server.ingest.limits)
+        return self._body.read(self._content_length())
 
     def _discard_body(self) -> None:
         """Read and drop a refused body, up to a bound, so the client gets to read the answer.
@@ -292,7 +261,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if length is None or length > _DISCARD_LIMIT:
             return
-        length -= self._body_consumed
+        length -= self._body.consumed if self._body else 0
         try:
             while length > 0:
                 chunk = self.rfile.read(min(length, 1 << 16))
@@ -301,28 +270,6 @@ class _Handler(BaseHTTPRequestHandler):
                 length -= len(chunk)
         except OSError:
             return
-
-    def _read_chunked(self, cap: int, reservation: Reservation) -> bytes:
-        body = bytearray()
-        while True:
-            line = self.rfile.readline(1024)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise Undecodable(f"bad chunk size line {line[:40]!r}") from None
-            if size == 0:
-                while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
-                    pass  # trailers carry nothing the receiver uses
-                reservation.grow(len(body))  # the copy
-                return bytes(body)
-            if len(body) + size > cap:
-                raise PayloadTooLarge(f"request body is over the {cap} byte limit")
-            reservation.grow(2 * size)  # the chunk, and the body's room for it
-            chunk = self.rfile.read(size)
-            if len(chunk) != size:
-                raise Undecodable("body ended inside a chunk")
-            body += chunk
-            self.rfile.readline(8)
 
     # -- answers ---------------------------------------------------------------------
     def _path(self) -> str:
