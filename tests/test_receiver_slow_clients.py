@@ -135,3 +135,25 @@ def test_trickling_connections_do_not_keep_the_exporters_out(tmp_path, token):
         assert b"401" in answers  # refused at the headers, before any body was read
     else:
         assert b"408" in answers  # refused for being slow
+
+
+def test_connections_past_the_limit_are_answered_503_unread(tmp_path):
+    service = _served(tmp_path, None, Limits(max_connections=4))
+    url = urlsplit(service.http_url)
+    address = (url.hostname or "", url.port or 0)
+    held = [socket.create_connection(address, timeout=BOUND_S) for _ in range(4)]
+    try:
+        for sock in held:
+            sock.sendall(b"POST /v1/traces HTTP/1.1\r\n")  # and nothing more for now
+        with socket.create_connection(address, timeout=BOUND_S) as extra:
+            answer = b""
+            while chunk := extra.recv(4096):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 503") and b"Retry-After: 1" in answer
+    finally:
+        for sock in held:
+            sock.close()
+    # Once those connections are gone, new ones are served again.
+    request = run_handoffs(OTLPSpanExporter(endpoint=service.http_url, timeout=BOUND_S), 2)
+    service.stop(timeout=BOUND_S)
+    assert sorted(span_keys(tmp_path / "out")) == sorted(request)

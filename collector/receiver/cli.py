@@ -190,6 +190,14 @@ def _port(_: click.Context, param: click.Parameter, value: int) -> int:
     "429 and Retry-After. A lone request is always let in.",
 )
 @click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Open OTLP/HTTP connections (a thread each); above it a new connection gets 503 "
+    "and Retry-After.",
+)
+@click.option(
     "--read-timeout",
     type=Duration(),
     default="10s",
@@ -231,6 +239,7 @@ def collect(
     max_queue_size: int,
     max_concurrent: int,
     max_in_flight: int,
+    max_connections: int,
     read_timeout: float,
     min_body_rate: int,
     prefix: str,
@@ -276,6 +285,7 @@ def collect(
             max_queue_bytes=max_queue_size,
             max_concurrent_requests=max_concurrent,
             max_in_flight_bytes=max_in_flight,
+            max_connections=max_connections,
             read_timeout_s=read_timeout,
             min_body_bytes_per_s=min_body_rate,
         ),

@@ -60,6 +60,11 @@ _NO_SUCH_ENDPOINT: Final = (
 _IDLE_TIMEOUT_S: Final = 120.0
 _DISCARD_LIMIT: Final = 64 << 20
 """A refused body up to this size is read and dropped rather than cut off."""
+_FULL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\nContent-Length: 0\r\n"
+    b"Connection: close\r\n\r\n"
+)
+"""The answer to a connection past ``max_connections``, sent without reading it."""
 
 
 class OtlpHttpServer(ThreadingHTTPServer):
@@ -76,7 +81,36 @@ class OtlpHttpServer(ThreadingHTTPServer):
         self.stopping = False
         self._in_flight = 0
         self._idle = threading.Condition()
+        self._connections = 0
+        self._connections_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Serve the connection on its own thread, unless ``max_connections`` are open:
+        each open connection is a thread, so connections that trickle or idle cannot
+        add threads without bound."""
+        limits = self.ingest.limits
+        with self._connections_lock:
+            full = self._connections >= limits.max_connections
+            if not full:
+                self._connections += 1
+        if not full:
+            super().process_request(request, client_address)
+            return
+        log_event("refused", level=logging.DEBUG, protocol="http", status=503, reason="full")
+        try:
+            request.settimeout(1.0)
+            request.sendall(_FULL % limits.retry_after_s)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._connections_lock:
+                self._connections -= 1
 
     @property
     def url(self) -> str:

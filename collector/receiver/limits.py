@@ -40,6 +40,9 @@ class Limits:
     """The ``Retry-After`` a client is sent when the receiver is busy."""
     write_timeout_s: float = 30.0
     """How long a request waits for its spans to be written before it is answered 503."""
+    max_connections: int = 1024
+    """Open HTTP connections (each is a thread); past it a new connection is answered 503
+    with Retry-After and closed, unread."""
     read_timeout_s: float = 10.0
     """Time an HTTP request's headers must arrive in, from its first byte; its body gets this
     plus a second per ``min_body_bytes_per_s`` bytes. Slower clients are cut off (408)."""
@@ -52,6 +55,7 @@ class Limits:
             "max_queue_bytes",
             "max_concurrent_requests",
             "max_in_flight_bytes",
+            "max_connections",
             "min_body_bytes_per_s",
         ):
             if getattr(self, name) < 1:
