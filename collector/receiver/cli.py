@@ -202,8 +202,8 @@ def _port(_: click.Context, param: click.Parameter, value: int) -> int:
     type=Duration(),
     default="10s",
     show_default=True,
-    help="An HTTP request's headers must arrive within this of its first byte, and its "
-    "body within this plus a second per --min-body-rate; slower clients get 408.",
+    help="Time an HTTP request may keep the server waiting for its headers; its body may "
+    "add a second per --min-body-rate bytes. Slower clients get 408.",
 )
 @click.option(
     "--min-body-rate",

@@ -157,6 +157,7 @@ class _Handler(BaseHTTPRequestHandler):
             read_timeout_s=limits.read_timeout_s,
             min_bytes_per_s=limits.min_body_bytes_per_s,
         )
+        self.rfile.close()  # the socket's own reader, replaced by one that keeps time
         self.rfile = io.BufferedReader(self._reader, 1 << 16)
 
     def handle_one_request(self) -> None:

@@ -44,8 +44,8 @@ class Limits:
     """Open HTTP connections (each is a thread); past it a new connection is answered 503
     with Retry-After and closed, unread."""
     read_timeout_s: float = 10.0
-    """Time an HTTP request's headers must arrive in, from its first byte; its body gets this
-    plus a second per ``min_body_bytes_per_s`` bytes. Slower clients are cut off (408)."""
+    """Time an HTTP request may keep the server waiting for its headers; its body may add a
+    second per ``min_body_bytes_per_s`` bytes. Slower clients are cut off (408)."""
     min_body_bytes_per_s: int = 64 * 1024
     """The slowest average rate at which an HTTP body is read, after ``read_timeout_s``."""
 
