@@ -71,6 +71,9 @@ class OtlpHttpServer(ThreadingHTTPServer):
     """A threaded HTTP server that hands OTLP requests to an ``Ingest``."""
 
     daemon_threads = True
+    # socketserver's default backlog of 5 overflows when many exporters connect at once
+    # while the accepting thread waits for the GIL.
+    request_queue_size = 128
     # Idle keep-alive connections must not hold up shutdown; in-flight requests are
     # awaited by ``drain`` instead.
     block_on_close = False
