@@ -161,8 +161,8 @@ def test_unknown_protobuf_fields_are_ignored():
         + extra
     )
     body = _field(0x0A, _field(0x12, _field(0x12, span) + extra) + extra) + extra
-    assert parse_protobuf(body) == body
     encoded = SpanEncoder().encode(body)
+    assert encoded.line == SpanEncoder().encode(parse_protobuf(body)).line
     written = json.loads(encoded.line)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
     assert written == {
         "traceId": TRACE_ID.hex(),

@@ -14,7 +14,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from receiver_support import StalledDisk, read_spans, run_handoffs, span_keys
 
-from collector.receiver import Limits, Receiver, ReceiverConfig
+from collector.receiver import CollectConfig, CollectService, Limits
 from collector.receiver.grpc_server import SERVICE_NAME, start_grpc_server
 from collector.receiver.ingest import Ingest
 from collector.receiver.sink import SpanSink
@@ -42,17 +42,17 @@ def _call(address: str, body: bytes, *, metadata=(), compression=None):
 
 @pytest.fixture
 def receiver(tmp_path: Path):
-    config = ReceiverConfig(
+    config = CollectConfig(
         out_dir=tmp_path / "out", http_port=None, grpc_port=0, limits=Limits(max_body_bytes=1 << 20)
     )
-    with Receiver(config) as running:
+    with CollectService(config) as running:
         yield running
 
 
 @pytest.fixture
 def secured(tmp_path: Path):
-    config = ReceiverConfig(out_dir=tmp_path / "out", http_port=None, grpc_port=0, token=TOKEN)
-    with Receiver(config) as running:
+    config = CollectConfig(out_dir=tmp_path / "out", http_port=None, grpc_port=0, token=TOKEN)
+    with CollectService(config) as running:
         yield running
 
 

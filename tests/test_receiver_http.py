@@ -23,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from receiver_support import StalledDisk, read_spans, run_handoffs, span_keys
 
 from auditor import load_traces
-from collector.receiver import Limits, Receiver, ReceiverConfig, SegmentPolicy
+from collector.receiver import CollectConfig, CollectService, Limits, SegmentPolicy
 from collector.receiver.http_server import OtlpHttpServer
 from collector.receiver.ingest import Ingest
 from collector.receiver.sink import SpanSink
@@ -68,21 +68,21 @@ def _post(
 
 @pytest.fixture
 def receiver(tmp_path: Path):
-    config = ReceiverConfig(
+    config = CollectConfig(
         out_dir=tmp_path / "out", http_port=0, grpc_port=None, limits=Limits(max_body_bytes=1 << 20)
     )
-    with Receiver(config) as running:
+    with CollectService(config) as running:
         yield running
 
 
 @pytest.fixture
 def secured(tmp_path: Path):
-    config = ReceiverConfig(out_dir=tmp_path / "out", http_port=0, grpc_port=None, token=TOKEN)
-    with Receiver(config) as running:
+    config = CollectConfig(out_dir=tmp_path / "out", http_port=0, grpc_port=None, token=TOKEN)
+    with CollectService(config) as running:
         yield running
 
 
-def _written(receiver: Receiver) -> list[dict]:
+def _written(receiver: CollectService) -> list[dict]:
     receiver.stop()
     return read_spans(receiver.config.out_dir)
 
@@ -379,11 +379,11 @@ def _gzip_bomb(inflated: int) -> bytes:
 
 
 def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path):
-    config = ReceiverConfig(out_dir=tmp_path, http_port=0, grpc_port=None)  # 20 MiB limit
+    config = CollectConfig(out_dir=tmp_path, http_port=0, grpc_port=None)  # 20 MiB limit
     bomb = _gzip_bomb(1 << 30)
     assert len(bomb) < 7 << 20  # 7 MB on the wire, 1 GiB inflated
     assert zlib.decompressobj(31).decompress(bomb[:16384], 1 << 20) == bytes(1 << 20)
-    with Receiver(config) as receiver:
+    with CollectService(config) as receiver:
         tracemalloc.start()
         try:
             status, _, body = _post(
@@ -423,10 +423,10 @@ def test_health_needs_no_token(secured):
 
 
 def test_spans_reach_readers_within_the_rotate_interval(tmp_path):
-    config = ReceiverConfig(
+    config = CollectConfig(
         out_dir=tmp_path, http_port=0, grpc_port=None, segments=SegmentPolicy(rotate_seconds=0.2)
     )
-    with Receiver(config) as receiver:
+    with CollectService(config) as receiver:
         assert (
             _post(receiver.http_url, _request(3).SerializeToString(), {"Content-Type": PROTOBUF})[0]
             == 200
@@ -456,7 +456,8 @@ def test_health_and_unknown_endpoints(receiver):
     assert (status, json.loads(body)) == (200, {"status": "ok"})
     status, headers, _ = _post(receiver.http_url, b"", method="GET")
     assert (status, headers["Allow"]) == (405, "POST")
-    assert _post(receiver.http_url, b"{}", {"Content-Type": JSON}, path="/v1/logs")[0] == 404
+    assert _post(receiver.http_url, b"{}", {"Content-Type": JSON}, path="/v1/profiles")[0] == 404
+    assert _post(receiver.http_url, b"{}", {"Content-Type": JSON}, path="/v1/logs")[0] == 200
 
 
 # --------------------------------------------------------------------------------------

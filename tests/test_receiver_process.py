@@ -263,14 +263,14 @@ def test_public_surface_and_import_weight():
         receiver.__all__
         == sorted(receiver.__all__)
         == [
+            "CollectConfig",
+            "CollectService",
             "EncodedRequest",
             "FsyncPolicy",
             "Limits",
             "OPEN_SUFFIX",
             "OutDirLocked",
             "QUARANTINE_DIR",
-            "Receiver",
-            "ReceiverConfig",
             "SEGMENT_SUFFIX",
             "SegmentPolicy",
             "SpanEncoder",

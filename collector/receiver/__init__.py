@@ -4,11 +4,11 @@ OTLP JSON-lines segments out.
 Run it from Python (the command line does the same, until SIGINT or SIGTERM)::
 
     from pathlib import Path
-    from collector.receiver import Receiver, ReceiverConfig
+    from collector.receiver import CollectConfig, CollectService
 
-    config = ReceiverConfig(out_dir=Path("traces"), http_port=0, grpc_port=0)
-    with Receiver(config) as receiver:
-        print("export spans to", receiver.http_url, "or", receiver.grpc_address)
+    config = CollectConfig(out_dir=Path("traces"), http_port=0, grpc_port=0)
+    with CollectService(config) as service:
+        print("export spans to", service.http_url, "or", service.grpc_address)
     # on leaving: in-flight requests finish, the open segment is sealed
 
 Sealed segments are ``*.jsonl`` files holding one OTLP ``ExportTraceServiceRequest`` per
@@ -32,17 +32,17 @@ from collector.receiver.segments import (
     SegmentPolicy,
     repair_directory,
 )
-from collector.receiver.service import Receiver, ReceiverConfig
+from collector.receiver.service import CollectConfig, CollectService
 
 __all__ = [
+    "CollectConfig",
+    "CollectService",
     "EncodedRequest",
     "FsyncPolicy",
     "Limits",
     "OPEN_SUFFIX",
     "OutDirLocked",
     "QUARANTINE_DIR",
-    "Receiver",
-    "ReceiverConfig",
     "SEGMENT_SUFFIX",
     "SegmentPolicy",
     "SpanEncoder",

@@ -17,7 +17,7 @@ from collector.receiver.auth import TOKEN_ENV
 from collector.receiver.limits import Limits
 from collector.receiver.log import configure_logging, log_event
 from collector.receiver.segments import FsyncPolicy, SegmentPolicy
-from collector.receiver.service import Receiver, ReceiverConfig
+from collector.receiver.service import CollectConfig, CollectService
 
 __all__ = ["collect"]
 
@@ -177,7 +177,40 @@ def _port(_: click.Context, param: click.Parameter, value: int) -> int:
     type=click.IntRange(min=1),
     default=32,
     show_default=True,
-    help="Requests handled at once; above it requests get 429 and Retry-After.",
+    help="Requests decoded at once, counted once their bodies are read; above it "
+    "requests get 429 and Retry-After.",
+)
+@click.option(
+    "--max-in-flight",
+    type=ByteSize(),
+    default="512MiB",
+    show_default=True,
+    help="Memory all requests in flight may hold together: bodies, inflated bodies and "
+    "their decoding (about 12x a JSON body, 8x a protobuf one); above it requests get "
+    "429 and Retry-After. A lone request is always let in.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Open OTLP/HTTP connections (a thread each); above it a new connection gets 503 "
+    "and Retry-After.",
+)
+@click.option(
+    "--read-timeout",
+    type=Duration(),
+    default="10s",
+    show_default=True,
+    help="Time an HTTP request may keep the server waiting for its headers; its body may "
+    "add a second per --min-body-rate bytes. Slower clients get 408.",
+)
+@click.option(
+    "--min-body-rate",
+    type=ByteSize(),
+    default="64KiB",
+    show_default=True,
+    help="Slowest average rate, in bytes a second, an HTTP body is read at.",
 )
 @click.option(
     "--prefix", default="spans", show_default=True, help="First part of every segment file name."
@@ -205,6 +238,10 @@ def collect(
     max_body_size: int,
     max_queue_size: int,
     max_concurrent: int,
+    max_in_flight: int,
+    max_connections: int,
+    read_timeout: float,
+    min_body_rate: int,
     prefix: str,
     log_level: str,
 ) -> None:
@@ -235,7 +272,7 @@ def collect(
         raise click.BadParameter(
             "must be non-empty, without surrounding spaces", param_hint="--token"
         )
-    config = ReceiverConfig(
+    config = CollectConfig(
         out_dir=out_dir,
         host=host,
         http_port=None if no_http else http_port,
@@ -247,12 +284,16 @@ def collect(
             max_body_bytes=max_body_size,
             max_queue_bytes=max_queue_size,
             max_concurrent_requests=max_concurrent,
+            max_in_flight_bytes=max_in_flight,
+            max_connections=max_connections,
+            read_timeout_s=read_timeout,
+            min_body_bytes_per_s=min_body_rate,
         ),
     )
     stop = threading.Event()
     previous = _on_signals(stop)
     try:
-        receiver = Receiver(config).start()
+        receiver = CollectService(config).start()
         try:
             while not stop.wait(3600):
                 pass

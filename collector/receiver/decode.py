@@ -56,12 +56,19 @@ def media_type(content_type: str | None) -> str:
 
 
 def parse_protobuf(body: bytes) -> bytes:
-    """Check that ``body`` is a valid serialized ``ExportTraceServiceRequest``; return it."""
+    """Parse ``body`` as an ``ExportTraceServiceRequest``; return it in canonical form.
+
+    Protobuf's parser (upb) decides what the body says, and its serializer writes that
+    back in the one form the encoders walk: every varint at its shortest and within its
+    field's width, each singular field once (the last on the wire wins, messages merged),
+    one member per ``oneof``, known fields in number order (unknown ones are kept as they
+    came, and skipped by the walkers). SDKs already send this form, byte for byte.
+    """
     try:
-        ExportTraceServiceRequest.FromString(body)
+        request = ExportTraceServiceRequest.FromString(body)
     except DecodeError as e:
         raise Undecodable(f"body is not a protobuf ExportTraceServiceRequest: {e}") from e
-    return body
+    return request.SerializeToString()
 
 
 def json_to_protobuf(body: bytes) -> bytes:
@@ -111,8 +118,8 @@ def _refuse_other_signals(document: dict[str, Any]) -> None:
     for key, signal in _OTHER_SIGNALS.items():
         if key in document:
             raise Undecodable(
-                f"body is an OTLP {signal} export ({key}), not traces: handoffscope receives "
-                f"traces only; point the {signal} exporter at a {signal} backend"
+                f"body is an OTLP {signal} export ({key}), not traces: post it to "
+                f"/v1/{signal}, where collect counts it (handoffscope stores spans only)"
             )
 
 

@@ -10,6 +10,7 @@
         ├── Unauthenticated       401 / UNAUTHENTICATED: missing or wrong bearer token
         ├── PayloadTooLarge       413 / RESOURCE_EXHAUSTED: over the size limit
         ├── UnsupportedMediaType  415: a content type or encoding the receiver does not speak
+        ├── TooSlow               408: the request was sent slower than the minimum rate
         ├── Busy                  429 / RESOURCE_EXHAUSTED: too many requests at once; retry
         └── Unavailable           503 / UNAVAILABLE: cannot write now (queue full, disk
                                   error, shutting down); retry later
@@ -29,6 +30,7 @@ __all__ = [
     "OutDirLocked",
     "PayloadTooLarge",
     "RequestRefused",
+    "TooSlow",
     "Unauthenticated",
     "Unavailable",
     "Undecodable",
@@ -76,6 +78,13 @@ class UnsupportedMediaType(RequestRefused):
 
     http_status = 415
     grpc_code = "INVALID_ARGUMENT"
+
+
+class TooSlow(RequestRefused):
+    """The client sent its request slower than the limits allow; the connection is closed."""
+
+    http_status = 408
+    grpc_code = "DEADLINE_EXCEEDED"
 
 
 class Busy(RequestRefused):

@@ -1,10 +1,12 @@
 """OTLP/gRPC: the ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` method.
 
-The method is registered with raw bytes in and out rather than through the generated
-``add_TraceServiceServicer_to_server``: the generated deserializer would answer a malformed
-message with INTERNAL, where OTLP asks for INVALID_ARGUMENT, and the bytes are what the
-encoder reads anyway. gzip-compressed requests are decompressed by grpcio itself, and
-``grpc.max_receive_message_length`` bounds the message after decompression.
+``MetricsService/Export`` and ``LogsService/Export`` pass the same checks and limits, and
+are counted rather than written (``signals``). The methods are registered with raw bytes
+in and out rather than through the generated ``add_TraceServiceServicer_to_server``: the
+generated deserializer would answer a malformed message with INTERNAL, where OTLP asks for
+INVALID_ARGUMENT, and the bytes are what the encoder reads anyway. gzip-compressed requests
+are decompressed by grpcio itself, and ``grpc.max_receive_message_length`` bounds the
+message after decompression.
 
 Refusals map to the status codes the OTLP specification names: INVALID_ARGUMENT,
 UNAUTHENTICATED, RESOURCE_EXHAUSTED (too large, or too many at once) and UNAVAILABLE (with
@@ -20,6 +22,8 @@ from typing import Final
 import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc.error_details_pb2 import RetryInfo
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
 
 from collector.errors import ConfigurationError
@@ -27,27 +31,48 @@ from collector.receiver.decode import PROTOBUF
 from collector.receiver.errors import RequestRefused
 from collector.receiver.ingest import Ingest
 from collector.receiver.log import log_event
+from collector.receiver.signals import LOGS, METRICS
 
-__all__ = ["SERVICE_NAME", "start_grpc_server"]
+__all__ = ["LOGS_SERVICE_NAME", "METRICS_SERVICE_NAME", "SERVICE_NAME", "start_grpc_server"]
 
 SERVICE_NAME: Final = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"].full_name
 """``opentelemetry.proto.collector.trace.v1.TraceService``."""
+METRICS_SERVICE_NAME: Final = metrics_service_pb2.DESCRIPTOR.services_by_name[
+    "MetricsService"
+].full_name
+"""``opentelemetry.proto.collector.metrics.v1.MetricsService``: counted, not stored."""
+LOGS_SERVICE_NAME: Final = logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"].full_name
+"""``opentelemetry.proto.collector.logs.v1.LogsService``: counted, not stored."""
 
 
-class _TraceService:
-    """The ``Export`` method, on serialized messages."""
+class _Services:
+    """The ``Export`` methods of the three OTLP services, on serialized messages."""
 
     def __init__(self, ingest: Ingest) -> None:
         self.ingest = ingest
 
     def export(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        return self._handle(request, context, None)
+
+    def export_metrics(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        return self._handle(request, context, METRICS)
+
+    def export_logs(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        return self._handle(request, context, LOGS)
+
+    def _handle(self, request: bytes, context: grpc.ServicerContext, signal: str | None) -> bytes:
         metadata = {
             key: value for key, value in context.invocation_metadata() if isinstance(value, str)
         }
         try:
             self.ingest.authenticate(metadata.get("authorization"))
-            with self.ingest.admitted():
-                outcome = self.ingest.export(request, PROTOBUF)
+            with self.ingest.budget.reservation() as reservation:
+                reservation.grow(len(request))  # grpcio holds it already; counted all the same
+                with self.ingest.admitted():
+                    if signal is not None:
+                        self.ingest.count(signal, request, PROTOBUF, reservation=reservation)
+                        return b""  # an empty Export*ServiceResponse
+                    outcome = self.ingest.export(request, PROTOBUF, reservation=reservation)
         except RequestRefused as e:
             log_event(
                 "refused", level=logging.DEBUG, protocol="grpc", code=e.grpc_code, reason=str(e)
@@ -80,12 +105,19 @@ def start_grpc_server(ingest: Ingest, host: str, port: int) -> tuple[grpc.Server
         ],
         maximum_concurrent_rpcs=limits.max_concurrent_requests,
     )
-    service = _TraceService(ingest)
-    handler = grpc.method_handlers_generic_handler(
-        SERVICE_NAME,
-        {"Export": grpc.unary_unary_rpc_method_handler(service.export)},
+    services = _Services(ingest)
+    server.add_generic_rpc_handlers(
+        tuple(
+            grpc.method_handlers_generic_handler(
+                name, {"Export": grpc.unary_unary_rpc_method_handler(method)}
+            )
+            for name, method in (
+                (SERVICE_NAME, services.export),
+                (METRICS_SERVICE_NAME, services.export_metrics),
+                (LOGS_SERVICE_NAME, services.export_logs),
+            )
+        )
     )
-    server.add_generic_rpc_handlers((handler,))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         bound = server.add_insecure_port(address)

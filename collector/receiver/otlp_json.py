@@ -56,10 +56,12 @@ class EncodedRequest:
 class SpanEncoder:
     """Turns serialized ``ExportTraceServiceRequest`` messages into OTLP JSON lines.
 
-    The request must already have been parsed by protobuf without error
-    (``decode.parse_protobuf``): that vouches for the wire structure, so the walk does no
-    bounds checks. One instance may be shared by threads: its only state is the caches of
-    encoded attributes and events, and dict reads and writes are atomic in CPython.
+    The request must be what ``decode.parse_protobuf`` returns: protobuf's canonical
+    serialization of what it parsed. That vouches for the wire structure (the walk does no
+    bounds checks) and for its form (shortest varints, each singular field once), so the
+    walk reads every value as protobuf does. One instance may be shared by threads: its
+    only state is the caches of encoded attributes and events, and dict reads and writes
+    are atomic in CPython.
     """
 
     def __init__(self, *, fast: bool = True) -> None:
@@ -110,29 +112,27 @@ class SpanEncoder:
         return text
 
     def _encode_keyvalue(self, buf: bytes, pos: int, end: int) -> str:
-        key = '""'
-        value = "{}"
-        strindex = ""
+        key = value = strindex = ""  # each left out when absent, as protobuf's JSON does
         while pos < end:
             tag, pos = varint(buf, pos)
             if tag == 0x0A or tag == 0x12:
                 n, pos = varint(buf, pos)
                 stop = pos + n
                 if tag == 0x0A:
-                    key = encode_basestring(buf[pos:stop].decode())
+                    key = '"key":' + encode_basestring(buf[pos:stop].decode()) if n else ""
                 elif 1 < n < 0x82 and buf[pos] == 0x0A and buf[pos + 1] == n - 2:
                     # The usual case, a short string value: skip the generic walk.
                     text = encode_basestring(buf[pos + 2 : stop].decode())
-                    value = '{"stringValue":' + text + "}"
+                    value = '"value":{"stringValue":' + text + "}"
                 else:
-                    value = any_value(buf, pos, stop, self.keyvalue)
+                    value = '"value":' + any_value(buf, pos, stop, self.keyvalue)
                 pos = stop
             elif tag == 0x18:
                 raw, pos = varint(buf, pos)
-                strindex = f',"keyStrindex":{signed64(raw)}' if raw else ""
+                strindex = f'"keyStrindex":{signed64(raw)}' if raw else ""
             else:
                 pos = skip(buf, pos, tag)
-        return '{"key":' + key + ',"value":' + value + strindex + "}"
+        return "{" + ",".join(part for part in (key, value, strindex) if part) + "}"
 
     def _group(
         self,

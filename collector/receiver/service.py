@@ -3,9 +3,9 @@
 ::
 
     from pathlib import Path
-    from collector.receiver import Receiver, ReceiverConfig
+    from collector.receiver import CollectConfig, CollectService
 
-    with Receiver(ReceiverConfig(out_dir=Path("traces"), http_port=0, grpc_port=0)) as rx:
+    with CollectService(CollectConfig(out_dir=Path("traces"), http_port=0, grpc_port=0)) as rx:
         print(rx.http_url, rx.grpc_address)   # point OTLP exporters here
     # leaving the block stops accepting, writes what was received and seals the segment
 """
@@ -34,13 +34,14 @@ from collector.receiver.segments import (
     lock_directory,
     repair_directory,
 )
+from collector.receiver.signals import LOGS, METRICS, SIGNALS
 from collector.receiver.sink import SpanSink
 
-__all__ = ["Receiver", "ReceiverConfig", "is_loopback"]
+__all__ = ["CollectConfig", "CollectService", "is_loopback"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReceiverConfig:
+class CollectConfig:
     """Everything ``handoffscope collect`` can be told."""
 
     out_dir: Path
@@ -73,10 +74,10 @@ def is_loopback(host: str) -> bool:
     )
 
 
-class Receiver:
-    """An OTLP receiver writing sealed JSON-lines segments; see the module docstring."""
+class CollectService:
+    """The OTLP service behind ``handoffscope collect``, writing sealed JSON-lines segments."""
 
-    def __init__(self, config: ReceiverConfig) -> None:
+    def __init__(self, config: CollectConfig) -> None:
         if config.http_port is None and config.grpc_port is None:
             raise ConfigurationError("both HTTP and gRPC are turned off; enable at least one")
         self.config = config
@@ -86,6 +87,8 @@ class Receiver:
         self.sink: SpanSink | None = None
         self._lock_fd: int | None = None
         self._http_thread: threading.Thread | None = None
+        self.counted: dict[str, int] = dict.fromkeys(SIGNALS, 0)
+        """Metric data points and log records accepted (counted, not stored), by signal."""
 
     @property
     def http_url(self) -> str | None:
@@ -100,7 +103,7 @@ class Receiver:
         host = self.config.host
         return f"[{host}]:{self.grpc_port}" if ":" in host else f"{host}:{self.grpc_port}"
 
-    def start(self) -> Receiver:
+    def start(self) -> CollectService:
         """Lock and repair the output directory, then start listening."""
         config = self.config
         self._check_host()
@@ -118,6 +121,7 @@ class Receiver:
             self.sink.start()
             token = BearerToken(config.token) if config.token else None
             ingest = Ingest(sink=self.sink, limits=config.limits, token=token)
+            self.counted = ingest.counted
             if config.http_port is not None:
                 self._start_http(ingest, config.http_port)
             if config.grpc_port is not None:
@@ -164,13 +168,15 @@ class Receiver:
                 spans=self.sink.spans_written,
                 lines=self.sink.lines_written,
                 segments=self.sink.writer.sealed_count,
+                metric_points=self.counted[METRICS],
+                log_records=self.counted[LOGS],
             )
         if self._lock_fd is not None:
             os.close(self._lock_fd)
         self.http_server = self.grpc_server = self.sink = None
         self._lock_fd = None
 
-    def __enter__(self) -> Receiver:
+    def __enter__(self) -> CollectService:
         return self.start()
 
     def __exit__(

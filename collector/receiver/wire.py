@@ -5,8 +5,9 @@ descriptor, and writes it the way OTLP/JSON asks (see ``otlp_json``). It serves 
 that are rare or small (resources, scopes, links, status); ``otlp_json`` has faster
 hand-written walkers for spans, events and attributes and uses the helpers here.
 
-The bytes must already have been parsed successfully by protobuf, which vouches for their
-structure: the walk does no bounds checks of its own.
+The bytes must be protobuf's canonical serialization of a parsed request
+(``decode.parse_protobuf``), which vouches for their structure and form: the walk does no
+bounds checks of its own, and reads each varint as its field's width.
 """
 
 from __future__ import annotations
