@@ -280,3 +280,23 @@ def test_an_agent_is_inherited_from_the_nearest_named_ancestor(tmp_path: Path) -
         "SELECT DISTINCT agent FROM spans WHERE name IN ('agent', 'ChatOpenAI')"
     ).fetchall()
     assert sorted(r[0] for r in inner) == ["researcher", "supervisor", "writer"]
+
+
+def test_the_cli_takes_a_prices_file_and_refuses_a_bad_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from auditor.cli import main
+
+    path = tmp_path / "genai.jsonl"
+    BUILDERS["genai"](path)
+    good = tmp_path / "good.toml"
+    good.write_text('[models]\n"mystery-model" = [1.0, 2.0]\n')
+    assert main(["audit", str(path), "--prices", str(good), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["unpriced_input_tokens"] == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text("models = 3\n")
+    assert main(["audit", str(path), "--prices", str(bad)]) == 2
+    assert "bad.toml: expected a [models] table" in capsys.readouterr().err
