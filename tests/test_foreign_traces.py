@@ -20,7 +20,7 @@ from collector.otlp_file import OtlpJsonLinesExporter
 from collector.pricing import DEFAULT_PRICES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from foreign_spans import BUILDERS, pydantic_ai_delegation  # noqa: E402
+from foreign_spans import BUILDERS, openinference_agents, pydantic_ai_delegation  # noqa: E402
 
 UPSTREAM = Path(__file__).parent / "fixtures" / "otlp"
 
@@ -300,3 +300,13 @@ def test_the_cli_takes_a_prices_file_and_refuses_a_bad_one(
     bad.write_text("models = 3\n")
     assert main(["audit", str(path), "--prices", str(bad)]) == 2
     assert "bad.toml: expected a [models] table" in capsys.readouterr().err
+
+
+def test_a_root_span_in_error_is_a_failed_workflow(tmp_path: Path) -> None:
+    ok, failed = tmp_path / "ok.jsonl", tmp_path / "failed.jsonl"
+    openinference_agents(ok)
+    openinference_agents(failed, root_error=True)
+    rel = audit(load_traces([str(ok), str(failed)])).figures.reliability
+    assert (rel["workflows"], rel["succeeded_workflows"]) == (2, 1)
+    assert rel["observed"] == pytest.approx(0.5)
+    assert rel["projected"] == pytest.approx(1.0)  # every handoff itself went through
