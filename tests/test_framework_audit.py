@@ -107,3 +107,18 @@ def test_the_cli_exits_1_naming_sender_and_receiver(
     doc = json.loads(capsys.readouterr().out)
     pairs = {(f["sender"], f["receiver"]) for f in doc["findings"]}
     assert pairs == {(h["sender"], h["receiver"]) for h in reported["handoffs"]}
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_an_edge_costs_the_receivers_turn(audited: Any, name: str) -> None:
+    """Each agent here receives one handoff and keeps the turn: the edge into it costs what
+    the agent used (the first agent received none)."""
+    reported, result = audited[name]
+    agents = {a["agent"]: a for a in result.figures.agents}
+    for edge in result.figures.edges:
+        receiver = agents[edge["receiver"]]
+        assert (edge["input_tokens"], edge["output_tokens"]) == (
+            receiver["input_tokens"],
+            receiver["output_tokens"],
+        ), edge
+        assert edge["cost_usd"] == pytest.approx(receiver["cost_usd"])
