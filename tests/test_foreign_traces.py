@@ -310,3 +310,19 @@ def test_a_root_span_in_error_is_a_failed_workflow(tmp_path: Path) -> None:
     assert (rel["workflows"], rel["succeeded_workflows"]) == (2, 1)
     assert rel["observed"] == pytest.approx(0.5)
     assert rel["projected"] == pytest.approx(1.0)  # every handoff itself went through
+
+
+def test_lines_appended_as_they_arrive_get_their_agents(tmp_path: Path) -> None:
+    from auditor.load import TraceSet, append_lines, connect
+
+    path = tmp_path / "oi.jsonl"
+    BUILDERS["openinference-agents"](path)
+    lines = list(enumerate(path.read_text().splitlines(), start=1))
+    ts = TraceSet(con=connect())
+    half = len(lines) // 2
+    append_lines(ts, lines[:half], file=str(path))
+    append_lines(ts, lines[half:], file=str(path), final=True)
+    llm_agents = ts.con.sql(
+        "SELECT DISTINCT agent FROM spans WHERE name = 'response' ORDER BY 1"
+    ).fetchall()
+    assert [r[0] for r in llm_agents] == ["researcher", "triage", "writer"]
