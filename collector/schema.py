@@ -358,3 +358,10 @@ stored its result: fenced out, its result is neither stored nor reported as exec
 COMMIT_GENERATION: Final = "handoff.commit.generation"
 """On a commit that took over a stale claim: the claim's generation (2 for the first
 takeover of a key)."""
+
+
+# Added with the audit of other frameworks' traces
+# --------------------------------------------------------------------------------------
+MODE_FRAMEWORK: Final = "framework"
+"""``mode`` the auditor gives a handoff another framework recorded (never written on spans):
+it went through no handshake."""
