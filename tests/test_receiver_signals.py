@@ -73,6 +73,12 @@ def test_configure_telemetry_pointed_at_collect_exports_without_an_error(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", f"Authorization=Bearer {TOKEN}")
     caplog.set_level(logging.WARNING)
     setup = configure_telemetry(service_name="agents", otlp=protocol, set_global=False)
+    # Every span the SDK ends must arrive: count them beside the exporter under test.
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    ended = InMemorySpanExporter()
+    setup.tracer_provider.add_span_processor(SimpleSpanProcessor(ended))  # type: ignore[attr-defined]
     providers = {
         "tracer_provider": setup.tracer_provider,
         "meter_provider": setup.meter_provider,
@@ -94,7 +100,8 @@ def test_configure_telemetry_pointed_at_collect_exports_without_an_error(
     assert _export_errors(caplog) == []
     assert service.counted[METRICS] > 0
     service.stop()
-    assert len(span_keys(service.config.out_dir)) == 12
+    assert len(ended.get_finished_spans()) >= 12  # four or more spans a handshake
+    assert len(span_keys(service.config.out_dir)) == len(ended.get_finished_spans())
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])
