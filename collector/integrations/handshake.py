@@ -28,6 +28,7 @@ from collector.errors import ConfigurationError
 from collector.idempotency import IdempotencyStore, MemoryStore
 from collector.receiving import Receiver
 from collector.sender import HandoffOutcome, Sender
+from collector.sender import _outcome as outcome_of  # a step-by-step handoff's outcome
 from collector.work import Executor, Validator, Verdict, Work
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "TracerProviderOf",
     "arun_handoff",
     "default_store",
+    "outcome_of",
     "refusal",
     "refusal_reason",
     "run_handoff",
