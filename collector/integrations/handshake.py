@@ -26,6 +26,7 @@ from collector.channel import InProcessChannel
 from collector.clock import Clock
 from collector.errors import ConfigurationError
 from collector.idempotency import IdempotencyStore, MemoryStore
+from collector.messages import OutputSchema
 from collector.receiving import Receiver
 from collector.sender import HandoffOutcome, Sender
 from collector.sender import _outcome as outcome_of  # a step-by-step handoff's outcome
@@ -38,6 +39,8 @@ __all__ = [
     "TracerProviderOf",
     "arun_handoff",
     "default_store",
+    "expected_schema",
+    "schema_of",
     "outcome_of",
     "refusal",
     "refusal_reason",
@@ -119,6 +122,23 @@ class HandshakeSettings:
         """The handoff's deadline: the framework's own when it has one, else ``deadline_s``."""
         seconds = self.deadline_s if deadline_s is None else deadline_s
         return now_ns // 1_000_000 + int(seconds * 1000)
+
+
+def schema_of(output_type: Any) -> str:
+    """The output schema name of a framework's output type (``str``, a model's class name)."""
+    if output_type is None:
+        return "str"
+    name = getattr(output_type, "__name__", None)
+    return str(name) if name else type(output_type).__name__
+
+
+def expected_schema(expects: Any, own: str) -> str:
+    """The ``name@version`` a sender expects: ``expects`` (a type or text), else ``own``."""
+    if expects is None:
+        return f"{own}@1"
+    if isinstance(expects, str):
+        return str(OutputSchema.parse(expects)) if "@" in expects else f"{expects}@1"
+    return f"{schema_of(expects)}@1"
 
 
 class TracerProviderOf:

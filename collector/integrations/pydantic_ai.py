@@ -42,9 +42,10 @@ from collector.integrations.handshake import (
     TracerProviderOf,
     arun_handoff,
     default_store,
+    expected_schema,
     refusal,
+    schema_of,
 )
-from collector.messages import OutputSchema
 from collector.work import Validator, Work
 
 try:
@@ -56,7 +57,7 @@ except ImportError as e:  # pragma: no cover - only without the extra
         "pip install 'handoffscope[pydantic-ai]'"
     ) from e
 
-__all__ = ["handoff_key", "handoff_tool", "schema_of"]
+__all__ = ["handoff_key", "handoff_tool"]
 
 
 def handoff_key(ctx: RunContext[Any]) -> str:
@@ -66,12 +67,6 @@ def handoff_key(ctx: RunContext[Any]) -> str:
     delivered twice get the same key, hence the stored result.
     """
     return f"{ctx.run_id}:{ctx.tool_call_id}"
-
-
-def schema_of(output_type: Any) -> str:
-    """The output schema name of an agent's output type (``str``, a model's class name)."""
-    name = getattr(output_type, "__name__", None)
-    return str(name) if name else type(output_type).__name__
 
 
 def handoff_tool(
@@ -108,7 +103,7 @@ def handoff_tool(
         raise ConfigurationError("handoff_tool() needs an agent with a name: Agent(..., name=...)")
     own = schema_of(agent.output_type)
     can_produce = (own, *(produces or ()))
-    wanted = _wanted(expects, own)
+    wanted = expected_schema(expects, own)
     settings = HandshakeSettings(
         receiver,
         validator=validator,
@@ -162,14 +157,6 @@ def handoff_tool(
             "then answer yourself or choose another agent."
         ),
     )
-
-
-def _wanted(expects: Any, own: str) -> str:
-    if expects is None:
-        return f"{own}@1"
-    if isinstance(expects, str):
-        return str(OutputSchema.parse(expects)) if "@" in expects else f"{expects}@1"
-    return f"{schema_of(expects)}@1"
 
 
 def _provider(ctx: RunContext[Any]) -> Any:
