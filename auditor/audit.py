@@ -16,6 +16,7 @@ from auditor import derived
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures
 from auditor.macros import views_sql
+from auditor.prices import install_prices, read_prices
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.saved import SAVED, restore
 from auditor.settings import AuditSettings
@@ -159,6 +160,8 @@ def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditRe
     rules = select_rules(settings.rules, settings.skip)
     con = trace_set.con
     prepare(con)
+    if settings.prices is not None:
+        install_prices(con, read_prices(settings.prices))
     # A store `compact` wrote carries most derived tables; the rules need wider phase spans
     # than it saves, so those (and what only the rules read) are derived here.
     kept = restore(con, trace_set.files, tuple(n for n in SAVED if n != "phases"))

@@ -159,7 +159,8 @@ def selects(rules: bool) -> dict[str, str]:
     return {
         "phases": f"SELECT {_quoted(phase)}, handoff_key, attempt_no, latency_ms"
         " FROM hs_phase_spans",
-        "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, phase_name FROM hs_usage(NULL, NULL, [])",
+        "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, model, cost_estimated, unpriced, phase_name"
+        " FROM hs_usage(NULL, NULL, [])",
         "attempts": "SELECT * FROM hs_attempts(NULL, NULL, [])",
         "outcomes": "SELECT * FROM hs_outcomes(NULL, NULL, [])",
         "handoffs": "SELECT * FROM hs_handoffs(NULL, NULL, [])",

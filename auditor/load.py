@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from auditor.attribution import attribute
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
 from auditor.readers import Reader, run, span_types
@@ -137,6 +138,7 @@ def load_traces(
     ts.problems.extend(reader.problems)
     ts.skipped.extend(reader.skipped)
     ts.duplicate_count += _drop_duplicates(ts.con, ts.files)
+    attribute(ts.con)
     # Rows are stored uncompressed until a checkpoint; compressed, the table takes about a
     # tenth of the memory for the rest of the session.
     run(ts.con, "CHECKPOINT")
@@ -167,6 +169,8 @@ def append_lines(
     reader = Reader(connect(trace_set.con), dedupe_on_insert=True)
     reader.add_lines(file, list(lines), torn_possible=final)
     reader.flush()
+    if reader.added:
+        attribute(trace_set.con)
     if reader.added and derived.derived_names(trace_set.con):
         derived.forget(trace_set.con)
     trace_set.problems.extend(reader.problems)

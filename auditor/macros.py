@@ -13,6 +13,8 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
+from auditor.attribution import macros_sql
+
 __all__ = ["READ_UNFILTERED", "unfiltered", "views_sql"]
 
 READ_UNFILTERED: Final = ("traces",)
@@ -34,7 +36,7 @@ def views_sql() -> str:
         f"\nCREATE OR REPLACE TEMP VIEW hs_{name}_all AS {unfiltered(name)};\n"
         for name in READ_UNFILTERED
     )
-    return _text() + views
+    return macros_sql() + _text() + views
 
 
 @cache

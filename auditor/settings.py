@@ -9,6 +9,11 @@ Precedence, highest first: an explicit option, an environment variable, the
     max-attempts = 3
     fail-on = "error"          # error | warning | never
     skip = ["missing-cost-attribution"]
+    # Handoffs that need no handshake (the rule unvalidated-handoff leaves them out):
+    pure-function-receivers = ["formatter"]    # a receiver with no side effect or state
+    idempotent-receivers = ["cache-lookup"]    # a commit that is naturally idempotent
+    pass-through-edges = ["router -> billing"] # a payload passed on unchanged
+    prices = "prices.toml"                     # model prices ([models] "name" = [in, out])
 
 Durations accept ``ms``, ``s``, ``m`` and ``us`` suffixes (a bare number is seconds).
 """
@@ -50,6 +55,10 @@ _PYPROJECT_KEYS: Final = {
     "fail-on": "fail_on",
     "rules": "rules",
     "skip": "skip",
+    "pure-function-receivers": "pure_function_receivers",
+    "idempotent-receivers": "idempotent_receivers",
+    "pass-through-edges": "pass_through_edges",
+    "prices": "prices",
 }
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|µs|ms|s|m)?\s*$")
 _UNITS: Final = {"us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, None: 1.0}
@@ -71,6 +80,14 @@ class AuditSettings:
     """Run only these rules (all when empty)."""
     skip: tuple[str, ...] = ()
     """Do not run these rules."""
+    pure_function_receivers: tuple[str, ...] = ()
+    """Receivers that are pure functions: a framework handoff to them needs no handshake."""
+    idempotent_receivers: tuple[str, ...] = ()
+    """Receivers whose commit is naturally idempotent: a framework handoff to them is exempt."""
+    pass_through_edges: tuple[str, ...] = ()
+    """``sender -> receiver`` edges that pass a payload through unchanged: exempt."""
+    prices: str | None = None
+    """A TOML file of model prices overriding the built-in table (see ``docs/auditor.md``)."""
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Where each non-default value came from (for ``--explain``-style diagnostics)."""
 
@@ -103,13 +120,21 @@ class AuditSettings:
                 f"fail-on must be one of {', '.join(FAIL_ON)} (got {self.fail_on!r})"
             )
 
-    def parameters(self) -> dict[str, float | int]:
+    def parameters(self) -> dict[str, float | int | list[str]]:
         """The values rules bind, by parameter name."""
         return {
             "validation_timeout_ms": self.validation_timeout_s * 1000,
             "p95_budget_ms": self.p95_budget_s * 1000,
             "default_max_attempts": self.max_attempts,
+            "exempt_receivers": [*self.pure_function_receivers, *self.idempotent_receivers],
+            "exempt_edges": [_edge(e) for e in self.pass_through_edges],
         }
+
+
+def _edge(text: str) -> str:
+    """``a->b``, ``a -> b`` and ``a → b`` all read as ``a -> b``."""
+    sender, _, receiver = text.replace("→", "->").partition("->")
+    return f"{sender.strip()} -> {receiver.strip()}"
 
 
 def parse_duration(text: str | float | int, *, option: str) -> float:
@@ -195,12 +220,22 @@ def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def _ids(value: Any, where: str) -> tuple[str, ...]:
+def _ids(value: Any, where: str, *, what: str = "rule ids (a list of strings)") -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
     if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
         return tuple(v.strip() for v in value if v.strip())
-    raise ConfigurationError(f"{where}: expected rule ids (a list of strings)")
+    raise ConfigurationError(f"{where}: expected {what}")
+
+
+def _prices_path(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigurationError(f"{where}: expected the path of a prices TOML file")
+    path = Path(value.strip())
+    if not path.is_absolute() and " [tool.handoffscope]" in where:
+        # Relative to the pyproject.toml that names it, not to the current directory.
+        path = Path(where.split(" [tool.handoffscope]")[0]).parent / path
+    return str(path)
 
 
 def resolve(
@@ -237,6 +272,17 @@ def resolve(
                 raise ConfigurationError(f"{where}: must be at least 1 (got {kwargs[name]})")
         elif name == "fail_on":
             kwargs[name] = str(value).strip().lower()
+        elif name == "prices":
+            kwargs[name] = _prices_path(value, where)
+        elif name == "pass_through_edges":
+            kwargs[name] = _ids(value, where, what="edges (a list of 'sender -> receiver')")
+            bad = [e for e in kwargs[name] if "->" not in e.replace("→", "->")]
+            if bad:
+                raise ConfigurationError(
+                    f"{where}: {bad[0]!r} is not an edge; write it as 'sender -> receiver'"
+                )
+        elif name in ("pure_function_receivers", "idempotent_receivers"):
+            kwargs[name] = _ids(value, where, what="agent names (a list of strings)")
         else:
             kwargs[name] = _ids(value, where)
     try:

@@ -11,6 +11,7 @@
 --                      a receiver's `handoff.expire` span (an accept it voided because no
 --                      commit came before the deadline) counts as a phase span of its attempt
 -- hs_handoffs(...)     one row per handoff, from its `handoff` span and its phase spans
+-- hs_framework_handoffs(...)  other frameworks' handoffs (see below)
 -- hs_transitions(...)  every `handoff.transition` event with the attempt it belongs to
 --                      (span_name says which span recorded it: `handoff.expire` for a sweep)
 -- hs_traces(...)       one row per trace: its span, handoff, attempt and workflow counts,
@@ -37,6 +38,76 @@ SELECT *
 FROM spans
 WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.sender",
                    "handoff.receiver");
+
+-- Handoffs other frameworks record, as edges (sender -> receiver), from the spans of other
+-- instrumentations (hs_fw_spans; the hs_fw_* macros read the conventions' keys, see
+-- auditor/conventions.py). None of them went through the handshake.
+--
+-- hs_framework_handoffs_all   one row per handoff: handoff_key (trace id / span id), trace_id,
+--                             span_id, sender, receiver, how it was recorded (convention:
+--                             the key pair's convention, `transfer-tool`, `delegation` or
+--                             `graph-transition`), start and end, and ok (the span recording
+--                             it did not end in error)
+-- hs_framework_handoffs(...)  the same, inside the filter (start time; agents matching the
+--                             sender or the receiver)
+CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS
+WITH fw AS MATERIALIZED (SELECT * FROM hs_fw_spans),
+pairs AS (
+    -- A span naming both agents (GenAI, OpenLLMetry and Logfire keys; OpenInference's
+    -- `handoff to {receiver}` spans with the sender in graph.node.parent_id).
+    SELECT trace_id, span_id, coalesce(fw_source, agent) AS sender, fw_target AS receiver,
+           fw_convention AS convention, start_unix_nano, end_unix_nano, status_code
+    FROM fw WHERE fw_target IS NOT NULL
+),
+transfers AS (
+    -- A handoff tool (`transfer_to_{receiver}`) called by the sender.
+    SELECT trace_id, span_id, agent AS sender, hs_fw_transfer_target(tool) AS receiver,
+           'transfer-tool' AS convention, start_unix_nano, end_unix_nano, status_code
+    FROM fw WHERE fw_target IS NULL AND hs_fw_transfer_target(tool) IS NOT NULL
+),
+delegations AS (
+    -- An agent run inside another agent's tool call (pydantic-ai delegation, agents as tools).
+    SELECT c.trace_id, c.span_id, p.agent AS sender, c.agent AS receiver,
+           'delegation' AS convention, c.start_unix_nano, c.end_unix_nano, c.status_code
+    FROM fw AS c JOIN fw AS p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+    WHERE c.agent_run AND p.tool IS NOT NULL AND p.agent IS DISTINCT FROM c.agent
+      AND hs_fw_transfer_target(p.tool) IS NULL
+),
+nodes AS (
+    -- LangGraph node runs of one graph in order; control passing to another agent's node
+    -- (an edge, or a Command(goto=...)) is a handoff.
+    SELECT trace_id, span_id, graph_node AS agent, start_unix_nano, end_unix_nano, status_code,
+           lag(graph_node) OVER w AS prev_agent, lag(start_unix_nano) OVER w AS prev_start
+    FROM fw WHERE graph_node IS NOT NULL
+    WINDOW w AS (PARTITION BY trace_id, parent_span_id ORDER BY start_unix_nano, span_id)
+),
+transitions AS (
+    SELECT n.trace_id, n.span_id, n.prev_agent AS sender, n.agent AS receiver,
+           'graph-transition' AS convention, n.start_unix_nano, n.end_unix_nano, n.status_code
+    FROM nodes AS n
+    WHERE n.prev_agent IS NOT NULL AND n.prev_agent <> n.agent
+      -- A handoff tool already recorded this move.
+      AND NOT EXISTS (
+          SELECT 1 FROM transfers AS t
+          WHERE t.trace_id = n.trace_id AND t.sender = n.prev_agent AND t.receiver = n.agent
+            AND t.start_unix_nano BETWEEN n.prev_start AND n.start_unix_nano)
+),
+edges AS (
+    SELECT * FROM pairs
+    UNION ALL SELECT * FROM transfers
+    UNION ALL SELECT * FROM delegations
+    UNION ALL SELECT * FROM transitions
+)
+SELECT concat_ws('/', trace_id, span_id) AS handoff_key, trace_id, span_id, sender, receiver,
+       convention, start_unix_nano, end_unix_nano,
+       coalesce(status_code, 'UNSET') <> 'ERROR' AS ok
+FROM edges
+WHERE receiver IS NOT NULL;
+
+CREATE OR REPLACE TEMP MACRO hs_framework_handoffs(since_ns, until_ns, agents) AS TABLE
+SELECT *
+FROM hs_framework_handoffs_all
+WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, NULL, sender, receiver);
 
 -- Every phase span, computed from the spans; hs_phases_all reads it (or a derived table)
 -- and hs_phases(...) filters hs_phases_all, so what is built on hs_phases (attempts,
@@ -96,7 +167,12 @@ SELECT
     min(start_unix_nano) AS start_unix_nano,
     max(end_unix_nano) AS end_unix_nano
 FROM keyed
-GROUP BY handoff_key;
+GROUP BY handoff_key
+UNION ALL
+-- Other frameworks' handoffs: one attempt each, never validated (mode `framework`).
+SELECT handoff_key, trace_id, span_id, NULL, sender, receiver, NULL, NULL, 1, 'framework', NULL,
+       start_unix_nano, end_unix_nano
+FROM hs_framework_handoffs(since_ns, until_ns, agents);
 
 CREATE OR REPLACE TEMP MACRO hs_transitions(since_ns, until_ns, agents) AS TABLE
 WITH events AS (
@@ -162,19 +238,84 @@ ASOF LEFT JOIN anchors AS a
 CREATE OR REPLACE TEMP VIEW hs_handoffs_all AS SELECT * FROM hs_handoffs(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_transitions_all AS SELECT * FROM hs_transitions(NULL, NULL, []);
 
--- hs_usage(...): spans that report tokens or cost, minus those whose child span reports
--- them too (other instrumentations put a total on the parent of each model call), so that
--- sums never count the same tokens twice. handoffscope's own phase spans have no such child.
+-- hs_usage(...): the spans that report tokens or cost, each counting only what nothing below
+-- it reported: the most specific report wins, and a report higher up (an agent run's total,
+-- a commit's `work.report_usage()` above the model calls it made) counts only the rest,
+-- whatever the depth between them. A span with nothing left to count is left out, so sums
+-- never count the same tokens twice. Tokens without a cost are priced from hs_prices by
+-- their model (longest known prefix), marked cost_estimated; tokens the table cannot price
+-- are marked unpriced and keep a NULL cost.
 CREATE OR REPLACE TEMP MACRO hs_usage(since_ns, until_ns, agents) AS TABLE
-WITH usage AS (
+WITH RECURSIVE reports AS MATERIALIZED (
     SELECT *
     FROM hs_spans(since_ns, until_ns, agents)
     WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
+), links AS MATERIALIZED (
+    SELECT trace_id, span_id, parent_span_id,
+           input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
+               AS reports
+    FROM spans
+    WHERE trace_id IS NOT NULL AND span_id IS NOT NULL
+), up(trace_id, span_id, at_span, found, depth) AS (
+    -- Each report walks up to the nearest report above it.
+    SELECT trace_id, span_id, parent_span_id, NULL::VARCHAR, 0
+    FROM links WHERE reports AND parent_span_id IS NOT NULL
+    UNION ALL
+    SELECT u.trace_id, u.span_id, l.parent_span_id, CASE WHEN l.reports THEN l.span_id END,
+           u.depth + 1
+    FROM up AS u JOIN links AS l ON l.trace_id = u.trace_id AND l.span_id = u.at_span
+    WHERE u.found IS NULL AND u.at_span IS NOT NULL AND u.depth < 256
+), below AS (
+    -- What the nearest reports under each report reported (each covers its own subtree).
+    SELECT n.trace_id, n.found AS span_id, sum(r.input_tokens) AS input_below,
+           sum(r.output_tokens) AS output_below, sum(r.cost_usd) AS cost_below
+    FROM (SELECT * FROM up WHERE found IS NOT NULL) AS n
+    JOIN spans AS r ON r.trace_id = n.trace_id AND r.span_id = n.span_id
+    GROUP BY ALL
+), counted AS (
+    SELECT r.* REPLACE (
+               CASE WHEN b.span_id IS NULL THEN r.input_tokens
+                    ELSE greatest(r.input_tokens - coalesce(b.input_below, 0), 0) END
+                   AS input_tokens,
+               CASE WHEN b.span_id IS NULL THEN r.output_tokens
+                    ELSE greatest(r.output_tokens - coalesce(b.output_below, 0), 0) END
+                   AS output_tokens,
+               CASE WHEN b.span_id IS NULL THEN r.cost_usd
+                    -- The share of the tokens left over, or (a cost with no tokens) the
+                    -- cost left over.
+                    WHEN coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0) > 0
+                    THEN r.cost_usd
+                         * (greatest(coalesce(r.input_tokens, 0) - coalesce(b.input_below, 0), 0)
+                            + greatest(coalesce(r.output_tokens, 0)
+                                       - coalesce(b.output_below, 0), 0))
+                         / (coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0))
+                    ELSE greatest(r.cost_usd - coalesce(b.cost_below, 0), 0) END AS cost_usd),
+           hs_fw_model(r.attributes, r.name, r."gen_ai.agent.name", r."gen_ai.request.model",
+                       r."gen_ai.operation.name", r."gen_ai.agent.handoff.source.name",
+                       r."gen_ai.agent.handoff.target.name") AS model,
+           b.span_id IS NOT NULL AS covers_reports
+    FROM reports AS r
+    LEFT JOIN below AS b
+        ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
+), kept AS (
+    SELECT * FROM counted
+    WHERE NOT covers_reports OR input_tokens > 0 OR output_tokens > 0 OR cost_usd > 0
+), estimated AS (
+    SELECT k.trace_id, k.span_id,
+           (coalesce(k.input_tokens, 0) * p.input_per_mtok
+            + coalesce(k.output_tokens, 0) * p.output_per_mtok) / 1e6 AS estimate
+    FROM kept AS k JOIN hs_prices AS p ON starts_with(k.model, p.model)
+    WHERE k.cost_usd IS NULL
+    QUALIFY row_number() OVER (PARTITION BY k.trace_id, k.span_id
+                               ORDER BY length(p.model) DESC) = 1
 )
-SELECT u.*, coalesce(u."handoff.phase", 'other') AS phase_name
-FROM usage AS u
-WHERE NOT EXISTS (
-    SELECT 1 FROM usage AS c WHERE c.trace_id = u.trace_id AND c.parent_span_id = u.span_id);
+SELECT k.* EXCLUDE (covers_reports) REPLACE (coalesce(k.cost_usd, e.estimate) AS cost_usd),
+       e.estimate IS NOT NULL AS cost_estimated,
+       k.cost_usd IS NULL AND e.estimate IS NULL AS unpriced,
+       coalesce(k."handoff.phase", 'other') AS phase_name
+FROM kept AS k
+LEFT JOIN estimated AS e
+    ON e.trace_id IS NOT DISTINCT FROM k.trace_id AND e.span_id IS NOT DISTINCT FROM k.span_id;
 
 -- hs_attempts(...): one row per handoff attempt, with whether it produced a usable result
 -- (a commit executed or replayed whose result status is not a failure), whether it ended
@@ -197,7 +338,10 @@ SELECT
     sum(output_tokens) AS output_tokens,
     sum(cost_usd) AS cost_usd
 FROM hs_phases(since_ns, until_ns, agents)
-GROUP BY handoff_key, attempt_no;
+GROUP BY handoff_key, attempt_no
+UNION ALL
+SELECT handoff_key, 1, trace_id, NULL, sender, receiver, ok, false, NULL, NULL, NULL
+FROM hs_framework_handoffs(since_ns, until_ns, agents);
 
 -- hs_outcomes(...): one row per handoff that has attempts: its trace, sender and receiver,
 -- how many attempts it took, whether any of them produced a usable result (ok) and whether
@@ -243,7 +387,10 @@ WITH per_span AS (
         max(end_time) AS end_time,
         -- Plain lists of the values present, deduplicated afterwards: several times
         -- quicker than list(DISTINCT ...) or a list of lists (measured at 1M spans).
-        list_sort(list_distinct(list(agent) FILTER (WHERE agent IS NOT NULL)))
+        -- Agents, not processes: a span named by nothing but its service.name is left out.
+        list_sort(list_distinct(list(agent) FILTER (
+            WHERE agent IS NOT NULL
+              AND ("gen_ai.agent.name" IS NOT NULL OR agent IS DISTINCT FROM service_name))))
             AS span_agents,
         list_sort(list_distinct(list(service_name) FILTER (WHERE service_name IS NOT NULL)))
             AS services
@@ -258,6 +405,10 @@ per_attempt AS (
     SELECT trace_id, count(*) AS attempts
     FROM hs_attempts(since_ns, until_ns, agents) GROUP BY trace_id
 ),
+per_framework AS (
+    SELECT trace_id, count(*) AS handoffs
+    FROM hs_framework_handoffs(since_ns, until_ns, agents) GROUP BY trace_id
+),
 per_run AS (
     SELECT trace_id, list_sort(list_distinct(list(workflow_id))) AS workflow_ids,
            any_value(workflow_id) AS workflow_id, any_value(workflow_name) AS workflow_name
@@ -265,7 +416,10 @@ per_run AS (
 ),
 per_usage AS (
     SELECT trace_id, count(*) AS usage_spans, sum(input_tokens) AS input_tokens,
-           sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd
+           sum(output_tokens) AS output_tokens, sum(cost_usd) AS cost_usd,
+           sum(cost_usd) FILTER (WHERE cost_estimated) AS estimated_cost_usd,
+           sum(input_tokens) FILTER (WHERE unpriced) AS unpriced_input_tokens,
+           sum(output_tokens) FILTER (WHERE unpriced) AS unpriced_output_tokens
     FROM hs_usage(since_ns, until_ns, agents) GROUP BY trace_id
 ),
 per_handoff AS (
@@ -282,10 +436,11 @@ per_handoff AS (
 )
 SELECT
     s.*,
-    coalesce(p.handoffs, 0) AS handoffs,
+    coalesce(p.handoffs, 0) + coalesce(f.handoffs, 0) AS handoffs,
     coalesce(a.attempts, 0) AS attempts,
     r.workflow_ids, r.workflow_id, r.workflow_name,
     coalesce(u.usage_spans, 0) AS usage_spans, u.input_tokens, u.output_tokens, u.cost_usd,
+    u.estimated_cost_usd, u.unpriced_input_tokens, u.unpriced_output_tokens,
     list_transform(h.ordered, lambda x: x.receiver) AS chain,
     coalesce(list_position(list_transform(h.ordered, lambda x: x.ok), false),
              len(h.ordered) + 1) AS first_failure,
@@ -294,6 +449,7 @@ SELECT
 FROM per_span AS s
 LEFT JOIN per_phase AS p ON p.trace_id IS NOT DISTINCT FROM s.trace_id
 LEFT JOIN per_attempt AS a ON a.trace_id IS NOT DISTINCT FROM s.trace_id
+LEFT JOIN per_framework AS f ON f.trace_id IS NOT DISTINCT FROM s.trace_id
 LEFT JOIN per_run AS r ON r.trace_id IS NOT DISTINCT FROM s.trace_id
 LEFT JOIN per_usage AS u ON u.trace_id IS NOT DISTINCT FROM s.trace_id
 LEFT JOIN per_handoff AS h ON h.trace_id IS NOT DISTINCT FROM s.trace_id;

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from auditor.report.values import UNKNOWN_COST
+
 __all__ = ["count", "delta_pct", "ms", "pct", "usd"]
 
 
@@ -14,7 +16,7 @@ def _missing(value: float | None) -> bool:
 def usd(value: float | None) -> str:
     """``$1,234.56``; sub-dollar amounts keep four decimals (one phase can cost $0.0004)."""
     if _missing(value):
-        return "—"
+        return UNKNOWN_COST  # as every report says it: an unknown cost is never $0
     assert value is not None
     return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
 

@@ -287,7 +287,7 @@ def test_every_option_has_help() -> None:
 def test_list_rules(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["audit", "--list-rules"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 18 and out[0].startswith("abandoned-accept")
+    assert len(out) == 19 and out[0].startswith("abandoned-accept")
 
 
 def _in_a_terminal(args: list[str], *, columns: int) -> tuple[int, str, str]:

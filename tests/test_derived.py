@@ -208,7 +208,10 @@ SELECT count(*), count(DISTINCT trace_id),
        (SELECT count(DISTINCT workflow_id) FROM hs_workflow_runs_all),
        count(DISTINCT agent), count(DISTINCT service_name), min(start_time), max(end_time),
        (SELECT sum(input_tokens) FROM hs_usage_all), (SELECT sum(output_tokens) FROM hs_usage_all),
-       (SELECT sum(cost_usd) FROM hs_usage_all)
+       (SELECT sum(cost_usd) FROM hs_usage_all),
+       (SELECT sum(cost_usd) FILTER (WHERE cost_estimated) FROM hs_usage_all),
+       (SELECT coalesce(sum(input_tokens) FILTER (WHERE unpriced), 0) FROM hs_usage_all),
+       (SELECT coalesce(sum(output_tokens) FILTER (WHERE unpriced), 0) FROM hs_usage_all)
 FROM spans
 """
 

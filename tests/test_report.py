@@ -99,7 +99,7 @@ def test_json_report_follows_the_documented_schema(results: dict[str, AuditResul
         "value",
         "attempt",
     }
-    assert len(doc["rules"]) == 18 and sum(r["findings"] for r in doc["rules"]) == len(
+    assert len(doc["rules"]) == 19 and sum(r["findings"] for r in doc["rules"]) == len(
         doc["findings"]
     )
     assert doc["verdict"] == {

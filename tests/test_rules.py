@@ -36,6 +36,7 @@ RULE_IDS = [
     "retry-cap-exceeded",
     "silent-propagation",
     "slow-validation",
+    "unvalidated-handoff",
     "validation-p95-over-budget",
 ]
 """The output contract: these ids, no more, no fewer."""

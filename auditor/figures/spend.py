@@ -45,7 +45,10 @@ def agent_spend(
 ) -> duckdb.DuckDBPyRelation:
     """Tokens and cost per agent, most expensive first, with each agent's share of the cost.
 
-    Columns: agent, spans, input_tokens, output_tokens, cost_usd, cost_share, models.
+    Columns: agent, spans, input_tokens, output_tokens, cost_usd, cost_share, models,
+    estimated_cost_usd (the part of cost_usd priced from the price table, because the spans
+    reported tokens but no cost), unpriced_input_tokens and unpriced_output_tokens (tokens
+    of models the price table does not know: counted, never priced at $0).
     """
     return query(
         con,
@@ -54,7 +57,10 @@ def agent_spend(
                sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
                sum(cost_usd) AS cost_usd,
                sum(cost_usd) / nullif(sum(sum(cost_usd)) OVER (), 0) AS cost_share,
-               list_sort(list_distinct(list("gen_ai.request.model"))) AS models
+               list_sort(list_distinct(list(model))) AS models,
+               sum(cost_usd) FILTER (WHERE cost_estimated) AS estimated_cost_usd,
+               coalesce(sum(input_tokens) FILTER (WHERE unpriced), 0) AS unpriced_input_tokens,
+               coalesce(sum(output_tokens) FILTER (WHERE unpriced), 0) AS unpriced_output_tokens
         FROM hs_usage({FILTER_ARGS})
         GROUP BY agent
         ORDER BY cost_usd DESC NULLS LAST, agent

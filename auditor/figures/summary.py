@@ -18,7 +18,9 @@ def summary(
     """One row: spans, traces, handoffs, attempts, workflows, agents, time span, spend.
 
     Columns: spans, traces, handoffs, attempts, workflows, agents, services, first_start,
-    last_end, input_tokens, output_tokens, cost_usd.
+    last_end, input_tokens, output_tokens, cost_usd, estimated_cost_usd (the part of
+    cost_usd estimated from the price table), unpriced_input_tokens, unpriced_output_tokens
+    (tokens no price covers; they are in the token counts, not in cost_usd).
     """
     return query(
         con,
@@ -38,7 +40,10 @@ def summary(
             max(end_time) AS last_end,
             sum(input_tokens) AS input_tokens,
             sum(output_tokens) AS output_tokens,
-            sum(cost_usd) AS cost_usd
+            sum(cost_usd) AS cost_usd,
+            sum(estimated_cost_usd) AS estimated_cost_usd,
+            coalesce(sum(unpriced_input_tokens), 0)::BIGINT AS unpriced_input_tokens,
+            coalesce(sum(unpriced_output_tokens), 0)::BIGINT AS unpriced_output_tokens
         FROM t
         """,
         filters,

@@ -5,7 +5,18 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from auditor.report.values import clean, count, money, ms, percent, short_id
+from auditor.report.values import (
+    NOTHING_TO_JUDGE,
+    clean,
+    count,
+    money,
+    ms,
+    nothing_to_judge,
+    percent,
+    plural,
+    short_id,
+    spend,
+)
 
 if TYPE_CHECKING:
     from auditor.audit import AuditResult, Finding
@@ -42,10 +53,12 @@ def render_markdown(result: AuditResult) -> str:
     sev = result.severity_counts()
     failing = result.failing()
     s = result.figures.summary
-    icon = "❌" if failing else "✅"
+    icon = "❌" if failing else "➖" if nothing_to_judge(s) else "✅"
     verdict = (
         f"{len(failing)} finding(s) at or above `{result.settings.fail_on}`"
         if failing
+        else NOTHING_TO_JUDGE
+        if nothing_to_judge(s)
         else "no finding fails the audit"
     )
     lines = [
@@ -53,19 +66,24 @@ def render_markdown(result: AuditResult) -> str:
         "",
         f"**{count(s.get('spans'))}** spans · **{count(s.get('handoffs'))}** handoffs · "
         f"**{count(s.get('workflows'))}** workflows · **{count(s.get('agents'))}** agents · "
-        f"spend **{money(s.get('cost_usd'))}** · "
+        f"spend **{spend(s)}** · "
         f"**{sev['error']}** errors, **{sev['warning']}** warnings",
         "",
     ]
     if result.problems:
-        lines += [f"> ⚠️ {len(result.problems)} input problem(s); the rest was audited:", ">"]
+        lines += [
+            f"> ⚠️ {plural(len(result.problems), 'input problem')}; the rest was audited:",
+            ">",
+        ]
         lines += [f"> - {cell(p)}" for p in result.problems[:10]]
         lines.append("")
     lines += ["### Findings", ""]
     found = sorted(
         (r for r in result.rules if counts[r.id]), key=lambda r: (r.severity != "error", r.id)
     )
-    if not found:
+    if not found and nothing_to_judge(s):
+        lines += [f"No rule fired, but {NOTHING_TO_JUDGE}.", ""]
+    elif not found:
         lines += [f"All {len(result.rules)} rules pass.", ""]
     for rule in found:
         items = [f for f in result.findings if f.rule == rule.id]
@@ -118,7 +136,7 @@ def render_markdown(result: AuditResult) -> str:
             [
                 [
                     cell(a["agent"]),
-                    money(a.get("cost_usd")),
+                    money(a.get("cost_usd"), estimated=a.get("estimated_cost_usd")),
                     f"{count(a.get('input_tokens'))} / {count(a.get('output_tokens'))}",
                     percent(a.get("handoff_success_rate")),
                     ms((a.get("validation") or {}).get("p95_ms")),

@@ -14,7 +14,18 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from auditor.report.values import clean, count, money, ms, percent, short_id
+from auditor.report.values import (
+    NOTHING_TO_JUDGE,
+    clean,
+    count,
+    money,
+    ms,
+    nothing_to_judge,
+    percent,
+    plural,
+    short_id,
+    spend,
+)
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -132,14 +143,14 @@ def _summary(result: AuditResult) -> RenderableType:
     grid.add_column()
     grid.add_row(
         "Input",
-        f"{count(s.get('files'))} files, {count(s.get('spans'))} spans "
-        f"({count(s.get('duplicate_spans'))} duplicates dropped), "
-        f"{count(s.get('problems'))} problems",
+        f"{plural(s.get('files'), 'file')}, {plural(s.get('spans'), 'span')} "
+        f"({plural(s.get('duplicate_spans'), 'duplicate')} dropped), "
+        f"{plural(s.get('problems'), 'problem')}",
     )
     grid.add_row(
         "Seen",
-        f"{count(s.get('workflows'))} workflows, {count(s.get('handoffs'))} "
-        f"handoffs, {count(s.get('attempts'))} attempts, {count(s.get('agents'))} agents",
+        f"{plural(s.get('workflows'), 'workflow')}, {plural(s.get('handoffs'), 'handoff')}, "
+        f"{plural(s.get('attempts'), 'attempt')}, {plural(s.get('agents'), 'agent')}",
     )
     if s.get("first_start") is not None:
         grid.add_row(
@@ -147,8 +158,7 @@ def _summary(result: AuditResult) -> RenderableType:
         )
     grid.add_row(
         "Spend",
-        f"{money(s.get('cost_usd'))} for {count(s.get('input_tokens'))} input "
-        f"and {count(s.get('output_tokens'))} output tokens",
+        spend(s),
     )
     rel = result.figures.reliability
     if rel.get("projected") is not None:
@@ -164,6 +174,9 @@ def _summary(result: AuditResult) -> RenderableType:
             f"  {sev['error']} errors, {sev['warning']} warnings "
             f"(exit 1: findings at or above --fail-on {result.settings.fail_on})"
         )
+    elif nothing_to_judge(s):
+        verdict.append("NOTHING TO JUDGE", style="bold yellow")
+        verdict.append(f"  {NOTHING_TO_JUDGE} (--fail-on {result.settings.fail_on})")
     else:
         verdict.append("PASS", style="bold green")
         verdict.append(
@@ -212,7 +225,7 @@ def _figures(result: AuditResult, *, width: int) -> list[RenderableType]:
     agents = [
         (
             _t(a["agent"]),
-            money(a.get("cost_usd")),
+            money(a.get("cost_usd"), estimated=a.get("estimated_cost_usd")),
             percent(a.get("cost_share")),
             count(a.get("input_tokens")),
             count(a.get("output_tokens")),
@@ -327,7 +340,7 @@ def render_table(result: AuditResult, *, width: int = 100, color: bool = False) 
     parts: list[RenderableType] = [_summary(result)]
     if result.problems:
         lines = Text(
-            f"{len(result.problems)} input problem(s); everything else was audited:\n",
+            f"{plural(len(result.problems), 'input problem')}; everything else was audited:\n",
             style="yellow",
         )
         for p in result.problems[:MAX_PROBLEMS]:

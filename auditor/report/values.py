@@ -17,13 +17,52 @@ def clean(value: Any, *, limit: int = MAX_TEXT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def money(value: float | None) -> str:
-    """A cost in US dollars."""
+UNKNOWN_COST = "unknown"
+"""How every format shows a cost nobody reported and no price covers (never as $0)."""
+
+
+def money(value: float | None, *, estimated: float | None = None) -> str:
+    """A cost in US dollars; ``estimated`` (the part priced from the price table) marks it
+    ``est.``."""
     if value is None:
-        return "-"
-    if value and abs(value) < 0.01:
-        return f"${value:.4f}"
-    return f"${value:,.2f}"
+        return UNKNOWN_COST
+    text = f"${value:.4f}" if value and abs(value) < 0.01 else f"${value:,.2f}"
+    return text + " est." if estimated else text
+
+
+def plural(n: int | float | None, word: str, words: str | None = None) -> str:
+    """``1 file``, ``2 files`` (with thousands separators)."""
+    number = 0 if n is None else int(n)
+    return f"{number:,} {word if number == 1 else (words or word + 's')}"
+
+
+def spend(summary: dict[str, Any]) -> str:
+    """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens."""
+    text = (
+        f"{money(summary.get('cost_usd'), estimated=summary.get('estimated_cost_usd'))} for "
+        f"{count(summary.get('input_tokens'))} input and "
+        f"{count(summary.get('output_tokens'))} output tokens"
+    )
+    est = summary.get("estimated_cost_usd")
+    if est:
+        text += f" ({money(est)} of it estimated from model prices)"
+    unpriced_in = summary.get("unpriced_input_tokens") or 0
+    unpriced_out = summary.get("unpriced_output_tokens") or 0
+    if unpriced_in or unpriced_out:
+        text += (
+            f"; {count(unpriced_in)} input and {count(unpriced_out)} output tokens unpriced"
+            " (no price for their model)"
+        )
+    return text
+
+
+def nothing_to_judge(summary: dict[str, Any]) -> bool:
+    """True when the traces hold no handoff at all, so no protocol rule had anything to check."""
+    return not summary.get("handoffs")
+
+
+NOTHING_TO_JUDGE = "no handoff in these traces, so there was nothing to judge"
+"""What every format says instead of PASS when :func:`nothing_to_judge`."""
 
 
 def count(value: int | float | None) -> str:

@@ -61,7 +61,13 @@ FINDING_COLUMNS: Final = (
 )
 """The columns every rule's SELECT returns, in this order."""
 
-PARAMETERS: Final = ("validation_timeout_ms", "p95_budget_ms", "default_max_attempts")
+PARAMETERS: Final = (
+    "validation_timeout_ms",
+    "p95_budget_ms",
+    "default_max_attempts",
+    "exempt_receivers",
+    "exempt_edges",
+)
 """Parameters a rule may bind; their values come from :class:`auditor.AuditSettings`."""
 
 _HEADER_KEYS: Final = ("id", "severity", "summary", "why")

@@ -38,6 +38,7 @@ class Span:
     attrs: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[int, str, str, str]] = field(default_factory=list)
     trace: str = ""
+    scope: str = "handoffscope"
 
 
 @dataclass
@@ -301,13 +302,13 @@ def _kvs(attrs: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def document(c: Case) -> dict[str, Any]:
-    by_service: dict[str, list[Span]] = {}
+    by_service: dict[tuple[str, str], list[Span]] = {}
     for s in c.spans:
-        by_service.setdefault(s.service, []).append(s)
+        by_service.setdefault((s.service, s.scope), []).append(s)
     resource_spans = []
-    for service in sorted(by_service):
+    for service, scope in sorted(by_service):
         spans = []
-        for s in by_service[service]:
+        for s in by_service[(service, scope)]:
             span: dict[str, Any] = {
                 "traceId": s.trace,
                 "spanId": s.span_id,
@@ -338,9 +339,7 @@ def document(c: Case) -> dict[str, Any]:
         resource_spans.append(
             {
                 "resource": {"attributes": _kvs({"service.name": service})},
-                "scopeSpans": [
-                    {"scope": {"name": "handoffscope", "version": "0.1.0"}, "spans": spans}
-                ],
+                "scopeSpans": [{"scope": {"name": scope, "version": "0.1.0"}, "spans": spans}],
             }
         )
     return {"expect": dict(sorted(c.expect.items())), "resourceSpans": resource_spans}
@@ -700,6 +699,54 @@ def _swept_then_ran(c: Case) -> None:
     h.attrs["handoff.state"] = "committed"
     h.end = k.end + 10
     next(s for s in c.spans if s.name.startswith("invoke_workflow")).end = h.end
+
+
+def _framework(c: Case, *, handoff_span: bool) -> None:
+    """An OpenAI Agents SDK run as OpenInference records it: two AGENT spans, the first
+    calling a tool and, with ``handoff_span``, handing off to the second."""
+    trace = c.new_trace()
+    triage, billing = c.agent("triage"), c.agent("billing")
+    scope = "openinference.instrumentation.openai_agents"
+    root = Span("Agent workflow", c.span_id(), None, T0, T0 + 900, "support", trace=trace)
+    root.attrs = {"openinference.span.kind": "AGENT"}
+    first = Span(triage, c.span_id(), root.span_id, T0 + 1, T0 + 400, "support", trace=trace)
+    first.attrs = {"openinference.span.kind": "AGENT", "graph.node.id": triage}
+    tool = Span("lookup", c.span_id(), first.span_id, T0 + 10, T0 + 50, "support", trace=trace)
+    tool.attrs = {"openinference.span.kind": "TOOL", "tool.name": "lookup"}
+    spans = [root, first, tool]
+    if handoff_span:
+        move = Span(
+            f"handoff to {billing}",
+            c.span_id(),
+            first.span_id,
+            T0 + 390,
+            T0 + 391,
+            "support",
+            trace=trace,
+        )
+        move.attrs = {
+            "openinference.span.kind": "TOOL",
+            "graph.node.id": billing,
+            "graph.node.parent_id": triage,
+        }
+        second = Span(
+            billing, c.span_id(), root.span_id, T0 + 400, T0 + 900, "support", trace=trace
+        )
+        second.attrs = {"openinference.span.kind": "AGENT", "graph.node.id": billing}
+        spans += [move, second]
+    for s in spans:
+        s.scope = scope
+    c.spans.extend(spans)
+
+
+@case("unvalidated-handoff", "fail", unvalidated_handoff=1)
+def _framework_fail(c: Case) -> None:
+    _framework(c, handoff_span=True)
+
+
+@case("unvalidated-handoff", "pass")
+def _framework_pass(c: Case) -> None:
+    _framework(c, handoff_span=False)
 
 
 def build() -> dict[Path, str]:

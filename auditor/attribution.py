@@ -1,0 +1,204 @@
+"""Who did the work of each span, in any convention: the agent, the model, the handoffs.
+
+The ``spans`` table's ``agent`` column starts as the span's own ``gen_ai.agent.name`` (else its
+``service.name``). :func:`attribute` then runs once after loading and resolves, for every span
+without ``gen_ai.agent.name``, in this order:
+
+1. the span's own agent key of another convention (:data:`auditor.conventions.AGENT_KEYS`,
+   first match wins): pydantic-ai / Logfire ``agent_name``, OpenInference ``agent.name`` or an
+   AGENT span's ``graph.node.id``, an OpenLLMetry agent span's ``traceloop.entity.name``, a
+   LangGraph node span (its outer node in ``metadata``), CrewAI's ``crewai.agent.role``;
+2. the nearest ancestor that names an agent that way (or with ``gen_ai.agent.name``);
+3. ``service.name``, when nothing above it names an agent.
+
+:func:`macros_sql` gives the scalar macros the views use to read the other conventions' model,
+tool and handoff keys, generated from the same table of keys.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Final
+
+from auditor import conventions as c
+from auditor.prices import prices_sql
+from auditor.readers import run
+from collector import schema as s
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["NOT_AGENT_NODES", "attribute", "macros_sql"]
+
+NOT_AGENT_NODES: Final = ("tools", "__start__", "__end__")
+"""LangGraph nodes that are machinery, not agents (a prebuilt ReAct agent's tool node)."""
+
+# Keys with a typed column of their own in ``spans`` (the macros take them as arguments).
+_TYPED: Final = {
+    s.GEN_AI_AGENT_NAME: "g_agent",
+    s.GEN_AI_REQUEST_MODEL: "g_model",
+    s.GEN_AI_OPERATION_NAME: "g_op",
+    s.GEN_AI_HANDOFF_SOURCE: "g_src",
+    s.GEN_AI_HANDOFF_TARGET: "g_tgt",
+}
+_ARGS: Final = "attributes, name, g_agent, g_model, g_op, g_src, g_tgt"
+CALL_ARGS: Final = (
+    'attributes, name, "gen_ai.agent.name", "gen_ai.request.model", "gen_ai.operation.name",'
+    ' "gen_ai.agent.handoff.source.name", "gen_ai.agent.handoff.target.name"'
+)
+"""The arguments every ``hs_fw_*`` macro takes, as columns of ``spans``."""
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_COLUMNS: Final = {key: f'"{key}"' for key in _TYPED}
+
+
+def _get(key: str, typed: dict[str, str] = _TYPED) -> str:
+    return typed.get(key) or f"attributes[{_lit(key)}]"
+
+
+def _guard(guard: c.KindGuard, typed: dict[str, str] = _TYPED) -> str:
+    return f"{_get(guard.key, typed)} IN ({', '.join(_lit(v) for v in guard.values)})"
+
+
+def _agent_key(row: c.AgentKey, typed: dict[str, str]) -> str:
+    if row.json_path:
+        node, namespace = (
+            f"json_extract_string({_get(row.key, typed)}, {_lit('$.' + p)})" for p in row.json_path
+        )
+        outer = f"nullif(split_part(split_part({namespace}, '|', 1), ':', 1), '')"
+        skip = ", ".join(_lit(n) for n in NOT_AGENT_NODES)
+        return (
+            f"CASE WHEN {node} = name AND name NOT IN ({skip}) THEN coalesce({outer}, {node}) END"
+        )
+    value = f"nullif({_get(row.key, typed)}, '')"
+    return f"CASE WHEN {_guard(row.guard, typed)} THEN {value} END" if row.guard else value
+
+
+def _own_agent(typed: dict[str, str] = _TYPED) -> str:
+    return "coalesce(" + ", ".join(_agent_key(k, typed) for k in c.AGENT_KEYS) + ")"
+
+
+def _tool_span() -> str:
+    return "(" + " OR ".join(_guard(g) for g in c.TOOL_SPAN) + ")"
+
+
+@cache
+def macros_sql() -> str:
+    """Scalar macros over a span's columns (:data:`CALL_ARGS`), from the conventions' keys.
+
+    ``hs_fw_agent``: the agent the span names itself; ``hs_fw_model``: its model;
+    ``hs_fw_tool``: the tool it runs, when it is a tool call; ``hs_fw_agent_run``: whether
+    it is an agent's run; ``hs_fw_source`` / ``hs_fw_target`` / ``hs_fw_convention``: the
+    sender, receiver and convention of a handoff the span records.
+    """
+    model = "coalesce(" + ", ".join(_get(k) for k in c.MODEL_KEYS) + ")"
+    tool_name = "coalesce(" + ", ".join(_get(k) for k in c.TOOL_KEYS) + ", name)"
+    prefix = _lit(c.OPENINFERENCE_HANDOFF_PREFIX)
+    oi_handoff = f"(starts_with(name, {prefix}) AND {_get(c.OPENINFERENCE_SPAN_KIND)} = 'TOOL')"
+    pairs = [(k.convention, _get(k.source), _get(k.target)) for k in c.HANDOFF_KEYS]
+    source = ", ".join(f"CASE WHEN {t} IS NOT NULL THEN {src} END" for _, src, t in pairs)
+    target = ", ".join(f"CASE WHEN {src} IS NOT NULL THEN {t} END" for _, src, t in pairs)
+    convention = " ".join(
+        f"WHEN {src} IS NOT NULL AND {t} IS NOT NULL THEN {_lit(conv)}" for conv, src, t in pairs
+    )
+    agent_run = " OR ".join(
+        [_guard(g) for g in c.AGENT_SPAN] + [f"{_get(c.PYDANTIC_AI_AGENT_NAME)} IS NOT NULL"]
+    )
+    parent = _get(c.OPENINFERENCE_GRAPH_PARENT_ID)
+    graph_node = (
+        "coalesce(" + ", ".join(_agent_key(k, _TYPED) for k in c.AGENT_KEYS if k.node_span) + ")"
+    )
+    return (
+        prices_sql()
+        + f"""
+CREATE OR REPLACE TEMP MACRO hs_fw_agent({_ARGS}) AS {_own_agent()};
+CREATE OR REPLACE TEMP MACRO hs_fw_model({_ARGS}) AS {model};
+CREATE OR REPLACE TEMP MACRO hs_fw_tool({_ARGS}) AS
+    CASE WHEN {_tool_span()} THEN {tool_name} END;
+CREATE OR REPLACE TEMP MACRO hs_fw_agent_run({_ARGS}) AS coalesce({agent_run}, false);
+CREATE OR REPLACE TEMP MACRO hs_fw_source({_ARGS}) AS
+    coalesce({source}, CASE WHEN {oi_handoff} THEN {parent} END);
+CREATE OR REPLACE TEMP MACRO hs_fw_target({_ARGS}) AS
+    coalesce({target},
+             CASE WHEN {oi_handoff} THEN substr(name, {len(prefix) - 1}) END);
+CREATE OR REPLACE TEMP MACRO hs_fw_convention({_ARGS}) AS
+    CASE {convention} WHEN {oi_handoff} THEN 'openinference' END;
+CREATE OR REPLACE TEMP MACRO hs_fw_graph_node({_ARGS}) AS {graph_node};
+CREATE OR REPLACE TEMP MACRO hs_fw_transfer_target(tool) AS
+    nullif(regexp_extract(tool, {_lit(c.TRANSFER_TOOL)}, 1), '');
+
+-- The spans other instrumentations wrote (handoffscope's own are judged by the handshake
+-- rules), with what the conventions' keys say about each.
+CREATE OR REPLACE TEMP VIEW hs_fw_spans AS
+SELECT trace_id, span_id, parent_span_id, name, agent, start_unix_nano, end_unix_nano,
+       status_code,
+       hs_fw_tool({CALL_ARGS}) AS tool,
+       hs_fw_agent_run({CALL_ARGS}) AS agent_run,
+       hs_fw_source({CALL_ARGS}) AS fw_source,
+       hs_fw_target({CALL_ARGS}) AS fw_target,
+       hs_fw_convention({CALL_ARGS}) AS fw_convention,
+       hs_fw_graph_node({CALL_ARGS}) AS graph_node
+FROM spans
+WHERE scope_name IS DISTINCT FROM {_lit(s.INSTRUMENTATION_NAME)};
+"""
+    )
+
+
+def attribute(con: duckdb.DuckDBPyConnection) -> int:
+    """Resolve the agent of every span without ``gen_ai.agent.name`` (see the module's
+    docstring for the order); returns how many spans changed agent.
+
+    Only those spans are read: a trace that names its agents on every span costs one scan.
+    """
+    import duckdb
+
+    own = _own_agent(_COLUMNS)
+    try:
+        run(con, _RESOLVE.format(own=own))
+        changed = run(
+            con,
+            """
+            UPDATE spans SET agent = r.agent FROM hs_resolved_agents AS r
+            WHERE spans.trace_id = r.trace_id AND spans.span_id = r.span_id
+              AND r.agent IS DISTINCT FROM r.before
+            """,
+        )
+    except duckdb.Error as e:
+        if "read-only" in str(e).lower() or "view" in str(e).lower():
+            return 0  # a compacted store: its spans were resolved when it was written
+        raise
+    finally:
+        run(con, "DROP TABLE IF EXISTS temp.hs_resolved_agents")
+    return int(changed[0][0]) if changed else 0  # type: ignore[call-overload]
+
+
+_RESOLVE: Final = """
+CREATE OR REPLACE TEMP TABLE hs_resolved_agents AS
+WITH RECURSIVE unnamed AS MATERIALIZED (
+    SELECT trace_id, span_id, parent_span_id, service_name, agent, {own} AS own
+    FROM spans
+    WHERE "gen_ai.agent.name" IS NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
+), links AS MATERIALIZED (
+    -- Every span a walk may pass: its parent and the agent it names itself.
+    SELECT trace_id, span_id, parent_span_id, "gen_ai.agent.name" AS own FROM spans
+    WHERE "gen_ai.agent.name" IS NOT NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
+    UNION ALL
+    SELECT trace_id, span_id, parent_span_id, own FROM unnamed
+), walk(trace_id, span_id, up, found, depth) AS (
+    SELECT trace_id, span_id, parent_span_id, NULL::VARCHAR, 0
+    FROM unnamed WHERE own IS NULL AND parent_span_id IS NOT NULL
+    UNION ALL
+    SELECT w.trace_id, w.span_id, p.parent_span_id, p.own, w.depth + 1
+    FROM walk AS w JOIN links AS p ON p.trace_id = w.trace_id AND p.span_id = w.up
+    WHERE w.found IS NULL AND w.up IS NOT NULL AND w.depth < 256
+)
+SELECT u.trace_id, u.span_id, coalesce(u.own, a.found, u.service_name) AS agent,
+       u.agent AS before
+FROM unnamed AS u
+LEFT JOIN (SELECT trace_id, span_id, max(found) AS found FROM walk GROUP BY ALL) AS a
+    USING (trace_id, span_id)
+"""

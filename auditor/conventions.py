@@ -1,0 +1,177 @@
+"""Foreign conventions as data: the keys other instrumentations use for agents, models and
+handoffs, one row per key with the convention it comes from.
+
+The auditor reads traces it did not write: the OpenTelemetry GenAI conventions, OpenInference
+(Arize), OpenLLMetry (Traceloop), pydantic-ai and Logfire, LangGraph's run metadata, CrewAI and
+the Vercel AI SDK each name an agent, a model or a handoff with keys of their own. This module
+holds those keys; :mod:`auditor.attribution` turns the rows into SQL, so adding a convention is
+adding a row here, not a new code path.
+
+Every key is read from a span's ``attributes`` map (or its typed column, when
+:mod:`auditor.table` gives the key one). The order of :data:`AGENT_KEYS` is the order in which
+a span's own keys name its agent; ``docs/trace-schema.md`` documents the whole resolution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from collector import schema as s
+
+__all__ = [
+    "AGENT_KEYS",
+    "AGENT_SPAN",
+    "HANDOFF_KEYS",
+    "MODEL_KEYS",
+    "TOOL_KEYS",
+    "TOOL_SPAN",
+    "TRANSFER_TOOL",
+    "AgentKey",
+    "HandoffKeys",
+    "KindGuard",
+]
+
+# Keys of the conventions (constants so the SQL and the docs share them).
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+"""OpenInference: ``AGENT``, ``LLM``, ``TOOL``, ``CHAIN`` ..."""
+OPENINFERENCE_AGENT_NAME: Final = "agent.name"
+"""OpenInference: the agent's name (AGENT spans)."""
+OPENINFERENCE_GRAPH_NODE_ID: Final = "graph.node.id"
+"""OpenInference: the node (for the OpenAI Agents SDK, the agent) a span stands for."""
+OPENINFERENCE_GRAPH_PARENT_ID: Final = "graph.node.parent_id"
+"""OpenInference: the node that handed control to this one (on a handoff span, the sender)."""
+OPENINFERENCE_MODEL: Final = "llm.model_name"
+"""OpenInference: the model of an LLM span."""
+OPENINFERENCE_TOOL_NAME: Final = "tool.name"
+"""OpenInference: the tool of a TOOL span."""
+OPENINFERENCE_METADATA: Final = "metadata"
+"""OpenInference: run metadata as a JSON object (LangChain puts LangGraph's node there)."""
+LANGGRAPH_NODE: Final = "langgraph_node"
+"""LangGraph (in ``metadata``): the graph node a run belongs to."""
+LANGGRAPH_CHECKPOINT_NS: Final = "langgraph_checkpoint_ns"
+"""LangGraph (in ``metadata``): ``outer_node:id|inner_node:id``; the first node is the agent
+when a node is itself a graph (a prebuilt ReAct agent's ``agent`` and ``tools`` nodes)."""
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+"""GenAI: the model that answered (a dated id such as ``gpt-4o-2024-08-06``)."""
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+"""GenAI: the tool of an ``execute_tool`` span."""
+OPENLLMETRY_SPAN_KIND: Final = "traceloop.span.kind"
+"""OpenLLMetry: ``workflow``, ``agent``, ``tool``, ``task``, ``handoff`` ..."""
+OPENLLMETRY_ENTITY_NAME: Final = "traceloop.entity.name"
+"""OpenLLMetry: the name of the workflow, agent, task or tool a span stands for."""
+OPENLLMETRY_HANDOFF_FROM: Final = "gen_ai.handoff.from_agent"
+"""OpenLLMetry (openai-agents): the agent handing off."""
+OPENLLMETRY_HANDOFF_TO: Final = "gen_ai.handoff.to_agent"
+"""OpenLLMetry (openai-agents): the agent receiving."""
+OPENLLMETRY_MODEL: Final = "llm.request.model"
+"""OpenLLMetry (before the GenAI keys): the requested model."""
+PYDANTIC_AI_AGENT_NAME: Final = "agent_name"
+"""pydantic-ai and Logfire: the agent of an agent run span."""
+LOGFIRE_HANDOFF_FROM: Final = "from_agent"
+"""Logfire (openai-agents ``Handoff: a → b`` spans): the agent handing off."""
+LOGFIRE_HANDOFF_TO: Final = "to_agent"
+"""Logfire (openai-agents): the agent receiving."""
+LOGFIRE_MESSAGE: Final = "logfire.msg"
+"""Logfire: the span's rendered message."""
+CREWAI_AGENT_ROLE: Final = "crewai.agent.role"
+"""CrewAI (OpenLLMetry): the agent's role, which names it."""
+VERCEL_MODEL: Final = "ai.model.id"
+"""Vercel AI SDK: the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class KindGuard:
+    """A key that names an agent only on spans whose ``key`` has one of ``values``."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentKey:
+    """A key whose value names the agent of the span that carries it."""
+
+    convention: str
+    key: str
+    guard: KindGuard | None = None
+    json_path: tuple[str, ...] = ()
+    """For a JSON-object attribute: the members to read, first present wins."""
+    node_span: bool = False
+    """Only on the span of the node itself (its name equals the first member read)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffKeys:
+    """Two keys on one span naming the agent handing off and the agent receiving."""
+
+    convention: str
+    source: str
+    target: str
+
+
+AGENT_KEYS: Final[tuple[AgentKey, ...]] = (
+    AgentKey("genai", s.GEN_AI_AGENT_NAME),
+    AgentKey("pydantic-ai", PYDANTIC_AI_AGENT_NAME),
+    AgentKey("openinference", OPENINFERENCE_AGENT_NAME),
+    AgentKey(
+        "openinference",
+        OPENINFERENCE_GRAPH_NODE_ID,
+        guard=KindGuard(OPENINFERENCE_SPAN_KIND, ("AGENT",)),
+    ),
+    AgentKey(
+        "openllmetry",
+        OPENLLMETRY_ENTITY_NAME,
+        guard=KindGuard(OPENLLMETRY_SPAN_KIND, ("agent",)),
+    ),
+    AgentKey(
+        "langgraph",
+        OPENINFERENCE_METADATA,
+        json_path=(LANGGRAPH_NODE, LANGGRAPH_CHECKPOINT_NS),
+        node_span=True,
+    ),
+    AgentKey("crewai", CREWAI_AGENT_ROLE),
+)
+"""Keys naming a span's own agent, first match wins; without one, the nearest ancestor's."""
+
+MODEL_KEYS: Final = (
+    GEN_AI_RESPONSE_MODEL,
+    s.GEN_AI_REQUEST_MODEL,
+    OPENINFERENCE_MODEL,
+    OPENLLMETRY_MODEL,
+    VERCEL_MODEL,
+)
+"""Keys naming the model of a span reporting usage, first present wins (the response model
+first: it is the dated id the provider billed)."""
+
+HANDOFF_KEYS: Final[tuple[HandoffKeys, ...]] = (
+    HandoffKeys("genai", s.GEN_AI_HANDOFF_SOURCE, s.GEN_AI_HANDOFF_TARGET),
+    HandoffKeys("openllmetry", OPENLLMETRY_HANDOFF_FROM, OPENLLMETRY_HANDOFF_TO),
+    HandoffKeys("logfire", LOGFIRE_HANDOFF_FROM, LOGFIRE_HANDOFF_TO),
+)
+"""Key pairs that make a span a handoff from one named agent to another."""
+
+OPENINFERENCE_HANDOFF_PREFIX: Final = "handoff to "
+"""OpenInference names an OpenAI Agents SDK handoff span ``handoff to {receiver}`` and puts
+the sender in ``graph.node.parent_id``."""
+
+TOOL_KEYS: Final = (GEN_AI_TOOL_NAME, OPENINFERENCE_TOOL_NAME)
+"""Keys naming the tool a span runs."""
+
+TOOL_SPAN: Final[tuple[KindGuard, ...]] = (
+    KindGuard(s.GEN_AI_OPERATION_NAME, ("execute_tool",)),
+    KindGuard(OPENINFERENCE_SPAN_KIND, ("TOOL",)),
+    KindGuard(OPENLLMETRY_SPAN_KIND, ("tool",)),
+)
+"""What marks a span as a tool call, in each convention."""
+
+TRANSFER_TOOL: Final = r"^transfer_(?:back_)?to_(.+)$"
+"""A handoff tool (GenAI ``execute_tool transfer_to_*``, LangGraph's handoff tools); the
+receiver is the rest of the name."""
+
+AGENT_SPAN: Final[tuple[KindGuard, ...]] = (
+    KindGuard(s.GEN_AI_OPERATION_NAME, ("invoke_agent",)),
+    KindGuard(OPENINFERENCE_SPAN_KIND, ("AGENT",)),
+    KindGuard(OPENLLMETRY_SPAN_KIND, ("agent",)),
+)
+"""What marks a span as an agent's run (so is a span carrying ``agent_name``)."""
