@@ -103,6 +103,8 @@ SELECT concat_ws('/', trace_id, span_id) AS handoff_key, trace_id, span_id, send
        coalesce(status_code, 'UNSET') <> 'ERROR' AS ok
 FROM edges AS e
 WHERE receiver IS NOT NULL
+  -- Control staying with its agent (a refused handoff, as an adapter records it) is no edge.
+  AND sender IS DISTINCT FROM receiver
   -- A handshake adapter (collector.integrations) ran the library's handoff between the same
   -- agents during this one: the handshake's own spans record it, so it is no second edge.
   AND NOT EXISTS (

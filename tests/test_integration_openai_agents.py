@@ -203,3 +203,32 @@ def test_a_duplicated_handoff_call_runs_the_receiver_once(cap):
     results = asyncio.run(both())
     assert [r.final_output for r in results] == ["facts", "facts"]
     assert len(agent_model.inputs) == 1
+
+
+def test_the_audit_of_a_refused_handoff_names_the_reject_and_no_unvalidated_edge(tmp_path: Path):
+    from openinference.instrumentation.openai_agents import OpenAIAgentsInstrumentor
+
+    from auditor import audit, load_traces
+    from collector.configure import configure_telemetry
+
+    traces = tmp_path / "traces.jsonl"
+    telemetry = configure_telemetry(trace_file=traces, otlp=None, set_global=False)
+    OpenAIAgentsInstrumentor().instrument(tracer_provider=telemetry.tracer_provider)
+    try:
+        agent, _ = researcher()
+
+        def busy(work):
+            return reject(RejectReason.RESOURCE_UNAVAILABLE)
+
+        handoff = validated_handoff(
+            agent, validator=busy, tracer_provider=telemetry.tracer_provider
+        )
+        sender, _ = triage(handoff, transfer("c1"), text("myself"))
+        assert run(sender).final_output == "myself"
+    finally:
+        OpenAIAgentsInstrumentor().uninstrument()
+        telemetry.shutdown()
+    result = audit(load_traces(traces))
+    assert [f.rule for f in result.findings] == []
+    [edge] = result.figures.edges
+    assert (edge["sender"], edge["receiver"]) == ("triage", "researcher")
