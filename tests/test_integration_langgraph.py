@@ -41,7 +41,9 @@ def call(*ids: str) -> AIMessage:
 class Newsroom:
     """A supervisor that hands off to a researcher node, which counts its runs."""
 
-    def __init__(self, tool: Any, *, script: list[AIMessage], store: Any = None) -> None:
+    def __init__(
+        self, tool: Any, *, script: list[AIMessage], store: Any = None, provider: Any = None
+    ) -> None:
         self.runs = 0
         self.tool = tool
 
@@ -56,7 +58,8 @@ class Newsroom:
             )
         builder = StateGraph(MessagesState)
         builder.add_node("supervisor", supervisor, destinations=("researcher",))
-        builder.add_node("researcher", committed_node("researcher", research, store=store))
+        node = committed_node("researcher", research, store=store, tracer_provider=provider)
+        builder.add_node("researcher", node)
         builder.add_edge(START, "supervisor")
         builder.add_edge("researcher", "supervisor")
         self.graph = builder.compile(checkpointer=InMemorySaver())
@@ -192,3 +195,39 @@ def test_a_node_reached_without_the_tool_runs_as_it_is():
     node = committed_node("researcher", lambda state: runs.append(1) or {"messages": []})
     node.invoke({"messages": [("user", "hi")]})
     assert runs == [1]
+
+
+def test_a_restart_between_the_accept_and_the_node_still_commits_once(cap, tmp_path: Path):
+    from collector.integrations import langgraph as adapter
+
+    db = tmp_path / "handoffs.db"
+    saver = InMemorySaver()  # the graph's checkpoints outlive the "process"
+    config: RunnableConfig = {"configurable": {"thread_id": "t-restart"}}
+    start: Any = {"messages": [("user", "otters")]}
+
+    def build(store: Any, script: list[AIMessage]) -> Newsroom:
+        tool = validated_handoff_tool(
+            "researcher", validator=ok, store=store, tracer_provider=cap.tracer_provider
+        )
+        room = Newsroom(tool, script=script, store=store, provider=cap.tracer_provider)
+        room.graph = room.graph.builder.compile(checkpointer=saver, interrupt_before=["researcher"])
+        return room
+
+    first = build(SQLiteStore(db), [call("tc-1")])
+    first.graph.invoke(start, config)  # accepted; stops before the researcher's node
+    assert first.runs == 0 and adapter._pending
+    adapter._pending.clear()  # the process dies: the open handoff is gone
+    again = build(SQLiteStore(db), [AIMessage("article")])
+    out = again.graph.invoke(None, config)  # resumed elsewhere: the node commits
+    assert again.runs == 1
+    assert [m.content for m in out["messages"] if isinstance(m, AIMessage) and m.content] == [
+        "facts #1",
+        "article",
+    ]
+    commit = cap.one("handoff.commit")
+    assert commit["handoff.commit.outcome"] == "executed"
+    assert commit["handoff.idempotency_key"] == "t-restart:tc-1"
+    # The commit joins the trace of the proposal, through the context the tool message kept.
+    [propose] = cap.spans("handoff.propose")
+    [committed] = cap.spans("handoff.commit")
+    assert committed.context.trace_id == propose.context.trace_id
