@@ -232,3 +232,22 @@ def test_the_audit_of_a_refused_handoff_names_the_reject_and_no_unvalidated_edge
     assert [f.rule for f in result.findings] == []
     [edge] = result.figures.edges
     assert (edge["sender"], edge["receiver"]) == ("triage", "researcher")
+
+
+def test_a_streamed_run_hands_off_and_replays_the_same_way(cap):
+    from agents.testing import ScriptedModel
+
+    model = ScriptedModel([[text("facts")]])  # the SDK's scripted model streams
+    agent = Agent(name="researcher", model=model)
+    handoff = validated_handoff(agent, validator=ok, store=MemoryStore())
+    sender = Agent(name="triage", model=ScriptedModel([[transfer("c1")]]), handoffs=[handoff])
+
+    async def streamed() -> Any:
+        result = Runner.run_streamed(sender, "otters", run_config=RunConfig(trace_id=TRACE))
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    result = asyncio.run(streamed())
+    assert result.final_output == "facts" and result.last_agent.name == "researcher"
+    assert len(model.calls) == 1

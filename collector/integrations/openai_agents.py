@@ -54,11 +54,8 @@ from collector.work import Validator, Work
 
 try:
     from agents import Agent, Handoff, RunContextWrapper, Runner, handoff
-    from agents.items import ModelResponse
-    from agents.models.interface import Model
+    from agents.testing import ScriptedModel, assistant_message
     from agents.tracing import SpanError, get_current_span, get_current_trace
-    from agents.usage import Usage
-    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
     from pydantic import TypeAdapter
     from pydantic_core import to_jsonable_python
 except ImportError as e:  # pragma: no cover - only without the extra
@@ -192,10 +189,10 @@ def validated_handoff(
             span = get_current_span()
             if span is not None:
                 span.set_error(SpanError(message=text, data={"receiver": agent.name}))
-            return sender if sender is not None else agent.clone(model=_Replay(text))
+            return sender if sender is not None else agent.clone(model=_replay(text))
         await base.on_invoke_handoff(ctx, input_json or "")  # the user's on_handoff, as usual
         assert outcome.result is not None
-        return agent.clone(model=_Replay(outcome.result.result))
+        return agent.clone(model=_replay(outcome.result.result))
 
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base) if f.init}
     fields["on_invoke_handoff"] = invoke
@@ -204,24 +201,13 @@ def validated_handoff(
     return validated
 
 
-class _Replay(Model):
-    """The receiver's turn after its committed run: says the stored output, calls no model."""
+def _replay(output: Any) -> ScriptedModel:
+    """The receiver's turn after its committed run: says the stored output, calls no model.
 
-    def __init__(self, output: Any) -> None:
-        self.text = output if isinstance(output, str) else json.dumps(output)
-
-    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
-        message = ResponseOutputMessage(
-            id="handoffscope-replay",
-            type="message",
-            role="assistant",
-            status="completed",
-            content=[ResponseOutputText(type="output_text", text=self.text, annotations=[])],
-        )
-        return ModelResponse(output=[message], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("a replayed handoff output is not streamed")
+    The SDK's own scripted model, so streamed runs replay too; it records no usage.
+    """
+    text = output if isinstance(output, str) else json.dumps(output)
+    return ScriptedModel([[assistant_message(text, item_id="handoffscope-replay")]])
 
 
 def _call_id(ctx: RunContextWrapper[Any]) -> str | None:
