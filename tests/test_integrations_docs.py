@@ -94,3 +94,7 @@ def test_the_example_runs_offline_and_its_audit_flags_only_the_unwrapped_handoff
     flagged = {(f.sender, f.receiver) for f in result.findings}
     assert validated not in flagged, [f.message for f in result.findings]
     assert flagged == {plain}, [f.message for f in result.findings]
+    # Both are edges of the audit: one validated by the handshake, one not.
+    edges = {(e["sender"], e["receiver"]): e for e in result.figures.edges}
+    assert edges[validated]["validation"]["answers"] == 1
+    assert edges[plain]["validation"] is None and edges[plain]["handoffs"] == 1
