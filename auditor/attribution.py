@@ -100,10 +100,12 @@ def macros_sql() -> str:
     prefix = _lit(c.OPENINFERENCE_HANDOFF_PREFIX)
     oi_handoff = f"(starts_with(name, {prefix}) AND {_get(c.OPENINFERENCE_SPAN_KIND)} = 'TOOL')"
     pairs = [(k.convention, _get(k.source), _get(k.target)) for k in c.HANDOFF_KEYS]
-    source = ", ".join(f"CASE WHEN {t} IS NOT NULL THEN {src} END" for _, src, t in pairs)
-    target = ", ".join(f"CASE WHEN {src} IS NOT NULL THEN {t} END" for _, src, t in pairs)
+    # An instrumentation may know the sender only (OpenLLMetry reads the receiver before the
+    # SDK sets it, and writes "unknown"): the receiver is then the next agent to run.
+    source = ", ".join(f"nullif({src}, 'unknown')" for _, src, _ in pairs)
+    target = ", ".join(f"nullif({t}, 'unknown')" for _, _, t in pairs)
     convention = " ".join(
-        f"WHEN {src} IS NOT NULL AND {t} IS NOT NULL THEN {_lit(conv)}" for conv, src, t in pairs
+        f"WHEN {src} IS NOT NULL OR {t} IS NOT NULL THEN {_lit(conv)}" for conv, src, t in pairs
     )
     agent_run = " OR ".join(
         [_guard(g) for g in c.AGENT_SPAN] + [f"{_get(c.PYDANTIC_AI_AGENT_NAME)} IS NOT NULL"]

@@ -89,6 +89,14 @@ def _rule_list() -> str:
     help="Retry cap assumed where a span does not record one (default 3).",
 )
 @click.option(
+    "--prices",
+    metavar="FILE",
+    default=None,
+    help='A TOML file of model prices ([models] "gpt-4o" = [2.50, 10.00], US dollars per '
+    "million input and output tokens) for tokens reported without a cost; it overrides the "
+    "built-in table, and such costs are marked estimated.",
+)
+@click.option(
     "--output",
     "-o",
     type=click.Path(dir_okay=False, writable=True),
@@ -124,6 +132,7 @@ def audit(
     validation_timeout: str | None,
     p95_budget: str | None,
     max_attempts: int | None,
+    prices: str | None,
     output: str | None,
     color: bool | None,
     width: int | None,
@@ -151,10 +160,15 @@ def audit(
             "fail_on": fail_on,
             "rules": rules,
             "skip": skip,
+            "prices": prices,
         },
         pyproject=find_pyproject(),
     )
     select_rules(settings.rules, settings.skip)  # unknown ids fail before any reading
+    if settings.prices is not None:
+        from auditor.prices import read_prices
+
+        read_prices(settings.prices)  # a bad prices file fails before any reading too
     traces = load_traces(paths)
     _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
     result = run_audit(traces, settings)

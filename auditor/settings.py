@@ -246,7 +246,8 @@ def resolve(
 ) -> AuditSettings:
     """Settings from ``options`` (None values are unset) > ``env`` > ``pyproject`` > defaults.
 
-    ``options`` keys: validation_timeout, p95_budget, max_attempts, fail_on, rules, skip.
+    ``options`` keys: validation_timeout, p95_budget, max_attempts, fail_on, rules, skip,
+    prices, pure_function_receivers, idempotent_receivers, pass_through_edges.
     """
     layers = [
         _from_pyproject(pyproject),

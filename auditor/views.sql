@@ -53,17 +53,24 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS
 WITH fw AS MATERIALIZED (SELECT * FROM hs_fw_spans),
 pairs AS (
-    -- A span naming both agents (GenAI, OpenLLMetry and Logfire keys; OpenInference's
-    -- `handoff to {receiver}` spans with the sender in graph.node.parent_id).
-    SELECT trace_id, span_id, coalesce(fw_source, agent) AS sender, fw_target AS receiver,
-           fw_convention AS convention, start_unix_nano, end_unix_nano, status_code
-    FROM fw WHERE fw_target IS NOT NULL
+    -- A handoff span (GenAI, OpenLLMetry and Logfire keys; OpenInference's
+    -- `handoff to {receiver}` spans with the sender in graph.node.parent_id). One that does
+    -- not name its receiver hands to the next other agent that runs in the trace.
+    SELECT h.trace_id, h.span_id, coalesce(h.fw_source, h.agent) AS sender,
+           coalesce(h.fw_target,
+                    (SELECT arg_min(n.agent, (n.start_unix_nano, n.span_id)) FROM fw AS n
+                     WHERE n.trace_id = h.trace_id AND n.agent_run
+                       AND n.start_unix_nano >= h.start_unix_nano
+                       AND n.agent IS DISTINCT FROM coalesce(h.fw_source, h.agent)))
+               AS receiver,
+           h.fw_convention AS convention, h.start_unix_nano, h.end_unix_nano, h.status_code
+    FROM fw AS h WHERE h.fw_convention IS NOT NULL
 ),
 transfers AS (
     -- A handoff tool (`transfer_to_{receiver}`) called by the sender.
     SELECT trace_id, span_id, agent AS sender, hs_fw_transfer_target(tool) AS receiver,
            'transfer-tool' AS convention, start_unix_nano, end_unix_nano, status_code
-    FROM fw WHERE fw_target IS NULL AND hs_fw_transfer_target(tool) IS NOT NULL
+    FROM fw WHERE fw_convention IS NULL AND hs_fw_transfer_target(tool) IS NOT NULL
 ),
 delegations AS (
     -- An agent run inside another agent's tool call (pydantic-ai delegation, agents as tools).

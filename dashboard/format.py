@@ -13,12 +13,14 @@ def _missing(value: float | None) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
-def usd(value: float | None) -> str:
-    """``$1,234.56``; sub-dollar amounts keep four decimals (one phase can cost $0.0004)."""
+def usd(value: float | None, *, estimated: float | None = None) -> str:
+    """``$1,234.56``; sub-dollar amounts keep four decimals (one phase can cost $0.0004).
+    A cost partly ``estimated`` from the price table reads ``$0.0108 est.``, as in reports."""
     if _missing(value):
         return UNKNOWN_COST  # as every report says it: an unknown cost is never $0
     assert value is not None
-    return f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
+    text = f"${value:,.2f}" if abs(value) >= 1 else f"${value:,.4f}"
+    return text + " est." if estimated and not _missing(estimated) else text
 
 
 def pct(value: float | None, *, digits: int = 1) -> str:

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import RerunException, StopException
 
+from auditor.report.values import NOTHING_TO_JUDGE as _NOTHING
 from collector import schema as s
 from dashboard import alerts as alerts_module
 from dashboard import cache, data, format
@@ -97,6 +98,30 @@ def view() -> View:
         )
     st.stop()
     raise RuntimeError("unreachable")  # st.stop() raises; this keeps type checkers happy
+
+
+NOTHING_TO_JUDGE = f"No finding, and {_NOTHING}."
+"""What the overview and the findings page say when there was no handoff to judge."""
+
+
+def spend_help(summary: dict[str, Any]) -> str:
+    """The help of a spend metric: what part is estimated and which tokens are unpriced."""
+    parts = [
+        f"{format.count(summary.get('input_tokens'))} input and "
+        f"{format.count(summary.get('output_tokens'))} output tokens."
+    ]
+    est = summary.get("estimated_cost_usd")
+    if est and est == est:  # not NaN
+        parts.append(
+            f"{format.usd(est)} of it estimated from model prices (the spans reported tokens"
+            " but no cost)."
+        )
+    unpriced = (summary.get("unpriced_input_tokens") or 0) + (
+        summary.get("unpriced_output_tokens") or 0
+    )
+    if unpriced:
+        parts.append(f"{format.count(unpriced)} tokens are unpriced: no price for their model.")
+    return " ".join(parts)
 
 
 def md(text: object) -> str:

@@ -35,10 +35,13 @@ def _tracer(path: Path, scope: str, service: str) -> Iterator[Tracer]:
         provider.shutdown()
 
 
-def openinference_agents(path: Path) -> dict[str, Any]:
-    """OpenAI Agents SDK through OpenInference: triage -> researcher -> writer handoffs."""
+def openinference_agents(path: Path, *, root_error: bool = False) -> dict[str, Any]:
+    """OpenAI Agents SDK through OpenInference: triage -> researcher -> writer handoffs
+    (with ``root_error``, the run as a whole ends in error)."""
     with _tracer(path, "openinference.instrumentation.openai_agents", "support-app") as t:
-        with t.start_as_current_span("Agent workflow", attributes={OI_KIND: "AGENT"}):
+        with t.start_as_current_span("Agent workflow", attributes={OI_KIND: "AGENT"}) as root:
+            if root_error:
+                root.set_status(Status(StatusCode.ERROR, "MaxTurnsExceeded"))
             for agent, nxt, (inp, out) in (
                 ("triage", "researcher", (1200, 80)),
                 ("researcher", "writer", (2400, 300)),

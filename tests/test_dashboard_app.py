@@ -93,9 +93,8 @@ def test_the_spend_page_adds_up_to_the_auditors_total(app: AppTest, expected: Au
     assert len(at.get("plotly_chart")) == 5
     per_agent = at.dataframe[0].value
     auditor_phases = expected.figures.spend["phases"]
-    assert per_agent["cost_usd"].sum() == pytest.approx(
-        sum(p["cost_usd"] or 0 for p in auditor_phases)
-    )
+    shown = sorted(per_agent["cost"])
+    assert shown == sorted(format.usd(p["cost_usd"]) for p in auditor_phases)
 
 
 def test_the_reliability_page_shows_observed_and_projected(
@@ -406,3 +405,51 @@ def test_the_background_rules_on_a_compacted_store_run_aside_at_low_priority(
     _no_trouble(at)
     assert _metrics(at)["Findings"] == format.count(len(expected.findings))
     assert len(seen) == 1
+
+
+FRAMEWORKS = ROOT / "tests" / "fixtures" / "frameworks"
+
+
+@pytest.mark.parametrize(
+    "scenario", ["openai-agents-openinference", "langgraph-openinference", "pydantic-ai"]
+)
+def test_a_frameworks_trace_shows_its_agents_handoffs_and_findings(
+    monkeypatch: pytest.MonkeyPatch, scenario: str
+) -> None:
+    """A trace recorded from a real framework: its handoffs are counted, its gpt-4o tokens
+    priced (marked estimated where the framework reported no cost) and each unvalidated
+    handoff is a finding on the findings page."""
+    reported = json.loads((FRAMEWORKS / scenario / "reported.json").read_text())
+    expected = audit(load_traces(FRAMEWORKS / scenario / "traces.jsonl"))
+    at = _app(monkeypatch, [FRAMEWORKS / scenario / "traces.jsonl"]).run()
+    _no_trouble(at)
+    shown = _metrics(at)
+    head = expected.figures.summary
+    assert shown["Handoffs"] == format.count(len(reported["handoffs"]))
+    assert shown["Total spend"] == format.usd(
+        head["cost_usd"], estimated=head["estimated_cost_usd"]
+    )
+    assert shown["Total spend"].endswith(" est.") == (head["estimated_cost_usd"] is not None)
+    at = _page(at, "spend")
+    _no_trouble(at)
+    per_agent = at.dataframe[0].value
+    assert set(per_agent["agent"]) == set(reported["agents"])
+    assert "$0.0000" not in set(per_agent["cost"])
+    at = _page(at, "findings")
+    _no_trouble(at)
+    text = " ".join(str(v) for df in at.dataframe for v in df.value.astype(str).values.ravel())
+    for h in reported["handoffs"]:
+        assert f"{h['sender']} handed work to {h['receiver']}" in text
+
+
+def test_traces_without_a_handoff_say_there_was_nothing_to_judge(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    files = sorted((ROOT / "tests" / "fixtures" / "otlp").glob("genai-interlingua__*"))
+    at = _app(monkeypatch, files).run()
+    _no_trouble(at)
+    at = _page(at, "findings")
+    _no_trouble(at)
+    messages = [i.value for i in at.info] + [s.value for s in at.success]
+    assert any("nothing to judge" in m for m in messages), messages
+    assert not any("every handoff" in m for m in messages)

@@ -205,3 +205,35 @@ def test_a_link_to_a_trace_opens_it(server: str, page: Any) -> None:
     _charts_drawn(page, 1)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert trace_id in page.inner_text("body")
+
+
+def test_a_frameworks_trace_shows_its_handoffs_estimated_spend_and_findings(page: Any) -> None:
+    """An OpenAI Agents SDK run traced by OpenInference, uploaded as a user would: its two
+    handoffs are counted, its gpt-4o spend is marked estimated, and each handoff is a finding
+    naming sender and receiver."""
+    import json
+
+    folder = ROOT / "tests" / "fixtures" / "frameworks" / "openai-agents-openinference"
+    reported = json.loads((folder / "reported.json").read_text())
+    _visit(page, "Overview")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        str(folder / "traces.jsonl")
+    )
+    page.wait_for_selector(f"{IDLE} :text('spans from traces.jsonl')", timeout=WAIT_MS)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    handoffs = page.locator('[data-testid="stMetric"]', has_text="Handoffs").first
+    assert handoffs.locator('[data-testid="stMetricValue"]').inner_text().strip() == str(
+        len(reported["handoffs"])
+    )
+    spend = page.locator('[data-testid="stMetric"]', has_text="Total spend").first
+    assert spend.locator('[data-testid="stMetricValue"]').inner_text().strip().endswith("est.")
+    _visit(page, "Findings")
+    for h in reported["handoffs"]:
+        # The findings grid draws on a canvas; its cells are in the page, not visible.
+        page.wait_for_selector(
+            f"{IDLE} :text('{h['sender']} handed work to {h['receiver']}')",
+            timeout=WAIT_MS,
+            state="attached",
+        )
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.errors == []

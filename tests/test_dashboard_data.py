@@ -579,7 +579,7 @@ def test_the_failed_trace_list_holds_the_failed_runs(scenario: Scenario, con: An
     [
         (format.usd, 1234.5, "$1,234.50"),
         (format.usd, 0.00042, "$0.0004"),
-        (format.usd, None, "—"),
+        (format.usd, None, "unknown"),
         (format.pct, 0.774, "77.4%"),
         (format.pct, float("nan"), "—"),
         (format.ms, 412.4, "412 ms"),

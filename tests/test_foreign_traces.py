@@ -20,7 +20,7 @@ from collector.otlp_file import OtlpJsonLinesExporter
 from collector.pricing import DEFAULT_PRICES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from foreign_spans import BUILDERS, pydantic_ai_delegation  # noqa: E402
+from foreign_spans import BUILDERS, openinference_agents, pydantic_ai_delegation  # noqa: E402
 
 UPSTREAM = Path(__file__).parent / "fixtures" / "otlp"
 
@@ -280,3 +280,33 @@ def test_an_agent_is_inherited_from_the_nearest_named_ancestor(tmp_path: Path) -
         "SELECT DISTINCT agent FROM spans WHERE name IN ('agent', 'ChatOpenAI')"
     ).fetchall()
     assert sorted(r[0] for r in inner) == ["researcher", "supervisor", "writer"]
+
+
+def test_the_cli_takes_a_prices_file_and_refuses_a_bad_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from auditor.cli import main
+
+    path = tmp_path / "genai.jsonl"
+    BUILDERS["genai"](path)
+    good = tmp_path / "good.toml"
+    good.write_text('[models]\n"mystery-model" = [1.0, 2.0]\n')
+    assert main(["audit", str(path), "--prices", str(good), "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["unpriced_input_tokens"] == 0
+    bad = tmp_path / "bad.toml"
+    bad.write_text("models = 3\n")
+    assert main(["audit", str(path), "--prices", str(bad)]) == 2
+    assert "bad.toml: expected a [models] table" in capsys.readouterr().err
+
+
+def test_a_root_span_in_error_is_a_failed_workflow(tmp_path: Path) -> None:
+    ok, failed = tmp_path / "ok.jsonl", tmp_path / "failed.jsonl"
+    openinference_agents(ok)
+    openinference_agents(failed, root_error=True)
+    rel = audit(load_traces([str(ok), str(failed)])).figures.reliability
+    assert (rel["workflows"], rel["succeeded_workflows"]) == (2, 1)
+    assert rel["observed"] == pytest.approx(0.5)
+    assert rel["projected"] == pytest.approx(1.0)  # every handoff itself went through

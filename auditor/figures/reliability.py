@@ -63,8 +63,9 @@ def end_to_end(
     Columns: agents, projected_first_attempt (product of first-attempt rates, what a
     fire-and-forget chain would get), projected (product of per-handoff rates, retries
     included), workflows, succeeded_workflows, observed (share of workflows whose last run
-    succeeded, from ``handoff.workflow.outcome``; without workflow spans, share of traces
-    whose handoffs all succeeded), handoff_retries, full_chain_restarts,
+    succeeded, from ``handoff.workflow.outcome``; without workflow spans, each trace's root
+    span is its workflow: the share of traces whose handoffs all succeeded and whose root
+    span did not end in error), handoff_retries, full_chain_restarts,
     retries_per_1000_workflows, restarts_per_1000_workflows.
     """
     return query(
@@ -85,8 +86,17 @@ def end_to_end(
             SELECT workflow_id, arg_max(outcome, run) AS outcome, max(run) AS runs
             FROM runs GROUP BY workflow_id
         ),
+        roots AS (
+            -- A trace whose root span ended in error failed, whatever its handoffs did.
+            SELECT trace_id, bool_or(status_code = 'ERROR') AS failed
+            FROM hs_spans({FILTER_ARGS})
+            WHERE parent_span_id IS NULL AND trace_id IN (SELECT trace_id FROM handoffs)
+            GROUP BY trace_id
+        ),
         traces AS (
-            SELECT trace_id, bool_and(ok) AS ok FROM handoffs GROUP BY trace_id
+            SELECT h.trace_id, bool_and(h.ok) AND NOT coalesce(any_value(r.failed), false) AS ok
+            FROM handoffs AS h LEFT JOIN roots AS r USING (trace_id)
+            GROUP BY h.trace_id
         ),
         observed AS (
             SELECT

@@ -24,14 +24,16 @@ def agent_phase_spend(
 ) -> duckdb.DuckDBPyRelation:
     """Tokens and cost per agent and phase (``propose``, ``validate``, ``commit``, ``other``).
 
-    Columns: agent, phase, spans, input_tokens, output_tokens, cost_usd.
+    Columns: agent, phase, spans, input_tokens, output_tokens, cost_usd, estimated_cost_usd
+    (the part of cost_usd priced from the price table).
     """
     return query(
         con,
         f"""
         SELECT agent, phase_name AS phase, count(*) AS spans,
                sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
-               sum(cost_usd) AS cost_usd
+               sum(cost_usd) AS cost_usd,
+               sum(cost_usd) FILTER (WHERE cost_estimated) AS estimated_cost_usd
         FROM hs_usage({FILTER_ARGS})
         GROUP BY ALL
         ORDER BY cost_usd DESC NULLS LAST, agent, phase

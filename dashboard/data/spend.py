@@ -9,6 +9,7 @@ import pandas as pd
 
 from auditor import figures
 from collector import schema as s
+from dashboard import format
 from dashboard.data.scope import (
     cursor,
     only_agents,
@@ -24,32 +25,46 @@ if TYPE_CHECKING:
 # Spend
 # -----------------------------------------------------------------------------------------
 def agent_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
-    """``auditor.figures.agent_phase_spend`` plus ``tokens``: agent, phase, spans,
-    input_tokens, output_tokens, cost_usd, tokens."""
+    """``auditor.figures.agent_phase_spend`` plus ``tokens`` and ``cost`` (the cost as text,
+    ``unknown`` when no span reported one and no price covers the model, ``est.`` when the
+    price table estimated it): agent, phase, spans, input_tokens, output_tokens, cost_usd,
+    estimated_cost_usd, tokens, cost."""
     with cursor(con, filters) as cur:
         out = figures.agent_phase_spend(cur).df()
-    for column in ("input_tokens", "output_tokens", "cost_usd"):
+    for column in ("input_tokens", "output_tokens"):
         out[column] = out[column].fillna(0)
+    out["cost"] = _cost_text(out)
     out["agent"] = out["agent"].fillna("(unknown)")
     out["tokens"] = out["input_tokens"] + out["output_tokens"]
     return only_agents(out, filters, "agent")
 
 
 def model_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
-    """Spend per model over the auditor's usage view: ``model``, ``provider``, ``spans``,
-    ``input_tokens``, ``output_tokens``, ``cost_usd``."""
+    """Spend per model over the auditor's usage view (the model of any convention):
+    ``model``, ``provider``, ``spans``, ``input_tokens``, ``output_tokens``, ``cost_usd``
+    (missing when unknown), ``estimated_cost_usd``, ``cost`` (as text)."""
     with cursor(con, filters) as cur:
-        return query_frame(
+        out = query_frame(
             cur,
             f"""
-            SELECT coalesce("{s.GEN_AI_REQUEST_MODEL}", '(unknown)') AS model,
+            SELECT coalesce(model, '(unknown)') AS model,
                    coalesce(max("{s.GEN_AI_PROVIDER_NAME}"), '') AS provider, count(*) AS spans,
                    coalesce(sum(input_tokens), 0) AS input_tokens,
                    coalesce(sum(output_tokens), 0) AS output_tokens,
-                   coalesce(sum(cost_usd), 0) AS cost_usd
-            FROM hs_usage_all GROUP BY 1 ORDER BY cost_usd DESC, model
+                   sum(cost_usd) AS cost_usd,
+                   sum(cost_usd) FILTER (WHERE cost_estimated) AS estimated_cost_usd
+            FROM hs_usage_all GROUP BY 1 ORDER BY cost_usd DESC NULLS LAST, model
             """,
         )
+    out["cost"] = _cost_text(out)
+    return out
+
+
+def _cost_text(frame: pd.DataFrame) -> list[str]:
+    return [
+        format.usd(cost, estimated=est)
+        for cost, est in zip(frame["cost_usd"], frame["estimated_cost_usd"], strict=True)
+    ]
 
 
 @dataclass(frozen=True)

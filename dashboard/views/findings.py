@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from dashboard import format, ui
+from dashboard import data, format, ui
 
 view = ui.view()
 st.title("Findings")
@@ -13,6 +13,9 @@ ui.filtered_caption(view)
 with st.spinner(f"Running the auditor's rules over {view.bounds.spans:,} spans…"):
     found = ui.findings(view)
 if found is None:
+    st.stop()
+if found.empty and not view.query(data.overview).summary["handoffs"]:
+    st.info(ui.NOTHING_TO_JUDGE, icon=":material/info:")
     st.stop()
 if found.empty:
     st.success(

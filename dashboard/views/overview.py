@@ -64,8 +64,9 @@ row[3].metric(
 row = st.columns(4)
 row[0].metric(
     "Total spend",
-    format.usd(head["cost_usd"]),
+    format.usd(head["cost_usd"], estimated=head.get("estimated_cost_usd")),
     border=True,
+    help=ui.spend_help(head),
     delta=change("cost_usd"),
     delta_color="inverse",
     delta_description=COMPARE,
@@ -104,7 +105,9 @@ with right:
         help="Every protocol rule over the selection; the Findings page lists them.",
     ):
         found = ui.findings(view)
-        if found is not None and found.empty:
+        if found is not None and found.empty and not head["handoffs"]:
+            st.info(ui.NOTHING_TO_JUDGE, icon=":material/info:")
+        elif found is not None and found.empty:
             st.success("No finding: every handoff followed the protocol.", icon=":material/check:")
         elif found is not None:
             ui.table(

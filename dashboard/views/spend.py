@@ -17,11 +17,17 @@ if by_agent.empty:
     st.stop()
 workflows = view.query(data.workflow_spend)
 voided = view.query(data.voided_spend)
-total = float(view.query(data.overview).summary["cost_usd"] or 0)
+head = view.query(data.overview).summary
+total = float(head["cost_usd"] or 0)
 wasted = float(voided["cost_usd"].sum())
 
 row = st.columns(4)
-row[0].metric("Total spend", format.usd(total), border=True)
+row[0].metric(
+    "Total spend",
+    format.usd(head["cost_usd"], estimated=head.get("estimated_cost_usd")),
+    border=True,
+    help=ui.spend_help(head),
+)
 row[1].metric(
     "Per workflow (mean)",
     format.usd(workflows.costs["cost_usd"].mean() if not workflows.costs.empty else None),
@@ -73,8 +79,8 @@ ui.chart(charts.cost_per_workflow(workflows.costs), key="spend_workflows")
 usd = st.column_config.NumberColumn("cost (USD)", format="$%.4f")
 st.subheader("Per agent and phase")
 ui.table(
-    by_agent[["agent", "phase", "cost_usd", "input_tokens", "output_tokens", "spans"]],
-    column_config={"cost_usd": usd},
+    by_agent[["agent", "phase", "cost", "input_tokens", "output_tokens", "spans"]],
+    column_config={"cost": st.column_config.TextColumn("cost (USD)")},
 )
 st.subheader("Most expensive workflows")
 ui.table(
