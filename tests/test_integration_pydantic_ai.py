@@ -236,3 +236,23 @@ def test_bad_settings_are_refused_with_a_hint(cap, make: Callable[[Any], Any], m
 
     with pytest.raises(ConfigurationError, match=message):
         make(Researcher(cap).agent)
+
+
+def test_a_receiver_that_fails_is_reported_and_may_run_again(cap):
+    calls = []
+
+    def broken(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("model overloaded")
+        return ModelResponse(parts=[TextPart("facts")])
+
+    agent = Agent(FunctionModel(broken), name="researcher", capabilities=[_instrumented(cap)])
+    tool = handoff_tool(agent, validator=ok, store=MemoryStore())
+    first, results = writer(cap, tool, ["c1"])
+    first.run_sync("write", run_id="run-f")
+    assert "commit_failed" in results[0] and "model overloaded" in results[0]
+    # The failure released the key: the retried run does the work now.
+    again, results = writer(cap, tool, ["c1"])
+    again.run_sync("write", run_id="run-f")
+    assert results == ["facts"] and len(calls) == 2
