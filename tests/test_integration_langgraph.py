@@ -231,3 +231,28 @@ def test_a_restart_between_the_accept_and_the_node_still_commits_once(cap, tmp_p
     [propose] = cap.spans("handoff.propose")
     [committed] = cap.spans("handoff.commit")
     assert committed.context.trace_id == propose.context.trace_id
+
+
+def test_an_accept_whose_node_never_ran_is_closed_void_after_its_deadline(cap):
+    from collector import VirtualClock
+    from collector.integrations import langgraph as adapter
+
+    clock = VirtualClock()
+    tool = validated_handoff_tool(
+        "researcher",
+        validator=ok,
+        store=MemoryStore(),
+        clock=clock,
+        deadline_s=60,
+        tracer_provider=cap.tracer_provider,
+    )
+    adapter._pending.clear()
+    config: RunnableConfig = {"configurable": {"thread_id": "t-lapse"}}
+    state = {"messages": []}
+    for call_id in ("tc-1", "tc-2"):
+        tool.func(task="otters", state=state, tool_call_id=call_id, config=config)  # type: ignore[misc]
+        clock.advance(61)  # the node never runs
+    assert len(adapter._pending) == 1  # the first, past its deadline, was closed
+    [closed] = cap.attributes("handoff")
+    assert closed["handoff.state"] == "void"
+    adapter._pending.clear()

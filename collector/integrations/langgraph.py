@@ -148,8 +148,7 @@ def validated_handoff_tool(
             text = refusal(outcome_of(h), agent_name, timeout_s=validation_timeout_s)
             return ToolMessage(text, tool_call_id=tool_call_id, name=tool_name, status="error")
         request = h._commit_request(False)
-        with _pending_lock:
-            _pending[request.handoff_id] = h
+        _hold(request.handoff_id, h)
         eta = h.answer.eta_ms if h.answer is not None else None
         message = ToolMessage(
             f"{agent_name} accepted the handoff (ETA {eta} ms); control moves to {agent_name}.",
@@ -294,6 +293,17 @@ def _result(result: CommitResult, request: CommitRequest, failure: list[BaseExce
         f"{request.receiver} refused to run task {request.task_id!r}: "
         f"{result.detail or result.error}"
     )
+
+
+def _hold(handoff_id: str, h: Handoff) -> None:
+    """Keep an accepted handoff for its node; close those whose deadline passed unclaimed."""
+    now_ms = h.clock.time_ns() // 1_000_000
+    with _pending_lock:
+        lapsed = [k for k, v in _pending.items() if v.spec.deadline_unix_ms < now_ms]
+        closing = [_pending.pop(k) for k in lapsed]
+        _pending[handoff_id] = h
+    for old in closing:
+        old.close()  # past its deadline: recorded void (presumed abort)
 
 
 def _take(handoff_id: str) -> Handoff | None:
