@@ -135,14 +135,14 @@ AGENT_KEYS: Final[tuple[AgentKey, ...]] = (
 """Keys naming a span's own agent, first match wins; without one, the nearest ancestor's."""
 
 MODEL_KEYS: Final = (
-    GEN_AI_RESPONSE_MODEL,
     s.GEN_AI_REQUEST_MODEL,
+    GEN_AI_RESPONSE_MODEL,
     OPENINFERENCE_MODEL,
     OPENLLMETRY_MODEL,
     VERCEL_MODEL,
 )
-"""Keys naming the model of a span reporting usage, first present wins (the response model
-first: it is the dated id the provider billed)."""
+"""Keys naming the model of a span reporting usage, first present wins (a price covers a
+model's dated ids too: ``gpt-4o-2024-08-06`` is priced as ``gpt-4o``)."""
 
 HANDOFF_KEYS: Final[tuple[HandoffKeys, ...]] = (
     HandoffKeys("genai", s.GEN_AI_HANDOFF_SOURCE, s.GEN_AI_HANDOFF_TARGET),

@@ -50,6 +50,7 @@ __all__ = [
 ]
 
 DERIVED: Final = (
+    "framework_handoffs",
     "phases",
     "usage",
     "attempts",
@@ -157,6 +158,7 @@ def selects(rules: bool) -> dict[str, str]:
         )
         phase = tuple(dict.fromkeys((*phase, *by_rules)))
     return {
+        "framework_handoffs": "SELECT * FROM hs_framework_handoff_spans",
         "phases": f"SELECT {_quoted(phase)}, handoff_key, attempt_no, latency_ms"
         " FROM hs_phase_spans",
         "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, model, cost_estimated, unpriced, phase_name"
@@ -295,6 +297,8 @@ def _computed(name: str) -> str:
     """The view a connection reads without derived tables (as ``views.sql`` defines it)."""
     if name == "phases":
         return "SELECT * FROM hs_phase_spans"  # hs_phases() itself reads hs_phases_all
+    if name == "framework_handoffs":
+        return "SELECT * FROM hs_framework_handoff_spans"
     if name in READ_UNFILTERED:
         return unfiltered(name)
     return f"SELECT * FROM hs_{name}(NULL, NULL, [])"

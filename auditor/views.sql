@@ -50,7 +50,7 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 --                             it did not end in error)
 -- hs_framework_handoffs(...)  the same, inside the filter (start time; agents matching the
 --                             sender or the receiver)
-CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS
+CREATE OR REPLACE TEMP VIEW hs_framework_handoff_spans AS
 WITH fw AS MATERIALIZED (SELECT * FROM hs_fw_spans),
 pairs AS (
     -- A handoff span (GenAI, OpenLLMetry and Logfire keys; OpenInference's
@@ -119,6 +119,9 @@ WHERE receiver IS NOT NULL
       WHERE h.name = 'handoff' AND h.trace_id = e.trace_id
         AND h."handoff.sender" = e.sender AND h."handoff.receiver" = e.receiver
         AND h.start_unix_nano <= e.end_unix_nano AND e.start_unix_nano <= h.end_unix_nano);
+
+-- Read through hs_framework_handoffs_all, which auditor/derived.py may point at a table.
+CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS SELECT * FROM hs_framework_handoff_spans;
 
 CREATE OR REPLACE TEMP MACRO hs_framework_handoffs(since_ns, until_ns, agents) AS TABLE
 SELECT *
@@ -262,7 +265,7 @@ CREATE OR REPLACE TEMP VIEW hs_transitions_all AS SELECT * FROM hs_transitions(N
 -- their model (longest known prefix), marked cost_estimated; tokens the table cannot price
 -- are marked unpriced and keep a NULL cost.
 CREATE OR REPLACE TEMP MACRO hs_usage(since_ns, until_ns, agents) AS TABLE
-WITH RECURSIVE reports AS MATERIALIZED (
+WITH RECURSIVE reports AS (
     SELECT *
     FROM hs_spans(since_ns, until_ns, agents)
     WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
@@ -272,66 +275,65 @@ WITH RECURSIVE reports AS MATERIALIZED (
                AS reports
     FROM spans
     WHERE trace_id IS NOT NULL AND span_id IS NOT NULL
-), up(trace_id, span_id, at_span, found, depth) AS (
-    -- Each report walks up to the nearest report above it.
-    SELECT trace_id, span_id, parent_span_id, NULL::VARCHAR, 0
-    FROM links WHERE reports AND parent_span_id IS NOT NULL
+), down(trace_id, span_id, report_above, is_report, depth) AS (
+    -- From each report down to the nearest reports below it (a walk stops at a report, whose
+    -- own walk goes on): the library's phase spans have no children, so over its own traces
+    -- this is one join that finds nothing.
+    SELECT c.trace_id, c.span_id, c.parent_span_id, c.reports, 1
+    FROM links AS c SEMI JOIN links AS r
+        ON r.trace_id = c.trace_id AND r.span_id = c.parent_span_id AND r.reports
     UNION ALL
-    SELECT u.trace_id, u.span_id, l.parent_span_id, CASE WHEN l.reports THEN l.span_id END,
-           u.depth + 1
-    FROM up AS u JOIN links AS l ON l.trace_id = u.trace_id AND l.span_id = u.at_span
-    WHERE u.found IS NULL AND u.at_span IS NOT NULL AND u.depth < 256
+    SELECT c.trace_id, c.span_id, d.report_above, c.reports, d.depth + 1
+    FROM down AS d JOIN links AS c ON c.trace_id = d.trace_id AND c.parent_span_id = d.span_id
+    WHERE NOT d.is_report AND d.depth < 256
 ), below AS (
     -- What the nearest reports under each report reported (each covers its own subtree).
-    SELECT n.trace_id, n.found AS span_id, sum(r.input_tokens) AS input_below,
+    SELECT n.trace_id, n.report_above AS span_id, sum(r.input_tokens) AS input_below,
            sum(r.output_tokens) AS output_below, sum(r.cost_usd) AS cost_below
-    FROM (SELECT * FROM up WHERE found IS NOT NULL) AS n
+    FROM (SELECT * FROM down WHERE is_report) AS n
     JOIN spans AS r ON r.trace_id = n.trace_id AND r.span_id = n.span_id
     GROUP BY ALL
 ), counted AS (
-    SELECT r.* REPLACE (
-               CASE WHEN b.span_id IS NULL THEN r.input_tokens
-                    ELSE greatest(r.input_tokens - coalesce(b.input_below, 0), 0) END
-                   AS input_tokens,
-               CASE WHEN b.span_id IS NULL THEN r.output_tokens
-                    ELSE greatest(r.output_tokens - coalesce(b.output_below, 0), 0) END
-                   AS output_tokens,
-               CASE WHEN b.span_id IS NULL THEN r.cost_usd
-                    -- The share of the tokens left over, or (a cost with no tokens) the
-                    -- cost left over.
-                    WHEN coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0) > 0
-                    THEN r.cost_usd
-                         * (greatest(coalesce(r.input_tokens, 0) - coalesce(b.input_below, 0), 0)
-                            + greatest(coalesce(r.output_tokens, 0)
-                                       - coalesce(b.output_below, 0), 0))
-                         / (coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0))
-                    ELSE greatest(r.cost_usd - coalesce(b.cost_below, 0), 0) END AS cost_usd),
+    -- One pass over the (wide) reports: a CTE read twice would be materialised whole.
+    SELECT r.*,
+           CASE WHEN b.span_id IS NULL THEN r.input_tokens
+                ELSE greatest(r.input_tokens - coalesce(b.input_below, 0), 0) END AS in_left,
+           CASE WHEN b.span_id IS NULL THEN r.output_tokens
+                ELSE greatest(r.output_tokens - coalesce(b.output_below, 0), 0) END AS out_left,
+           CASE WHEN b.span_id IS NULL THEN r.cost_usd
+                -- The share of the tokens left over, or (a cost with no tokens) the cost
+                -- left over.
+                WHEN coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0) > 0
+                THEN r.cost_usd
+                     * (greatest(coalesce(r.input_tokens, 0) - coalesce(b.input_below, 0), 0)
+                        + greatest(coalesce(r.output_tokens, 0) - coalesce(b.output_below, 0), 0))
+                     / (coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0))
+                ELSE greatest(r.cost_usd - coalesce(b.cost_below, 0), 0) END AS cost_left,
+           b.span_id IS NOT NULL AS covers_reports,
            hs_fw_model(r.attributes, r.name, r."gen_ai.agent.name", r."gen_ai.request.model",
                        r."gen_ai.operation.name", r."gen_ai.agent.handoff.source.name",
-                       r."gen_ai.agent.handoff.target.name") AS model,
-           b.span_id IS NOT NULL AS covers_reports
+                       r."gen_ai.agent.handoff.target.name") AS model
     FROM reports AS r
     LEFT JOIN below AS b
         ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
-), kept AS (
-    SELECT * FROM counted
-    WHERE NOT covers_reports OR input_tokens > 0 OR output_tokens > 0 OR cost_usd > 0
-), estimated AS (
-    SELECT k.trace_id, k.span_id,
-           (coalesce(k.input_tokens, 0) * p.input_per_mtok
-            + coalesce(k.output_tokens, 0) * p.output_per_mtok) / 1e6 AS estimate
-    FROM kept AS k JOIN hs_prices AS p ON starts_with(k.model, p.model)
-    WHERE k.cost_usd IS NULL
-    QUALIFY row_number() OVER (PARTITION BY k.trace_id, k.span_id
-                               ORDER BY length(p.model) DESC) = 1
+), priced AS (
+    SELECT c.*,
+           CASE WHEN c.cost_left IS NULL THEN
+               (SELECT arg_max({'i': p.input_per_mtok, 'o': p.output_per_mtok}, length(p.model))
+                FROM hs_prices AS p WHERE starts_with(c.model, p.model))
+           END AS price
+    FROM counted AS c
+    WHERE NOT c.covers_reports OR c.in_left > 0 OR c.out_left > 0 OR c.cost_left > 0
 )
-SELECT k.* EXCLUDE (covers_reports) REPLACE (coalesce(k.cost_usd, e.estimate) AS cost_usd),
-       e.estimate IS NOT NULL AS cost_estimated,
-       k.cost_usd IS NULL AND e.estimate IS NULL AS unpriced,
-       coalesce(k."handoff.phase", 'other') AS phase_name
-FROM kept AS k
-LEFT JOIN estimated AS e
-    ON e.trace_id IS NOT DISTINCT FROM k.trace_id AND e.span_id IS NOT DISTINCT FROM k.span_id;
+SELECT * EXCLUDE (in_left, out_left, cost_left, covers_reports, price) REPLACE (
+           in_left AS input_tokens,
+           out_left AS output_tokens,
+           coalesce(cost_left, (coalesce(in_left, 0) * price.i + coalesce(out_left, 0) * price.o)
+                               / 1e6) AS cost_usd),
+       cost_left IS NULL AND price IS NOT NULL AS cost_estimated,
+       cost_left IS NULL AND price IS NULL AS unpriced,
+       coalesce("handoff.phase", 'other') AS phase_name
+FROM priced;
 
 -- hs_attempts(...): one row per handoff attempt, with whether it produced a usable result
 -- (a commit executed or replayed whose result status is not a failure), whether it ended

@@ -82,9 +82,19 @@ def _moved(trace_id: str) -> str:
     return json.dumps(document)
 
 
+FRAMEWORK = (
+    Path(__file__).parent
+    / "fixtures"
+    / "frameworks"
+    / "openai-agents-openinference"
+    / "traces.jsonl"
+)
+"""A run of another framework beside the samples, so that its handoffs are derived too."""
+
+
 @pytest.fixture()
 def con() -> Any:
-    con = load_traces(SAMPLES).con
+    con = load_traces([SAMPLES, FRAMEWORK]).con
     prepare(con)
     return con
 
