@@ -337,3 +337,10 @@ OUTCOME_EXPIRED: Final = "expired"
 """``handoff.outcome`` (phase ``commit``) of an accept voided because no commit came in time."""
 REASON_ACCEPT_EXPIRED: Final = "commit deadline passed with no commit (expired)"
 """``handoff.transition.reason`` of the ``validated -> void`` move a sweep records."""
+
+# --------------------------------------------------------------------------------------
+# Added with the audit of other frameworks' traces
+# --------------------------------------------------------------------------------------
+MODE_FRAMEWORK: Final = "framework"
+"""``mode`` the auditor gives a handoff another framework recorded (never written on spans):
+it went through no handshake."""

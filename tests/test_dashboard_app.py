@@ -22,7 +22,7 @@ from test_dashboard_scenario import HOSTILE, build
 
 from auditor import load_traces
 from auditor.audit import AuditResult, audit
-from dashboard import format
+from dashboard import data, format
 from dashboard.source import PATHS_ENV
 from dashboard.ui import csv_text
 
@@ -440,6 +440,16 @@ def test_a_frameworks_trace_shows_its_agents_handoffs_and_findings(
     text = " ".join(str(v) for df in at.dataframe for v in df.value.astype(str).values.ravel())
     for h in reported["handoffs"]:
         assert f"{h['sender']} handed work to {h['receiver']}" in text
+    at = _page(at, "handoffs")
+    _no_trouble(at)
+    with load_traces(FRAMEWORKS / scenario / "traces.jsonl").con as con:
+        flows = data.edge_flows(con)
+    assert set(zip(flows["sender"], flows["receiver"], flows["state"], strict=True)) == {
+        (h["sender"], h["receiver"], "(unvalidated)") for h in reported["handoffs"]
+    }
+    for page in ("reliability", "latency", "trace"):
+        at = _page(at, page)
+        assert not at.exception, (page, [e.message for e in at.exception])
 
 
 def test_traces_without_a_handoff_say_there_was_nothing_to_judge(

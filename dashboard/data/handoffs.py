@@ -27,6 +27,7 @@ def state_funnel(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHIN
     """How far handoffs got: ``stage`` (proposed, validated, committed, void), ``handoffs``.
 
     Validated counts handoffs with an accepted attempt; committed and void are final states.
+    Other frameworks' handoffs never entered the handshake and are left out.
     """
     with cursor(con, filters) as cur:
         row = cur.execute(
@@ -38,8 +39,14 @@ def state_funnel(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHIN
                    count(*) FILTER (WHERE final_state = $committed),
                    count(*) FILTER (WHERE final_state = $void)
             FROM hs_handoffs_all
+            WHERE mode IS DISTINCT FROM $framework
             """,
-            {"accept": s.DECISION_ACCEPT, "committed": s.STATE_COMMITTED, "void": s.STATE_VOID},
+            {
+                "accept": s.DECISION_ACCEPT,
+                "committed": s.STATE_COMMITTED,
+                "void": s.STATE_VOID,
+                "framework": s.MODE_FRAMEWORK,
+            },
         ).fetchall()[0]
     if not row[0]:
         return pd.DataFrame({"stage": pd.Series(dtype=str), "handoffs": pd.Series(dtype=int)})
@@ -85,15 +92,20 @@ def void_reasons(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHIN
 
 
 def edge_flows(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
-    """Handoffs per edge and final state: ``sender``, ``receiver``, ``state``, ``handoffs``."""
+    """Handoffs per edge and final state: ``sender``, ``receiver``, ``state``, ``handoffs``
+    (another framework's handoff, which no handshake validated, is ``(unvalidated)``)."""
     with cursor(con, filters) as cur:
         return query_frame(
             cur,
             """
             SELECT coalesce(sender, '(unknown)') AS sender,
                    coalesce(receiver, '(unknown)') AS receiver,
-                   coalesce(final_state, '(open)') AS state, count(*) AS handoffs
+                   coalesce(final_state,
+                            CASE WHEN mode = $framework THEN '(unvalidated)' END,
+                            '(open)') AS state,
+                   count(*) AS handoffs
             FROM hs_handoffs_all
             GROUP BY ALL ORDER BY handoffs DESC, sender, receiver, state
             """,
+            {"framework": s.MODE_FRAMEWORK},
         )
