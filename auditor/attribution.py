@@ -150,17 +150,19 @@ WHERE scope_name IS DISTINCT FROM {_lit(s.INSTRUMENTATION_NAME)};
     )
 
 
-def attribute(con: duckdb.DuckDBPyConnection) -> int:
+def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None) -> int:
     """Resolve the agent of every span without ``gen_ai.agent.name`` (see the module's
     docstring for the order); returns how many spans changed agent.
 
     Only those spans are read: a trace that names its agents on every span costs one scan.
+    With ``source_file``, only the spans read from that file are resolved (lines appended to
+    a trace set as they arrive; their ancestors may be anywhere).
     """
     import duckdb
 
     own = _own_agent(_COLUMNS)
     try:
-        run(con, _RESOLVE.format(own=own))
+        run(con, _RESOLVE.format(own=own), {"file": source_file})
         changed = run(
             con,
             """
@@ -184,6 +186,7 @@ WITH RECURSIVE unnamed AS MATERIALIZED (
     SELECT trace_id, span_id, parent_span_id, service_name, agent, {own} AS own
     FROM spans
     WHERE "gen_ai.agent.name" IS NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
+      AND ($file::VARCHAR IS NULL OR source_file = $file::VARCHAR)
 ), links AS MATERIALIZED (
     -- Every span a walk may pass: its parent and the agent it names itself.
     SELECT trace_id, span_id, parent_span_id, "gen_ai.agent.name" AS own FROM spans

@@ -170,7 +170,7 @@ def append_lines(
     reader.add_lines(file, list(lines), torn_possible=final)
     reader.flush()
     if reader.added:
-        attribute(trace_set.con)
+        attribute(trace_set.con, source_file=file)
     if reader.added and derived.derived_names(trace_set.con):
         derived.forget(trace_set.con)
     trace_set.problems.extend(reader.problems)

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from auditor import AuditSettings, audit, load_traces
 from auditor.attribution import attribute
+from auditor.conventions import AGENT_KEYS
 from auditor.report import render
 from auditor.settings import resolve
 from collector.otlp_file import OtlpJsonLinesExporter
@@ -310,3 +311,65 @@ def test_a_root_span_in_error_is_a_failed_workflow(tmp_path: Path) -> None:
     assert (rel["workflows"], rel["succeeded_workflows"]) == (2, 1)
     assert rel["observed"] == pytest.approx(0.5)
     assert rel["projected"] == pytest.approx(1.0)  # every handoff itself went through
+
+
+def test_lines_appended_as_they_arrive_get_their_agents(tmp_path: Path) -> None:
+    from auditor.load import TraceSet, append_lines, connect
+
+    path = tmp_path / "oi.jsonl"
+    BUILDERS["openinference-agents"](path)
+    lines = list(enumerate(path.read_text().splitlines(), start=1))
+    ts = TraceSet(con=connect())
+    half = len(lines) // 2
+    append_lines(ts, lines[:half], file=str(path))
+    append_lines(ts, lines[half:], file=str(path), final=True)
+    llm_agents = ts.con.sql(
+        "SELECT DISTINCT agent FROM spans WHERE name = 'response' ORDER BY 1"
+    ).fetchall()
+    assert [r[0] for r in llm_agents] == ["researcher", "triage", "writer"]
+
+
+def _key_case(row: Any) -> dict[str, Any]:
+    if row.json_path:
+        import json
+
+        return {row.key: json.dumps({row.json_path[0]: "named", row.json_path[1]: "named:1"})}
+    attrs: dict[str, Any] = {row.key: "named"}
+    if row.guard is not None:
+        attrs[row.guard.key] = row.guard.values[0]
+    return attrs
+
+
+@pytest.mark.parametrize(
+    "row",
+    AGENT_KEYS,
+    ids=lambda r: f"{r.convention}:{r.key}",
+)
+def test_every_agent_key_names_the_agent_of_its_span_and_descendants(
+    tmp_path: Path, row: Any
+) -> None:
+    path = tmp_path / "k.jsonl"
+    provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+    exporter: Any = OtlpJsonLinesExporter(str(path))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("some-framework")
+    with tracer.start_as_current_span("named", attributes=_key_case(row)):
+        with tracer.start_as_current_span("step"):
+            with tracer.start_as_current_span(
+                "llm", attributes={"llm.model_name": "gpt-4o", "llm.token_count.prompt": 10}
+            ):
+                pass
+    with tracer.start_as_current_span("unrelated"):
+        pass
+    provider.shutdown()
+    agents = dict(load_traces(str(path)).con.sql("SELECT name, agent FROM spans").fetchall())
+    assert agents == {"named": "named", "step": "named", "llm": "named", "unrelated": "svc"}
+    if row.guard is not None:  # without its guard, the key names nothing
+        other = tmp_path / "g.jsonl"
+        provider = TracerProvider(resource=Resource.create({"service.name": "svc"}))
+        exporter = OtlpJsonLinesExporter(str(other))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        provider.get_tracer("x").start_span("named", attributes={row.key: "named"}).end()
+        provider.shutdown()
+        agents = dict(load_traces(str(other)).con.sql("SELECT name, agent FROM spans").fetchall())
+        assert agents == {"named": "svc"}

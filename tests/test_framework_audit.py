@@ -29,6 +29,11 @@ def audited() -> dict[str, tuple[dict[str, Any], Any]]:
     return out
 
 
+def _usage_in_trace(name: str) -> bool:
+    reported = json.loads((FRAMEWORKS / name / "reported.json").read_text())
+    return bool(reported.get("usage_in_trace", True))
+
+
 def _gpt4o(tokens: dict[str, Any]) -> float:
     p = DEFAULT_PRICES["gpt-4o"]
     return (
@@ -46,7 +51,26 @@ def test_every_scenario_the_issue_names_is_recorded() -> None:
     }
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+WITH_USAGE = [n for n in SCENARIOS if _usage_in_trace(n)]
+WITHOUT_USAGE = [n for n in SCENARIOS if not _usage_in_trace(n)]
+
+
+@pytest.mark.parametrize("name", WITHOUT_USAGE)
+def test_usage_the_trace_does_not_hold_is_unknown_not_free(audited: Any, name: str) -> None:
+    from auditor.report import render
+
+    reported, result = audited[name]
+    agents = {a["agent"]: a for a in result.figures.agents}
+    assert set(agents) <= set(reported["agents"])  # the receivers, from their handoffs
+    assert all(a.get("input_tokens") is None and a.get("cost_usd") is None for a in agents.values())
+    s = result.figures.summary
+    assert s["agents"] == len(reported["agents"])
+    assert s["input_tokens"] is None and s["cost_usd"] is None
+    text = render(result, "table", width=120)
+    assert "unknown: no span reported tokens or a cost" in text and "$0" not in text
+
+
+@pytest.mark.parametrize("name", WITH_USAGE)
 def test_each_agent_has_the_tokens_the_framework_counted(audited: Any, name: str) -> None:
     reported, result = audited[name]
     agents = {a["agent"]: a for a in result.figures.agents}
@@ -65,7 +89,7 @@ def test_each_agent_has_the_tokens_the_framework_counted(audited: Any, name: str
     )
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", WITH_USAGE)
 def test_gpt4o_is_priced_and_marked_estimated_unless_the_framework_priced_it(
     audited: Any, name: str
 ) -> None:
@@ -107,3 +131,18 @@ def test_the_cli_exits_1_naming_sender_and_receiver(
     doc = json.loads(capsys.readouterr().out)
     pairs = {(f["sender"], f["receiver"]) for f in doc["findings"]}
     assert pairs == {(h["sender"], h["receiver"]) for h in reported["handoffs"]}
+
+
+@pytest.mark.parametrize("name", WITH_USAGE)
+def test_an_edge_costs_the_receivers_turn(audited: Any, name: str) -> None:
+    """Each agent here receives one handoff and keeps the turn: the edge into it costs what
+    the agent used (the first agent received none)."""
+    reported, result = audited[name]
+    agents = {a["agent"]: a for a in result.figures.agents}
+    for edge in result.figures.edges:
+        receiver = agents[edge["receiver"]]
+        assert (edge["input_tokens"], edge["output_tokens"]) == (
+            receiver["input_tokens"],
+            receiver["output_tokens"],
+        ), edge
+        assert edge["cost_usd"] == pytest.approx(receiver["cost_usd"])

@@ -49,9 +49,12 @@ def test_fault_mix_holds_every_fault_and_trips_every_rule(audited):
 
     doc = load_manifest(ROOT / "fault-mix")
     assert {e["fault"] for e in doc["faults"]} >= {f.name for f in faults_for_mode("handshake")}
-    assert set(doc["expected_findings"]) == {r.id for r in all_rules()}
+    # The samples are the library's own spans; other frameworks' handoffs, which only
+    # unvalidated-handoff judges, are in tests/fixtures/frameworks (tests/test_framework_audit.py).
+    library_rules = {r.id for r in all_rules()} - {"unvalidated-handoff"}
+    assert set(doc["expected_findings"]) == library_rules
     found, _ = audited["fault-mix"]
-    assert {f.rule for f in found} == {r.id for r in all_rules()}
+    assert {f.rule for f in found} == library_rules
 
 
 def test_clean_samples_have_no_finding(audited):

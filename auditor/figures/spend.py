@@ -76,16 +76,46 @@ def edge_spend(
 ) -> duckdb.DuckDBPyRelation:
     """Tokens and cost of every phase of the handoffs on each sender -> receiver edge.
 
+    Another framework's handoff has no phases: its cost is the receiver's turn, what the
+    receiver used in the trace from the handoff until it handed off in turn (a delegate's
+    turn: its whole run).
     Columns: sender, receiver, handoffs, input_tokens, output_tokens, cost_usd.
     """
     return query(
         con,
         f"""
+        WITH fw AS (SELECT * FROM hs_framework_handoffs({FILTER_ARGS})),
+        turns AS (
+            -- A delegate's turn is its whole run (the edge's span).
+            SELECT f.handoff_key, f.trace_id, f.receiver, f.start_unix_nano,
+                   CASE WHEN f.convention = 'delegation' THEN f.end_unix_nano + 1
+                   ELSE coalesce((SELECT min(n.start_unix_nano) FROM fw AS n
+                                  WHERE n.trace_id = f.trace_id AND n.sender = f.receiver
+                                    AND n.start_unix_nano > f.start_unix_nano),
+                                 9223372036854775807) END AS until_ns
+            FROM fw AS f
+        ),
+        turn_costs AS (
+            SELECT t.handoff_key, sum(u.input_tokens) AS input_tokens,
+                   sum(u.output_tokens) AS output_tokens, sum(u.cost_usd) AS cost_usd
+            FROM turns AS t
+            JOIN hs_usage({FILTER_ARGS}) AS u
+                ON u.trace_id = t.trace_id AND u.agent = t.receiver
+               AND u.start_unix_nano >= t.start_unix_nano AND u.start_unix_nano < t.until_ns
+            GROUP BY t.handoff_key
+        ),
+        attempts AS (
+            SELECT a.handoff_key, a.sender, a.receiver,
+                   coalesce(a.input_tokens, c.input_tokens) AS input_tokens,
+                   coalesce(a.output_tokens, c.output_tokens) AS output_tokens,
+                   coalesce(a.cost_usd, c.cost_usd) AS cost_usd
+            FROM hs_attempts({FILTER_ARGS}) AS a LEFT JOIN turn_costs AS c USING (handoff_key)
+        )
         SELECT sender, receiver,
                count(DISTINCT handoff_key) AS handoffs,
                sum(input_tokens) AS input_tokens, sum(output_tokens) AS output_tokens,
                sum(cost_usd) AS cost_usd
-        FROM hs_attempts({FILTER_ARGS})
+        FROM attempts
         GROUP BY ALL
         ORDER BY cost_usd DESC NULLS LAST, sender, receiver
         """,

@@ -38,6 +38,9 @@ def plural(n: int | float | None, word: str, words: str | None = None) -> str:
 
 def spend(summary: dict[str, Any]) -> str:
     """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens."""
+    if summary.get("input_tokens") is None and summary.get("output_tokens") is None:
+        if summary.get("cost_usd") is None:
+            return f"{UNKNOWN_COST}: no span reported tokens or a cost"
     text = (
         f"{money(summary.get('cost_usd'), estimated=summary.get('estimated_cost_usd'))} for "
         f"{count(summary.get('input_tokens'))} input and "
