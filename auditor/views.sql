@@ -110,8 +110,17 @@ edges AS (
 SELECT concat_ws('/', trace_id, span_id) AS handoff_key, trace_id, span_id, sender, receiver,
        convention, start_unix_nano, end_unix_nano,
        coalesce(status_code, 'UNSET') <> 'ERROR' AS ok
-FROM edges
-WHERE receiver IS NOT NULL;
+FROM edges AS e
+WHERE receiver IS NOT NULL
+  -- Control staying with its agent (a refused handoff, as an adapter records it) is no edge.
+  AND sender IS DISTINCT FROM receiver
+  -- A handshake adapter (collector.integrations) ran the library's handoff between the same
+  -- agents during this one: the handshake's own spans record it, so it is no second edge.
+  AND NOT EXISTS (
+      SELECT 1 FROM spans AS h
+      WHERE h.name = 'handoff' AND h.trace_id = e.trace_id
+        AND h."handoff.sender" = e.sender AND h."handoff.receiver" = e.receiver
+        AND h.start_unix_nano <= e.end_unix_nano AND e.start_unix_nano <= h.end_unix_nano);
 
 -- Read through hs_framework_handoffs_all, which auditor/derived.py may point at a table.
 CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS SELECT * FROM hs_framework_handoff_spans;

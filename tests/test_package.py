@@ -13,6 +13,8 @@ from auditor.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ["collector", "auditor", "dashboard"]
 HEAVY = ["duckdb", "streamlit", "plotly", "grpc", "opentelemetry.sdk", "pandas", "click"]
+# Agent frameworks: only their own adapter module in collector.integrations imports one.
+FRAMEWORKS = ["pydantic_ai", "agents", "openai", "langgraph", "langchain_core"]
 
 
 def test_version_and_help(capsys):
@@ -33,6 +35,18 @@ def test_importing_collector_loads_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     loaded = json.loads(out.stdout)
     offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    assert offenders == []
+
+
+def test_importing_collector_and_its_integrations_loads_no_framework():
+    code = (
+        "import sys, json, collector, collector.integrations, collector.integrations.handshake;"
+        " print(json.dumps(sorted(m for m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    heavy = HEAVY + FRAMEWORKS
+    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy)]
     assert offenders == []
 
 

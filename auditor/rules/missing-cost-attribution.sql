@@ -9,6 +9,16 @@ WITH checked AS (
         *,
         CASE
             WHEN name = 'handoff.commit' AND "handoff.commit.outcome" = 'executed'
+                 -- Work run in an agent framework (collector.integrations) leaves its tokens
+                 -- on the framework's model spans of the receiver, during the commit.
+                 AND NOT EXISTS (
+                     SELECT 1 FROM spans AS m
+                     WHERE m.trace_id = hs_phases_all.trace_id
+                       AND m.agent = hs_phases_all."handoff.receiver"
+                       AND NOT starts_with(m.name, 'handoff')
+                       AND (m.input_tokens IS NOT NULL OR m.output_tokens IS NOT NULL)
+                       AND m.start_unix_nano >= hs_phases_all.start_unix_nano
+                       AND m.end_unix_nano <= hs_phases_all.end_unix_nano)
                  AND ("gen_ai.agent.name" IS NULL OR "gen_ai.request.model" IS NULL
                       OR input_tokens IS NULL OR output_tokens IS NULL OR cost_usd IS NULL)
                 THEN 'an executed commit without ' || array_to_string(list_filter([
