@@ -1,0 +1,336 @@
+"""The auditor's DuckDB SQL, read once and run on ClickHouse.
+
+Rules (``auditor/rules/*.sql``), the helper macros and views (``auditor/views.sql``) and the
+figures' queries are written once, in DuckDB's SQL. SQLGlot transpiles them
+(``read="duckdb", write="clickhouse"``); this module adds what SQLGlot does not map, as
+rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
+
+* table macros (``hs_x(since_ns, until_ns, agents)``) and views become CTEs in front of the
+  query that reads them, only those it needs, in the order they depend on each other; the
+  time range is already applied to ``spans`` itself (a bound parameter), so every macro is
+  called unfiltered. Scalar macros (``hs_handoff_key``) are inlined. Nothing is created on
+  the server: an audit needs only the right to SELECT.
+* semantics that differ: a map lookup of a missing key is NULL in DuckDB and '' in
+  ClickHouse; ``concat_ws`` and ``list_position`` skip or return NULL; ``format``'s
+  ``{:.Nf}`` and the way a DOUBLE prints; ``quantile_cont`` (interpolated, not sampled);
+  ``len`` of a list; ``bool_or``; struct literals (named tuples); ``UNION ALL BY NAME``
+  when both sides list the same names in the same order.
+
+Whatever falls outside raises :class:`DialectError` naming the construct, so a rule that
+cannot run on ClickHouse says so instead of giving different findings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import cache
+from typing import Final
+
+import sqlglot
+from sqlglot import exp
+
+from auditor.errors import AuditError
+from auditor.macros import views_sql
+
+__all__ = [
+    "PARAMETER_TYPES",
+    "SETTINGS",
+    "DialectError",
+    "Definitions",
+    "definitions",
+    "to_clickhouse",
+]
+
+SETTINGS: Final = (
+    " SETTINGS enable_named_columns_in_function_tuple = 1, join_use_nulls = 1,"
+    " allow_experimental_analyzer = 1"
+)
+"""Query settings every transpiled query runs with: struct literals keep their field names,
+and an outer join fills missing columns with NULL (as DuckDB does) instead of defaults."""
+
+_STATEMENT: Final = re.compile(
+    r"^CREATE OR REPLACE TEMP (?P<kind>MACRO|VIEW) (?P<name>\w+)"
+    r"(?:\((?P<params>[^)]*)\))? AS(?P<table> TABLE)?\s*\n?(?P<body>.*?);$",
+    re.S | re.M,
+)
+
+
+PARAMETER_TYPES: Final = {
+    "validation_timeout_ms": "Float64",
+    "p95_budget_ms": "Float64",
+    "default_max_attempts": "Int64",
+    "since_ns": "Int64",
+    "until_ns": "Int64",
+}
+"""The ClickHouse type of each bound parameter a rule or figure may use."""
+
+
+class DialectError(AuditError):
+    """A DuckDB construct this layer cannot express in ClickHouse."""
+
+
+class Definitions:
+    """The macros and views of ``views.sql``, parsed: what a query may read besides spans."""
+
+    def __init__(self, text: str) -> None:
+        self.scalar: dict[str, tuple[list[str], exp.Expr]] = {}
+        self.tables: dict[str, exp.Expr] = {}
+        for m in _STATEMENT.finditer(text):
+            name, body = m.group("name"), m.group("body")
+            params = [p.strip() for p in (m.group("params") or "").split(",") if p.strip()]
+            if m.group("kind") == "MACRO" and not m.group("table"):
+                self.scalar[name] = (params, sqlglot.parse_one(body, read="duckdb"))
+                continue
+            tree = sqlglot.parse_one(body, read="duckdb")
+            # Unfiltered: the time range is applied to `spans` itself.
+            for p in params:
+                tree = _substitute(tree, {p: _unfiltered_argument(p)})
+            self.tables[name] = tree
+        # Each definition is rewritten once (its own calls and the DuckDB-only constructs).
+        self.rewritten = {name: self._rewrite(tree) for name, tree in self.tables.items()}
+
+    def _rewrite(self, tree: exp.Expr) -> exp.Expr:
+        return _rewrite(_inline(tree, self.scalar))
+
+    def dependencies(self, tree: exp.Expr) -> list[str]:
+        """The definitions ``tree`` reads, each after those it reads itself."""
+        order: list[str] = []
+
+        def visit(node: exp.Expr, stack: tuple[str, ...]) -> None:
+            local = {cte.alias_or_name for cte in node.find_all(exp.CTE)}
+            for table in node.find_all(exp.Table):
+                name = table.name
+                if name in self.rewritten and name not in local and name not in order:
+                    if name in stack:
+                        raise DialectError(f"views.sql: {name} reads itself")
+                    visit(self.rewritten[name], (*stack, name))
+                    if name not in order:
+                        order.append(name)
+
+        visit(tree, ())
+        return order
+
+
+@cache
+def definitions() -> Definitions:
+    """The parsed ``views.sql`` (whatever macros and views it holds)."""
+    return Definitions(views_sql())
+
+
+def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> str:
+    """ClickHouse SQL for the DuckDB query ``sql`` (a rule or a figure).
+
+    ``spans`` is the ClickHouse SELECT standing for the ``spans`` table; the definitions the
+    query reads (``hs_*``) come before it as CTEs. DuckDB parameters (``$name``) become
+    ClickHouse query parameters (``{name:Type}``; see :func:`parameter_types`).
+    """
+    defs = defs or definitions()
+    try:
+        tree = defs._rewrite(sqlglot.parse_one(sql, read="duckdb"))
+    except sqlglot.errors.ParseError as e:
+        raise DialectError(f"cannot read the query: {e}") from e
+    needed = defs.dependencies(tree)
+    ctes = [("spans", spans)] + [(n, _generate(defs.rewritten[n])) for n in needed]
+    own = tree.args.get("with_")
+    if own is not None:
+        tree.set("with_", None)
+        ctes += [(c.alias_or_name, _generate(c.this)) for c in own.expressions]
+    head = "WITH " + ",\n".join(f"{name} AS (\n{body}\n)" for name, body in ctes)
+    return f"{head}\n{_generate(tree)}{SETTINGS}"
+
+
+def _generate(tree: exp.Expr) -> str:
+    return tree.sql(dialect="clickhouse", comments=False)
+
+
+def _unfiltered_argument(param: str) -> exp.Expr:
+    return exp.Array(expressions=[]) if param == "agents" else exp.Null()
+
+
+def _substitute(tree: exp.Expr, values: dict[str, exp.Expr]) -> exp.Expr:
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.name in values:
+            return values[node.name].copy()
+        return node
+
+    return tree.transform(swap)
+
+
+def _inline(tree: exp.Expr, scalar: dict[str, tuple[list[str], exp.Expr]]) -> exp.Expr:
+    """Replace calls of scalar macros by their bodies, arguments substituted."""
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in scalar:
+            params, body = scalar[str(node.this).lower()]
+            if len(params) != len(node.expressions):
+                raise DialectError(f"{node.this} takes {len(params)} arguments")
+            inlined = _substitute(body.copy(), dict(zip(params, node.expressions, strict=True)))
+            return exp.Paren(this=_inline(inlined, scalar))
+        return node
+
+    return tree.transform(swap)
+
+
+def _post_order(tree: exp.Expr, fn: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
+    """Apply ``fn`` to every node of ``tree``, children before their parent, so that what
+    ``fn`` builds from a node's children is built from rewritten children."""
+    for node in reversed(list(tree.walk(bfs=False))):
+        new = fn(node)
+        if new is not node:
+            if node is tree:
+                tree = new
+            else:
+                node.replace(new)
+    return tree
+
+
+def _ch(text: str) -> exp.Expr:
+    return sqlglot.parse_one(text, read="clickhouse")
+
+
+def _call(name: str, *args: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this=name, expressions=[a.copy() for a in args])
+
+
+_FORMAT_SPEC: Final = re.compile(r"\{(:\.(\d+)f)?\}")
+
+
+def _format(node: exp.Expr) -> exp.Expr:
+    """DuckDB's ``format`` (fmt): ``{}`` prints a DOUBLE with its ``.0``; ``{:.Nf}`` rounds."""
+    pattern, *args = [node.this, *node.expressions] if node.this else node.expressions
+    if not isinstance(pattern, exp.Literal) or not pattern.is_string:
+        raise DialectError("format() needs a literal pattern on ClickHouse")
+    text = pattern.this
+    specs = [m.group(2) for m in _FORMAT_SPEC.finditer(text)]
+    if len(specs) != len(args) or re.search(r"\{[^}]*[^}:.\df0-9][^}]*\}", text):
+        raise DialectError(f"format({text!r}): only {{}} and {{:.Nf}} placeholders are mapped")
+    texts = []
+    for digits, arg in zip(specs, args, strict=True):
+        if digits is not None:
+            texts.append(
+                _call(
+                    "toString",
+                    _call("round", _call("toFloat64", arg), exp.Literal.number(int(digits))),
+                )
+            )
+        else:
+            texts.append(_text_of(arg))
+    return _call("format", exp.Literal.string(_FORMAT_SPEC.sub("{}", text)), *texts)
+
+
+def _template(text: str, **args: exp.Expr) -> exp.Expr:
+    """ClickHouse expression ``text`` with its columns ``_a``, ``_b`` ... set to ``args``."""
+    return _substitute(_ch(text), {f"_{k}": v for k, v in args.items()})
+
+
+_FLOAT_TEXT: Final = (
+    "if(startsWith(toTypeName(_v), 'Float') OR startsWith(toTypeName(_v), 'Nullable(Float'),"
+    " if(isFinite(toFloat64OrNull(toString(_v)))"
+    " AND toFloat64OrNull(toString(_v)) = round(toFloat64OrNull(toString(_v)))"
+    " AND abs(toFloat64OrNull(toString(_v))) < 1e15, concat(toString(_v), '.0'),"
+    " toString(_v)), toString(_v))"
+)
+_NOT_NULL_ITEMS: Final = "arrayMap(x -> assumeNotNull(x), arrayFilter(x -> x IS NOT NULL, _l))"
+
+
+def _text_of(arg: exp.Expr) -> exp.Expr:
+    """ClickHouse text of any value as DuckDB's format prints it (2500.0, not 2500)."""
+    return _template(_FLOAT_TEXT, v=arg)
+
+
+def _by_name(node: exp.Union) -> exp.Expr:
+    """``UNION ALL BY NAME`` as a plain UNION ALL, when both sides agree column by column."""
+
+    def names(side: exp.Expr) -> list[str]:
+        if not isinstance(side, exp.Select):
+            raise DialectError("UNION BY NAME over a nested set operation")
+        # A star stands for the same columns on both sides only if it names the same table.
+        return [
+            e.sql() if isinstance(e, exp.Star) or isinstance(e.this, exp.Star) else e.alias_or_name
+            for e in side.expressions
+        ]
+
+    left, right = names(node.this), names(node.expression)
+    if left != right:
+        raise DialectError(
+            f"UNION ALL BY NAME: the two sides list {left} and {right}; list the same columns"
+            " in the same order"
+        )
+    node.set("by_name", None)
+    return node
+
+
+def _rewrite(tree: exp.Expr) -> exp.Expr:
+    """Rewrite the DuckDB-only constructs of ``tree`` (see the module docstring)."""
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder) and node.name:
+            # A bound parameter: ClickHouse names its type where it is used.
+            return _ch(f"{{{node.name}:{PARAMETER_TYPES.get(node.name, 'String')}}}")
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous):
+            name = str(node.this.this)
+            return exp.Table(this=exp.to_identifier(name), alias=node.args.get("alias"))
+        if isinstance(node, exp.CTE) and node.args.get("materialized"):
+            node.set("materialized", None)
+            return node
+        if isinstance(node, exp.Union) and node.args.get("by_name"):
+            return _by_name(node)
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+            key = node.expressions[0]
+            if isinstance(key, exp.Literal) and key.is_string:
+                m = node.this
+                return exp.If(
+                    this=_call("mapContains", m, key),
+                    true=exp.Bracket(this=m.copy(), expressions=[key.copy()]),
+                    false=exp.Null(),
+                )
+        if isinstance(node, exp.Format):
+            return _format(node)
+        if isinstance(node, exp.ConcatWs):
+            sep, *parts = node.expressions
+            items = exp.Array(
+                expressions=[_call("toNullable", _call("toString", p)) for p in parts]
+            )
+            return _call("arrayStringConcat", _template(_NOT_NULL_ITEMS, l=items), sep)
+        if isinstance(node, exp.ArrayToString):
+            items, sep = node.this, node.expression
+            joined = _call("arrayStringConcat", _template(_NOT_NULL_ITEMS, l=items), sep)
+            return exp.If(this=_call("empty", items), true=exp.Null(), false=joined)
+        if isinstance(node, exp.Length):
+            return _call("length", node.this)
+        if isinstance(node, exp.LogicalOr):
+            return _call("max", node.this)
+        if isinstance(node, exp.LogicalAnd):
+            return _call("min", node.this)
+        if isinstance(node, exp.ArraySort):
+            return _call("arraySort", node.this)
+        if isinstance(node, exp.ArrayAgg):
+            return _call("groupArray", node.this)
+        if isinstance(node, exp.IntDiv):
+            return _call("intDiv", node.this, node.expression)
+        if isinstance(node, exp.TryCast):
+            target = node.to.sql(dialect="clickhouse")
+            inner = target[len("Nullable(") : -1] if target.startswith("Nullable(") else target
+            return _call("accurateCastOrNull", node.this, exp.Literal.string(inner))
+        if isinstance(node, exp.PercentileCont):
+            if not isinstance(node.expression, exp.Literal):
+                raise DialectError("quantile_cont needs a literal fraction on ClickHouse")
+            q = node.expression.sql("clickhouse")
+            return _template(f"quantileExactInclusive({q})(_v)", v=node.this)
+        if isinstance(node, exp.Struct):
+            fields = []
+            for f in node.expressions:
+                if not isinstance(f, exp.PropertyEQ):
+                    raise DialectError("a struct literal needs a name for each field")
+                fields.append(exp.alias_(f.expression.copy(), f.this.name))
+            return _call("tuple", *fields)
+        if isinstance(node, exp.Anonymous):
+            name = str(node.this).lower()
+            if name == "list_position":
+                return _call("nullIf", _call("indexOf", *node.expressions), exp.Literal.number(0))
+            if name == "isfinite":
+                return _call("isFinite", *node.expressions)
+        return node
+
+    return _post_order(tree, swap)
