@@ -32,6 +32,7 @@ from sqlglot import exp
 
 from auditor.errors import AuditError
 from auditor.macros import views_sql
+from auditor.table import SPAN_COLUMNS
 
 __all__ = [
     "PARAMETER_TYPES",
@@ -76,7 +77,9 @@ class Definitions:
     def __init__(self, text: str) -> None:
         self.scalar: dict[str, tuple[list[str], exp.Expr]] = {}
         self.tables: dict[str, exp.Expr] = {}
-        for m in _STATEMENT.finditer(text):
+        # Whole-line comments go first: one ending in ';' would end its statement early.
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        for m in _STATEMENT.finditer(code):
             name, body = m.group("name"), m.group("body")
             params = [p.strip() for p in (m.group("params") or "").split(",") if p.strip()]
             if m.group("kind") == "MACRO" and not m.group("table"):
@@ -89,6 +92,9 @@ class Definitions:
             self.tables[name] = tree
         # Each definition is rewritten once (its own calls and the DuckDB-only constructs).
         self.rewritten = {name: self._rewrite(tree) for name, tree in self.tables.items()}
+        for tree in self.rewritten.values():
+            _expand_stars(tree, self)
+            _qualify_shadowed(tree, self)
 
     def _rewrite(self, tree: exp.Expr) -> exp.Expr:
         return _rewrite(_inline(tree, self.scalar))
@@ -130,6 +136,8 @@ def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> s
         tree = defs._rewrite(sqlglot.parse_one(sql, read="duckdb"))
     except sqlglot.errors.ParseError as e:
         raise DialectError(f"cannot read the query: {e}") from e
+    _expand_stars(tree, defs)
+    _qualify_shadowed(tree, defs)
     needed = defs.dependencies(tree)
     ctes = [("spans", spans)] + [(n, _generate(defs.rewritten[n])) for n in needed]
     own = tree.args.get("with_")
@@ -138,6 +146,122 @@ def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> s
         ctes += [(c.alias_or_name, _generate(c.this)) for c in own.expressions]
     head = "WITH " + ",\n".join(f"{name} AS (\n{body}\n)" for name, body in ctes)
     return f"{head}\n{_generate(tree)}{SETTINGS}"
+
+
+def _columns(
+    name: str, scope: exp.Expr, defs: Definitions, seen: frozenset[str] = frozenset()
+) -> list[str] | None:
+    """The column names of relation ``name`` as seen from ``scope``, when they can be told."""
+    if name in seen:
+        return None
+    seen = seen | {name}
+    node: exp.Expr | None = scope
+    while node is not None:
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            for cte in with_.expressions:
+                if cte.alias_or_name == name:
+                    return _projection(cte.this, defs, seen)
+        node = node.parent
+    if name == "spans":
+        return list(SPAN_COLUMNS)
+    if name in defs.rewritten:
+        return _projection(defs.rewritten[name], defs, seen)
+    return None
+
+
+def _projection(query: exp.Expr, defs: Definitions, seen: frozenset[str]) -> list[str] | None:
+    if isinstance(query, exp.Union):
+        return _projection(query.this, defs, seen)
+    if not isinstance(query, exp.Select):
+        return None
+    out: list[str] = []
+    for e in query.expressions:
+        star = isinstance(e, exp.Star) or (
+            isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+        )
+        if not star:
+            out.append(e.alias_or_name)
+            continue
+        qualifier = e.table if isinstance(e, exp.Column) else ""
+        tables = [query.args["from_"].this, *(j.this for j in query.args.get("joins") or [])]
+        for table in tables:
+            if qualifier and table.alias_or_name != qualifier:
+                continue
+            if not isinstance(table, exp.Table):
+                return None
+            cols = _columns(table.name, query, defs, seen)
+            if cols is None:
+                return None
+            out.extend(c for c in cols if c not in out or not qualifier)
+    return out
+
+
+def _expand_stars(tree: exp.Expr, defs: Definitions) -> None:
+    """``x.*`` in a query with joins, as named columns: ClickHouse names a column ``x.c``
+    there when another joined relation has a ``c`` too, DuckDB names it ``c``."""
+    for select in list(tree.find_all(exp.Select)):
+        if not select.args.get("joins"):
+            continue
+        projections = []
+        for e in select.expressions:
+            if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) and e.table:
+                tables = [select.args["from_"].this, *(j.this for j in select.args["joins"])]
+                match = [t for t in tables if t.alias_or_name == e.table]
+                cols = (
+                    _columns(match[0].name, select, defs)
+                    if match and isinstance(match[0], exp.Table)
+                    else None
+                )
+                if cols is None:
+                    raise DialectError(f"cannot tell the columns of {e.table}.* in a join")
+                projections.extend(
+                    exp.alias_(exp.column(c, table=e.table, quoted=True), c, quoted=True)
+                    for c in cols
+                )
+            else:
+                projections.append(e)
+        select.set("expressions", projections)
+
+
+def _qualify_shadowed(tree: exp.Expr, defs: Definitions) -> None:
+    """Qualify a column that an alias of the same SELECT shadows.
+
+    In ``SELECT any(workflow_id) AS workflow_id, list(workflow_id) ...`` DuckDB reads the
+    column in both places; ClickHouse reads the alias (an aggregate inside an aggregate).
+    ``t.workflow_id`` is the column in both engines.
+    """
+    for select in list(tree.find_all(exp.Select)):
+        if select.args.get("joins") or select.args.get("from_") is None:
+            continue
+        source = select.args["from_"].this
+        if isinstance(source, exp.Table):
+            columns = _columns(source.name, select, defs)
+        elif isinstance(source, exp.Subquery):
+            columns = _projection(source.this, defs, frozenset())
+        else:
+            continue
+        aliases = {
+            e.alias
+            for e in select.expressions
+            if isinstance(e, exp.Alias)
+            and not (isinstance(e.this, exp.Column) and e.this.name == e.alias)
+        }
+        shadowed = aliases & set(columns or ())
+        if not shadowed:
+            continue
+        if not source.alias_or_name:
+            source.set("alias", exp.TableAlias(this=exp.to_identifier("hs_source")))
+        qualifier = source.alias_or_name
+        for part in (*select.expressions, select.args.get("where"), select.args.get("group")):
+            if part is None:
+                continue
+            for col in list(part.find_all(exp.Column)):
+                if col.table or col.name not in shadowed:
+                    continue
+                if col.find_ancestor(exp.Select) is not select:
+                    continue
+                col.set("table", exp.to_identifier(qualifier))
 
 
 def _generate(tree: exp.Expr) -> str:
@@ -261,6 +385,19 @@ def _by_name(node: exp.Union) -> exp.Expr:
     return node
 
 
+def _filtered(node: exp.Filter) -> exp.Expr:
+    """``agg(x) FILTER (WHERE c)`` as ClickHouse's -If combinator: ``aggIf(x, c)``."""
+    agg, where = node.this, node.expression
+    cond = where.this if isinstance(where, exp.Where) else where
+    if isinstance(agg, exp.Count):
+        star = agg.this is None or isinstance(agg.this, exp.Star)
+        return _call("countIf", cond) if star else _call("countIf", agg.this, cond)
+    name = agg.sql(dialect="clickhouse").split("(", 1)[0]
+    if not name.isidentifier() or isinstance(agg, exp.Window):
+        raise DialectError(f"cannot map FILTER over {agg.sql('duckdb')}")
+    return _call(name + "If", *agg.iter_expressions(), cond)
+
+
 def _rewrite(tree: exp.Expr) -> exp.Expr:
     """Rewrite the DuckDB-only constructs of ``tree`` (see the module docstring)."""
 
@@ -287,6 +424,13 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
                 )
         if isinstance(node, exp.Format):
             return _format(node)
+        if isinstance(node, exp.IgnoreNulls):
+            # ClickHouse's aggregates skip NULLs already.
+            return node.this
+        if isinstance(node, exp.AnyValue):
+            return _call("any", node.this)
+        if isinstance(node, exp.Filter):
+            return _filtered(node)
         if isinstance(node, exp.ConcatWs):
             sep, *parts = node.expressions
             items = exp.Array(
@@ -329,6 +473,11 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
             name = str(node.this).lower()
             if name == "list_position":
                 return _call("nullIf", _call("indexOf", *node.expressions), exp.Literal.number(0))
+            if name == "product" and len(node.expressions) == 1:
+                # No product aggregate in ClickHouse; NULL over no rows, as in DuckDB.
+                return _template(
+                    "if(count(_v) = 0, NULL, arrayProduct(groupArray(_v)))", v=node.expressions[0]
+                )
             if name == "isfinite":
                 return _call("isFinite", *node.expressions)
         return node

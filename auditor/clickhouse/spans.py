@@ -9,7 +9,7 @@ here, with the type :data:`auditor.table.ATTRIBUTE_COLUMNS` gives it.
 
 :func:`spans_select` is one ClickHouse SELECT (no object is created on the server): the
 audit puts it in front of every query as the ``spans`` CTE, with the time range bound as
-the query parameters ``since_ns`` and ``until_ns``.
+the query parameters ``hs_since_ns`` and ``hs_until_ns``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ CLICKHOUSE_TYPES: Final = {
 """The ClickHouse type of each DuckDB type :mod:`auditor.table` gives an attribute column.
 A list cannot be Nullable in ClickHouse: a missing list attribute reads as an empty list."""
 
-TIME_PARAMETERS: Final = ("since_ns", "until_ns")
+TIME_PARAMETERS: Final = ("hs_since_ns", "hs_until_ns")
 """The query parameters bounding span start (Unix ns, ``until`` excluded)."""
 
 _LINK_TYPE: Final = (
@@ -94,7 +94,7 @@ def spans_select(table: str) -> str:
     """A SELECT over ``table`` (the exporter's schema) with the columns of ``spans``.
 
     ``table`` is a quoted identifier (``"otel"."otel_traces"``); spans whose start lies in
-    ``[since_ns, until_ns)`` are kept.
+    ``[hs_since_ns, hs_until_ns)`` are kept.
     """
     typed = "[" + ", ".join(_quote(k) for k in sorted(TYPED_KEYS)) + "]"
     attr_cols = ",\n".join(
@@ -140,8 +140,8 @@ def spans_select(table: str) -> str:
     CAST(NULL AS Nullable(String)) AS source_file,
     CAST(NULL AS Nullable(Int64)) AS source_line
 FROM {table}
-WHERE Timestamp >= fromUnixTimestamp64Nano({{since_ns:Int64}})
-  AND Timestamp < fromUnixTimestamp64Nano({{until_ns:Int64}})"""
+WHERE Timestamp >= fromUnixTimestamp64Nano({{hs_since_ns:Int64}})
+  AND Timestamp < fromUnixTimestamp64Nano({{hs_until_ns:Int64}})"""
 
 
 def _ident(name: str) -> str:
