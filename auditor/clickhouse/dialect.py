@@ -95,6 +95,7 @@ class Definitions:
         for tree in self.rewritten.values():
             _expand_stars(tree, self)
             _qualify_shadowed(tree, self)
+        self.generated = {name: _generate(tree) for name, tree in self.rewritten.items()}
 
     def _rewrite(self, tree: exp.Expr) -> exp.Expr:
         return _rewrite(_inline(tree, self.scalar))
@@ -139,7 +140,7 @@ def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> s
     _expand_stars(tree, defs)
     _qualify_shadowed(tree, defs)
     needed = defs.dependencies(tree)
-    ctes = [("spans", spans)] + [(n, _generate(defs.rewritten[n])) for n in needed]
+    ctes = [("spans", spans)] + [(n, defs.generated[n]) for n in needed]
     own = tree.args.get("with_")
     if own is not None:
         tree.set("with_", None)
@@ -203,7 +204,7 @@ def _expand_stars(tree: exp.Expr, defs: Definitions) -> None:
     for select in list(tree.find_all(exp.Select)):
         if not select.args.get("joins"):
             continue
-        projections = []
+        projections: list[exp.Expr] = []
         for e in select.expressions:
             if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) and e.table:
                 tables = [select.args["from_"].this, *(j.this for j in select.args["joins"])]
