@@ -386,6 +386,47 @@ def _by_name(node: exp.Union) -> exp.Expr:
     return node
 
 
+def _decorrelated(node: exp.Exists) -> exp.Expr:
+    """``EXISTS (SELECT .. FROM r AS i WHERE i.a = o.a AND i.b = o.b AND p(i))`` as
+    ``(o.a, o.b) IN (SELECT i.a, i.b FROM r AS i WHERE p(i))``.
+
+    The same rows (a NULL key matches nothing either way), and an uncorrelated IN is a hash
+    set ClickHouse builds once, where its correlated EXISTS cannot share materialised CTEs.
+    Anything else is left to ClickHouse as it is.
+    """
+    query = node.this
+    if not isinstance(query, exp.Select) or query.args.get("joins") or query.args.get("group"):
+        return node
+    source = query.args.get("from_")
+    if source is None or not isinstance(source.this, exp.Table):
+        return node
+    inner = source.this.alias_or_name
+    where = query.args.get("where")
+    if where is None:
+        return node
+    parts = list(where.this.flatten()) if isinstance(where.this, exp.And) else [where.this]
+    keys: list[tuple[exp.Expr, exp.Expr]] = []
+    rest: list[exp.Expr] = []
+    for part in parts:
+        tables = {c.table for c in part.find_all(exp.Column)}
+        if isinstance(part, exp.EQ) and len(tables) == 2 and inner in tables:
+            left, right = part.this, part.expression
+            if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+                return node
+            keys.append((left, right) if left.table == inner else (right, left))
+        elif tables <= {inner, ""}:
+            rest.append(part)
+        else:
+            return node
+    if not keys:
+        return node
+    inner_query = exp.select(*(k[0].copy() for k in keys)).from_(source.this.copy())
+    if rest:
+        inner_query = inner_query.where(exp.and_(*(r.copy() for r in rest)))
+    outer = exp.Tuple(expressions=[k[1].copy() for k in keys])
+    return exp.In(this=outer, query=exp.Subquery(this=inner_query))
+
+
 def _filtered(node: exp.Filter) -> exp.Expr:
     """``agg(x) FILTER (WHERE c)`` as ClickHouse's -If combinator: ``aggIf(x, c)``."""
     agg, where = node.this, node.expression
@@ -423,6 +464,8 @@ def _rewrite(tree: exp.Expr) -> exp.Expr:
                     true=exp.Bracket(this=m.copy(), expressions=[key.copy()]),
                     false=exp.Null(),
                 )
+        if isinstance(node, exp.Exists):
+            return _decorrelated(node)
         if isinstance(node, exp.Format):
             return _format(node)
         if isinstance(node, exp.IgnoreNulls):
