@@ -310,3 +310,23 @@ def test_an_unreachable_server_is_one_clear_error() -> None:
     assert f"cannot open ClickHouse at 127.0.0.1:{port}" in done.stderr
     assert "Traceback" not in done.stderr
     assert "s3cret-value" not in done.stderr + done.stdout
+
+
+def test_since_and_until_read_times_and_durations() -> None:
+    from datetime import UTC, datetime
+
+    from auditor.clickhouse.command import parse_moment
+
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+    assert parse_moment("24h", option="--since", now=now) == datetime(2026, 1, 1, tzinfo=UTC)
+    assert parse_moment("90m", option="--since", now=now) == datetime(
+        2026, 1, 1, 22, 30, tzinfo=UTC
+    )
+    assert parse_moment("2026-01-01T05:00:00", option="--until") == datetime(
+        2026, 1, 1, 5, tzinfo=UTC
+    )
+    assert parse_moment("2026-01-01T05:00:00+01:00", option="--until") == datetime(
+        2026, 1, 1, 4, tzinfo=UTC
+    )
+    with pytest.raises(AuditError, match="--since 'yesterday'"):
+        parse_moment("yesterday", option="--since")

@@ -6,32 +6,37 @@ ones (``--table``, ``--since``, ``--until``) and runs :func:`audit_clickhouse`.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from typing import Final
 
 from auditor.audit import AuditResult
 from auditor.clickhouse.audit import TimeRange, audit_clickhouse
 from auditor.clickhouse.engine import DEFAULT_TABLE, is_clickhouse_url
 from auditor.errors import AuditError
-from auditor.settings import AuditSettings, parse_duration
+from auditor.settings import AuditSettings
 
 __all__ = ["audit_source", "parse_moment"]
+
+_BACK: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
 def parse_moment(text: str | None, *, option: str, now: datetime | None = None) -> datetime | None:
     """An ISO 8601 time (naive means UTC) or a duration back from now (``24h``, ``90m``)."""
     if text is None:
         return None
+    back = _BACK.fullmatch(text.strip())
+    if back:
+        seconds = float(back.group(1)) * _UNITS[back.group(2)]
+        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
     try:
         moment = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            seconds = parse_duration(text, option=option)
-        except Exception as e:
-            raise AuditError(
-                f"{option} {text!r} is neither a time (2026-01-31T12:00:00Z) nor a duration"
-                " back from now (24h)"
-            ) from e
-        return (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+    except ValueError as e:
+        raise AuditError(
+            f"{option} {text!r} is neither a time (2026-01-31T12:00:00Z) nor a duration"
+            " back from now (90m, 24h, 7d)"
+        ) from e
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
