@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from auditor.audit import AuditResult, Finding, run_rule
-from auditor.clickhouse.dialect import to_clickhouse
+from auditor.clickhouse.dialect import definitions, to_clickhouse
 from auditor.clickhouse.engine import (
     DEFAULT_TABLE,
     ChdbEngine,
@@ -23,6 +23,7 @@ from auditor.clickhouse.engine import (
     parse_url,
 )
 from auditor.clickhouse.spans import spans_select
+from auditor.derived import selects
 from auditor.errors import AuditError
 from auditor.figures import compute_figures
 from auditor.rules import select_rules
@@ -70,7 +71,12 @@ class ClickHouseConnection:
     """The rules' and figures' view of ``table`` on ``engine``, over one time range."""
 
     def __init__(
-        self, engine: ChdbEngine | ServerEngine, table: str, time_range: TimeRange | None = None
+        self,
+        engine: ChdbEngine | ServerEngine,
+        table: str,
+        time_range: TimeRange | None = None,
+        *,
+        derive: bool = False,
     ) -> None:
         from auditor.audit import _PREPARED
 
@@ -78,12 +84,37 @@ class ClickHouseConnection:
         self.table = table
         self.time_range = time_range or TimeRange()
         self._spans = spans_select(table)
-        # Nothing to prepare: the helper views go into each query as CTEs.
+        self._defs = definitions()
+        # Nothing to prepare on the server: the helper views go into each query as CTEs.
         _PREPARED.add(self)
+        if derive:
+            self.derive()
+
+    def derive(self) -> bool:
+        """Compute the relations every rule and figure reads once, as temporary tables of
+        this session (narrowed as :mod:`auditor.derived` narrows DuckDB's), so queries read
+        them instead of deriving them again from the spans. A user who may not create
+        temporary tables (``readonly=1``) keeps the CTEs: False."""
+        known: dict[str, list[str]] = {}
+        for name, select in selects(rules=True).items():
+            relation = f"hs_{name}_all"
+            text = to_clickhouse(select, self._spans, defs=self._defs.with_tables(known))
+            try:
+                self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
+                self.engine.command(
+                    f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory AS {text}",
+                    self.time_range.parameters(),
+                )
+                columns, _ = self.engine.query(f"SELECT * FROM {relation} LIMIT 0")
+            except Exception:
+                return False
+            known[relation] = columns
+        self._defs = self._defs.with_tables(known)
+        return True
 
     def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
         """Run the DuckDB query ``sql`` inside ClickHouse."""
-        text = to_clickhouse(sql, self._spans)
+        text = to_clickhouse(sql, self._spans, defs=self._defs)
         bound = {**self.time_range.parameters(), **_bindable(params or {})}
         try:
             columns, rows = self.engine.query(text, bound)
@@ -127,7 +158,7 @@ def audit_engine(
     """Run the selected rules and the figures over ``table`` (the exporter's schema)."""
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
-    con = ClickHouseConnection(engine, table, time_range)
+    con = ClickHouseConnection(engine, table, time_range, derive=True)
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(run_rule(con, rule, settings))  # type: ignore[arg-type]

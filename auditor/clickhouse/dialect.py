@@ -22,6 +22,7 @@ cannot run on ClickHouse says so instead of giving different findings.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from functools import cache
@@ -75,6 +76,7 @@ class Definitions:
     """The macros and views of ``views.sql``, parsed: what a query may read besides spans."""
 
     def __init__(self, text: str) -> None:
+        self.known: dict[str, list[str]] = {}
         self.scalar: dict[str, tuple[list[str], exp.Expr]] = {}
         self.tables: dict[str, exp.Expr] = {}
         # Whole-line comments go first: one ending in ';' would end its statement early.
@@ -100,6 +102,13 @@ class Definitions:
     def _rewrite(self, tree: exp.Expr) -> exp.Expr:
         return _rewrite(_inline(tree, self.scalar))
 
+    def with_tables(self, tables: dict[str, list[str]]) -> Definitions:
+        """These definitions, with ``tables`` (name -> columns) read as tables that exist on
+        the engine instead of as CTEs (relations an audit computed once)."""
+        clone = copy.copy(self)
+        clone.known = {**self.known, **tables}
+        return clone
+
     def dependencies(self, tree: exp.Expr) -> list[str]:
         """The definitions ``tree`` reads, each after those it reads itself."""
         order: list[str] = []
@@ -108,6 +117,8 @@ class Definitions:
             local = {cte.alias_or_name for cte in node.find_all(exp.CTE)}
             for table in node.find_all(exp.Table):
                 name = table.name
+                if name in self.known:
+                    continue
                 if name in self.rewritten and name not in local and name not in order:
                     if name in stack:
                         raise DialectError(f"views.sql: {name} reads itself")
@@ -164,6 +175,8 @@ def _columns(
                 if cte.alias_or_name == name:
                     return _projection(cte.this, defs, seen)
         node = node.parent
+    if name in defs.known:
+        return list(defs.known[name])
     if name == "spans":
         return list(SPAN_COLUMNS)
     if name in defs.rewritten:

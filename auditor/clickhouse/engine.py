@@ -60,7 +60,7 @@ class Engine(Protocol):
         """Run one SELECT; its column names and rows."""
         ...
 
-    def command(self, sql: str) -> None:
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         """Run one statement that returns nothing."""
         ...
 
@@ -127,8 +127,8 @@ class ChdbEngine:
         table = pa.ipc.open_stream(result.bytes()).read_all()
         return list(table.column_names), [tuple(r.values()) for r in table.to_pylist()]
 
-    def command(self, sql: str) -> None:
-        self._session.query(sql)
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        self._session.query(sql, params=params or {})
 
     def insert_arrow(self, table: str, data: pyarrow.Table) -> None:
         import tempfile
@@ -172,8 +172,8 @@ class ServerEngine:
         result = self._client.query(sql, parameters=params or None)
         return list(result.column_names), [tuple(r) for r in result.result_rows]
 
-    def command(self, sql: str) -> None:
-        self._client.command(sql)
+    def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
+        self._client.command(sql, parameters=params or None)
 
     def insert_arrow(self, table: str, data: pyarrow.Table) -> None:
         self._client.insert_arrow(table, data)
