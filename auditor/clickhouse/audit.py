@@ -85,7 +85,8 @@ class ClickHouseConnection:
         self.time_range = time_range or TimeRange()
         self._spans = spans_select(table)
         self._defs = definitions()
-        # Nothing to prepare on the server: the helper views go into each query as CTEs.
+        # Nothing to prepare: the helper views go into each query as CTEs (or, after
+        # derive(), are read from this session's temporary tables).
         _PREPARED.add(self)
         if derive:
             self.derive()

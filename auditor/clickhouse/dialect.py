@@ -8,8 +8,8 @@ rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
 * table macros (``hs_x(since_ns, until_ns, agents)``) and views become CTEs in front of the
   query that reads them, only those it needs, in the order they depend on each other; the
   time range is already applied to ``spans`` itself (a bound parameter), so every macro is
-  called unfiltered. Scalar macros (``hs_handoff_key``) are inlined. Nothing is created on
-  the server: an audit needs only the right to SELECT.
+  called unfiltered. Scalar macros (``hs_handoff_key``) are inlined. Relations an audit
+  has computed into temporary tables (:meth:`Definitions.with_tables`) are read as tables.
 * semantics that differ: a map lookup of a missing key is NULL in DuckDB and '' in
   ClickHouse; ``concat_ws`` and ``list_position`` skip or return NULL; ``format``'s
   ``{:.Nf}`` and the way a DOUBLE prints; ``quantile_cont`` (interpolated, not sampled);
