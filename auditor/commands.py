@@ -117,6 +117,24 @@ def _rule_list() -> str:
 )
 @click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
 @click.option(
+    "--table",
+    metavar="NAME",
+    default=None,
+    help="ClickHouse sources: the traces table (default otel_traces, the exporter's).",
+)
+@click.option(
+    "--since",
+    metavar="TIME",
+    default=None,
+    help="ClickHouse sources: spans starting at or after TIME (ISO 8601, or 24h back).",
+)
+@click.option(
+    "--until",
+    metavar="TIME",
+    default=None,
+    help="ClickHouse sources: spans starting before TIME (ISO 8601, or 1h back).",
+)
+@click.option(
     "--list-rules",
     is_flag=True,
     is_eager=True,
@@ -138,17 +156,24 @@ def audit(
     color: bool | None,
     width: int | None,
     quiet: bool,
+    table: str | None,
+    since: str | None,
+    until: str | None,
 ) -> int:
     """Audit trace files for handshake violations, spend and reliability.
 
     PATH can be a trace file, a directory (read recursively) or a glob, holding OTLP JSON
     (JSON-lines or documents, optionally .gz/.zst) or Parquet made by `handoffscope compact`.
+    It can also be the Collector's ClickHouse table, audited inside ClickHouse:
+    clickhouse://HOST:PORT/DATABASE (user and password from HANDOFFSCOPE_CLICKHOUSE_USER
+    and HANDOFFSCOPE_CLICKHOUSE_PASSWORD) or chdb://PATH (an embedded data directory).
 
     \b
     Examples:
       handoffscope audit sample_traces/
       handoffscope audit 'traces/*.jsonl.gz' --format markdown --fail-on warning
       handoffscope audit store.parquet --rule slow-validation --p95-budget 300ms
+      handoffscope audit clickhouse://localhost:8123/otel --since 24h
     """
     from auditor.audit import audit as run_audit
     from auditor.load import load_traces
@@ -170,11 +195,23 @@ def audit(
         from auditor.prices import read_prices
 
         read_prices(settings.prices)  # a bad prices file fails before any reading too
-    with progress("loading traces"):
-        traces = load_traces(paths)
-    _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
-    with progress("auditing"):
-        result = run_audit(traces, settings)
+    if any(p.startswith(("chdb://", "clickhouse://", "clickhouses://")) for p in paths):
+        try:
+            from auditor.clickhouse.command import audit_source
+        except ModuleNotFoundError as e:
+            raise click.ClickException(
+                f"auditing ClickHouse needs {e.name}: pip install 'handoffscope[clickhouse]'"
+            ) from e
+        with progress("auditing inside ClickHouse"):
+            result = audit_source(paths, settings, table=table, since=since, until=until)
+    else:
+        if table or since or until:
+            raise click.UsageError("--table, --since and --until apply to ClickHouse sources")
+        with progress("loading traces"):
+            traces = load_traces(paths)
+        _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
+        with progress("auditing"):
+            result = run_audit(traces, settings)
     to_terminal = output is None and sys.stdout.isatty()
     if width is None:
         width = shutil.get_terminal_size().columns if to_terminal else 100

@@ -74,4 +74,6 @@ LEFT JOIN (SELECT * FROM hs_phases_all QUALIFY row_number() OVER (PARTITION BY h
            ORDER BY start_unix_nano) = 1) AS p USING (handoff_key)
 WHERE NOT EXISTS (SELECT 1 FROM late AS l
                   WHERE l.handoff_key = o.handoff_key AND l.attempt_no = o.attempt_no)
-QUALIFY row_number() OVER (PARTITION BY o.handoff_key ORDER BY o.attempt_no, o.at_ns, o.step) = 1
+-- Ties (the `handoff` span and a phase span recording one move) go to the phase span.
+QUALIFY row_number() OVER (PARTITION BY o.handoff_key
+                           ORDER BY o.attempt_no, o.at_ns, o.step, o.span_name = 'handoff', o.span_id) = 1

@@ -1,0 +1,215 @@
+"""Auditing inside ClickHouse: the file audit's rules, figures and report, pushed down.
+
+:class:`ClickHouseConnection` stands where the file audit passes its DuckDB connection: it
+answers ``execute`` (rules) and ``sql`` (figures) by transpiling the DuckDB query
+(:func:`auditor.clickhouse.dialect.to_clickhouse`) and running it on the engine, so
+:func:`auditor.audit.run_rule` and :func:`auditor.figures.compute_figures` run unchanged and
+only result rows (findings, figures) come back to Python, never spans.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from auditor.audit import AuditResult, Finding, run_rule
+from auditor.clickhouse.dialect import definitions, to_clickhouse
+from auditor.clickhouse.engine import (
+    DEFAULT_TABLE,
+    ChdbEngine,
+    ServerEngine,
+    connect,
+    parse_url,
+)
+from auditor.clickhouse.spans import spans_select
+from auditor.derived import selects
+from auditor.errors import AuditError
+from auditor.figures import compute_figures
+from auditor.rules import select_rules
+from auditor.settings import AuditSettings
+
+__all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
+
+_NO_BOUND: Final = (0, 2**63 - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRange:
+    """Which spans an audit reads: span start in ``[since, until)``; naive times are UTC."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def parameters(self) -> dict[str, int]:
+        """The bound values of the range (Unix ns)."""
+        return {
+            "hs_since_ns": _NO_BOUND[0] if self.since is None else _ns(self.since),
+            "hs_until_ns": _NO_BOUND[1] if self.until is None else _ns(self.until),
+        }
+
+
+def _ns(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return int(moment.timestamp() * 1_000_000) * 1000
+
+
+@dataclass
+class _Result:
+    """What ``execute`` and ``sql`` return: a relation already run (the figures read its
+    ``columns`` and ``fetchall()``)."""
+
+    columns: list[str]
+    _rows: list[tuple[Any, ...]] = field(repr=False)
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self._rows
+
+
+class ClickHouseConnection:
+    """The rules' and figures' view of ``table`` on ``engine``, over one time range."""
+
+    def __init__(
+        self,
+        engine: ChdbEngine | ServerEngine,
+        table: str,
+        time_range: TimeRange | None = None,
+        *,
+        derive: bool = False,
+    ) -> None:
+        from auditor.audit import _PREPARED
+
+        self.engine = engine
+        self.table = table
+        self.time_range = time_range or TimeRange()
+        self._spans = spans_select(table)
+        self._defs = definitions()
+        # Nothing to prepare: the helper views go into each query as CTEs (or, after
+        # derive(), are read from this session's temporary tables).
+        _PREPARED.add(self)
+        if derive:
+            self.derive()
+
+    def derive(self) -> bool:
+        """Compute the relations every rule and figure reads once, as temporary tables of
+        this session (narrowed as :mod:`auditor.derived` narrows DuckDB's), so queries read
+        them instead of deriving them again from the spans. A user who may not create
+        temporary tables (``readonly=1``) keeps the CTEs: False."""
+        known: dict[str, list[str]] = {}
+        for name, select in selects(rules=True).items():
+            relation = f"hs_{name}_all"
+            text = to_clickhouse(select, self._spans, defs=self._defs.with_tables(known))
+            try:
+                self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
+                self.engine.command(
+                    f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory AS {text}",
+                    self.time_range.parameters(),
+                )
+                columns, _ = self.engine.query(f"SELECT * FROM {relation} LIMIT 0")
+            except Exception:
+                return False
+            known[relation] = columns
+        self._defs = self._defs.with_tables(known)
+        return True
+
+    def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
+        """Run the DuckDB query ``sql`` inside ClickHouse."""
+        text = to_clickhouse(sql, self._spans, defs=self._defs)
+        bound = {**self.time_range.parameters(), **_bindable(params or {})}
+        try:
+            columns, rows = self.engine.query(text, bound)
+        except Exception as e:
+            raise AuditError(
+                f"ClickHouse refused a query: {_first_line(e)}", title="query failed"
+            ) from e
+        return _Result(columns, [tuple(_plain(v) for v in row) for row in rows])
+
+    def execute(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
+        """The same as :meth:`sql` (rules call ``execute``)."""
+        return self.sql(sql, params)
+
+
+def _plain(value: Any) -> Any:
+    """A value as DuckDB returns it: TIMESTAMP is naive UTC."""
+    if isinstance(value, datetime) and value.tzinfo is not None:
+        return value.astimezone(UTC).replace(tzinfo=None)
+    return value
+
+
+def _bindable(params: dict[str, Any]) -> dict[str, Any]:
+    # ClickHouse binds no NULL for a non-Nullable parameter; the figures' unset filter
+    # values are never read when no filter is active.
+    return {k: v for k, v in params.items() if v is not None and v != []}
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:500] if text else type(error).__name__
+
+
+def audit_engine(
+    engine: ChdbEngine | ServerEngine,
+    table: str,
+    settings: AuditSettings | None = None,
+    *,
+    time_range: TimeRange | None = None,
+    source: str = "",
+) -> AuditResult:
+    """Run the selected rules and the figures over ``table`` (the exporter's schema)."""
+    settings = settings or AuditSettings()
+    rules = select_rules(settings.rules, settings.skip)
+    con = ClickHouseConnection(engine, table, time_range, derive=True)
+    findings: list[Finding] = []
+    for rule in rules:
+        findings.extend(run_rule(con, rule, settings))  # type: ignore[arg-type]
+    figures = compute_figures(con, settings=settings)  # type: ignore[arg-type]
+    figures.summary.update(files=0, skipped_files=0, problems=0, duplicate_spans=0)
+    return AuditResult(
+        findings=findings,
+        rules=rules,
+        settings=settings,
+        figures=figures,
+        files=[source] if source else [],
+    )
+
+
+def audit_clickhouse(
+    url: str,
+    settings: AuditSettings | None = None,
+    *,
+    table: str = DEFAULT_TABLE,
+    time_range: TimeRange | None = None,
+) -> AuditResult:
+    """Audit the exporter's ``table`` at ``url`` (``chdb://PATH`` or
+    ``clickhouse://HOST:PORT/DATABASE``) inside ClickHouse."""
+    location = parse_url(url)
+    engine = connect(location)
+    try:
+        qualified = f"{_ident(location.database)}.{_ident(table)}"
+        _check_table(engine, location.database, table, url)
+        return audit_engine(engine, qualified, settings, time_range=time_range, source=url)
+    finally:
+        engine.close()
+
+
+def _check_table(engine: ChdbEngine | ServerEngine, database: str, table: str, url: str) -> None:
+    """Fail with a message naming the table when it is missing (the common first mistake)."""
+    _, rows = engine.query(
+        "SELECT name FROM system.tables WHERE database = {db:String}", {"db": database}
+    )
+    names = sorted(r[0] for r in rows)
+    if table not in names:
+        import difflib
+
+        close = difflib.get_close_matches(table, names, n=3)
+        hint = f"; did you mean {' or '.join(close)}? (--table)" if close else ""
+        raise AuditError(
+            f"{url}: database {database!r} has no table {table!r}{hint}. The Collector's "
+            "ClickHouse exporter creates otel.otel_traces; docs/deployment.md shows its setup",
+            title="no trace table",
+        )
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"

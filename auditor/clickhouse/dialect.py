@@ -1,0 +1,286 @@
+"""The auditor's DuckDB SQL, read once and run on ClickHouse.
+
+Rules (``auditor/rules/*.sql``), the helper macros and views (``auditor/views.sql``) and the
+figures' queries are written once, in DuckDB's SQL. SQLGlot transpiles them
+(``read="duckdb", write="clickhouse"``); this module adds what SQLGlot does not map, as
+rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
+
+* table macros (``hs_x(since_ns, until_ns, agents)``) and views become CTEs in front of the
+  query that reads them, only those it needs, in the order they depend on each other; the
+  time range is already applied to ``spans`` itself (a bound parameter), so every macro is
+  called unfiltered. Scalar macros (``hs_handoff_key``) are inlined. Relations an audit
+  has computed into temporary tables (:meth:`Definitions.with_tables`) are read as tables.
+* semantics that differ: a map lookup of a missing key is NULL in DuckDB and '' in
+  ClickHouse; ``concat_ws`` and ``list_position`` skip or return NULL; ``format``'s
+  ``{:.Nf}`` and the way a DOUBLE prints; ``quantile_cont`` (interpolated, not sampled);
+  ``len`` of a list; ``bool_or``; struct literals (named tuples); ``UNION ALL BY NAME``
+  when both sides list the same names in the same order.
+
+Whatever falls outside raises :class:`DialectError` naming the construct, so a rule that
+cannot run on ClickHouse says so instead of giving different findings.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from functools import cache
+from typing import Final
+
+import sqlglot
+from sqlglot import exp
+
+from auditor.clickhouse.rewrites import PARAMETER_TYPES, DialectError, rewrite, substitute
+from auditor.macros import views_sql
+from auditor.table import SPAN_COLUMNS
+
+__all__ = [
+    "PARAMETER_TYPES",
+    "SETTINGS",
+    "DialectError",
+    "Definitions",
+    "definitions",
+    "to_clickhouse",
+]
+
+SETTINGS: Final = (
+    " SETTINGS enable_named_columns_in_function_tuple = 1, join_use_nulls = 1,"
+    " allow_experimental_analyzer = 1"
+)
+"""Query settings every transpiled query runs with: struct literals keep their field names,
+and an outer join fills missing columns with NULL (as DuckDB does) instead of defaults."""
+
+_STATEMENT: Final = re.compile(
+    r"^CREATE OR REPLACE TEMP (?P<kind>MACRO|VIEW) (?P<name>\w+)"
+    r"(?:\((?P<params>[^)]*)\))? AS(?P<table> TABLE)?\s*\n?(?P<body>.*?);$",
+    re.S | re.M,
+)
+
+
+class Definitions:
+    """The macros and views of ``views.sql``, parsed: what a query may read besides spans."""
+
+    def __init__(self, text: str) -> None:
+        self.known: dict[str, list[str]] = {}
+        self.scalar: dict[str, tuple[list[str], exp.Expr]] = {}
+        self.tables: dict[str, exp.Expr] = {}
+        # Whole-line comments go first: one ending in ';' would end its statement early.
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+        for m in _STATEMENT.finditer(code):
+            name, body = m.group("name"), m.group("body")
+            params = [p.strip() for p in (m.group("params") or "").split(",") if p.strip()]
+            if m.group("kind") == "MACRO" and not m.group("table"):
+                self.scalar[name] = (params, sqlglot.parse_one(body, read="duckdb"))
+                continue
+            tree = sqlglot.parse_one(body, read="duckdb")
+            # Unfiltered: the time range is applied to `spans` itself.
+            for p in params:
+                tree = substitute(tree, {p: _unfiltered_argument(p)})
+            self.tables[name] = tree
+        # Each definition is rewritten once (its own calls and the DuckDB-only constructs).
+        self.rewritten = {name: self.rewrite(tree) for name, tree in self.tables.items()}
+        for tree in self.rewritten.values():
+            _expand_stars(tree, self)
+            _qualify_shadowed(tree, self)
+        self.generated = {name: _generate(tree) for name, tree in self.rewritten.items()}
+
+    def rewrite(self, tree: exp.Expr) -> exp.Expr:
+        return rewrite(_inline(tree, self.scalar))
+
+    def with_tables(self, tables: dict[str, list[str]]) -> Definitions:
+        """These definitions, with ``tables`` (name -> columns) read as tables that exist on
+        the engine instead of as CTEs (relations an audit computed once)."""
+        clone = copy.copy(self)
+        clone.known = {**self.known, **tables}
+        return clone
+
+    def dependencies(self, tree: exp.Expr) -> list[str]:
+        """The definitions ``tree`` reads, each after those it reads itself."""
+        order: list[str] = []
+
+        def visit(node: exp.Expr, stack: tuple[str, ...]) -> None:
+            local = {cte.alias_or_name for cte in node.find_all(exp.CTE)}
+            for table in node.find_all(exp.Table):
+                name = table.name
+                if name in self.known:
+                    continue
+                if name in self.rewritten and name not in local and name not in order:
+                    if name in stack:
+                        raise DialectError(f"views.sql: {name} reads itself")
+                    visit(self.rewritten[name], (*stack, name))
+                    if name not in order:
+                        order.append(name)
+
+        visit(tree, ())
+        return order
+
+
+@cache
+def definitions() -> Definitions:
+    """The parsed ``views.sql`` (whatever macros and views it holds)."""
+    return Definitions(views_sql())
+
+
+def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> str:
+    """ClickHouse SQL for the DuckDB query ``sql`` (a rule or a figure).
+
+    ``spans`` is the ClickHouse SELECT standing for the ``spans`` table; the definitions the
+    query reads (``hs_*``) come before it as CTEs. DuckDB parameters (``$name``) become
+    ClickHouse query parameters (``{name:Type}``; see :func:`parameter_types`).
+    """
+    defs = defs or definitions()
+    try:
+        tree = defs.rewrite(sqlglot.parse_one(sql, read="duckdb"))
+    except sqlglot.errors.ParseError as e:
+        raise DialectError(f"cannot read the query: {e}") from e
+    _expand_stars(tree, defs)
+    _qualify_shadowed(tree, defs)
+    needed = defs.dependencies(tree)
+    ctes = [("spans", spans)] + [(n, defs.generated[n]) for n in needed]
+    own = tree.args.get("with_")
+    if own is not None:
+        tree.set("with_", None)
+        ctes += [(c.alias_or_name, _generate(c.this)) for c in own.expressions]
+    head = "WITH " + ",\n".join(f"{name} AS (\n{body}\n)" for name, body in ctes)
+    return f"{head}\n{_generate(tree)}{SETTINGS}"
+
+
+def _columns(
+    name: str, scope: exp.Expr, defs: Definitions, seen: frozenset[str] = frozenset()
+) -> list[str] | None:
+    """The column names of relation ``name`` as seen from ``scope``, when they can be told."""
+    if name in seen:
+        return None
+    seen = seen | {name}
+    node: exp.Expr | None = scope
+    while node is not None:
+        with_ = node.args.get("with_")
+        if with_ is not None:
+            for cte in with_.expressions:
+                if cte.alias_or_name == name:
+                    return _projection(cte.this, defs, seen)
+        node = node.parent
+    if name in defs.known:
+        return list(defs.known[name])
+    if name == "spans":
+        return list(SPAN_COLUMNS)
+    if name in defs.rewritten:
+        return _projection(defs.rewritten[name], defs, seen)
+    return None
+
+
+def _projection(query: exp.Expr, defs: Definitions, seen: frozenset[str]) -> list[str] | None:
+    if isinstance(query, exp.Union):
+        return _projection(query.this, defs, seen)
+    if not isinstance(query, exp.Select):
+        return None
+    out: list[str] = []
+    for e in query.expressions:
+        star = isinstance(e, exp.Star) or (
+            isinstance(e, exp.Column) and isinstance(e.this, exp.Star)
+        )
+        if not star:
+            out.append(e.alias_or_name)
+            continue
+        qualifier = e.table if isinstance(e, exp.Column) else ""
+        tables = [query.args["from_"].this, *(j.this for j in query.args.get("joins") or [])]
+        for table in tables:
+            if qualifier and table.alias_or_name != qualifier:
+                continue
+            if not isinstance(table, exp.Table):
+                return None
+            cols = _columns(table.name, query, defs, seen)
+            if cols is None:
+                return None
+            out.extend(c for c in cols if c not in out or not qualifier)
+    return out
+
+
+def _expand_stars(tree: exp.Expr, defs: Definitions) -> None:
+    """``x.*`` in a query with joins, as named columns: ClickHouse names a column ``x.c``
+    there when another joined relation has a ``c`` too, DuckDB names it ``c``."""
+    for select in list(tree.find_all(exp.Select)):
+        if not select.args.get("joins"):
+            continue
+        projections: list[exp.Expr] = []
+        for e in select.expressions:
+            if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) and e.table:
+                tables = [select.args["from_"].this, *(j.this for j in select.args["joins"])]
+                match = [t for t in tables if t.alias_or_name == e.table]
+                cols = (
+                    _columns(match[0].name, select, defs)
+                    if match and isinstance(match[0], exp.Table)
+                    else None
+                )
+                if cols is None:
+                    raise DialectError(f"cannot tell the columns of {e.table}.* in a join")
+                projections.extend(
+                    exp.alias_(exp.column(c, table=e.table, quoted=True), c, quoted=True)
+                    for c in cols
+                )
+            else:
+                projections.append(e)
+        select.set("expressions", projections)
+
+
+def _qualify_shadowed(tree: exp.Expr, defs: Definitions) -> None:
+    """Qualify a column that an alias of the same SELECT shadows.
+
+    In ``SELECT any(workflow_id) AS workflow_id, list(workflow_id) ...`` DuckDB reads the
+    column in both places; ClickHouse reads the alias (an aggregate inside an aggregate).
+    ``t.workflow_id`` is the column in both engines.
+    """
+    for select in list(tree.find_all(exp.Select)):
+        if select.args.get("joins") or select.args.get("from_") is None:
+            continue
+        source = select.args["from_"].this
+        if isinstance(source, exp.Table):
+            columns = _columns(source.name, select, defs)
+        elif isinstance(source, exp.Subquery):
+            columns = _projection(source.this, defs, frozenset())
+        else:
+            continue
+        aliases = {
+            e.alias
+            for e in select.expressions
+            if isinstance(e, exp.Alias)
+            and not (isinstance(e.this, exp.Column) and e.this.name == e.alias)
+        }
+        shadowed = aliases & set(columns or ())
+        if not shadowed:
+            continue
+        if not source.alias_or_name:
+            source.set("alias", exp.TableAlias(this=exp.to_identifier("hs_source")))
+        qualifier = source.alias_or_name
+        for part in (*select.expressions, select.args.get("where"), select.args.get("group")):
+            if part is None:
+                continue
+            for col in list(part.find_all(exp.Column)):
+                if col.table or col.name not in shadowed:
+                    continue
+                if col.find_ancestor(exp.Select) is not select:
+                    continue
+                col.set("table", exp.to_identifier(qualifier))
+
+
+def _generate(tree: exp.Expr) -> str:
+    return tree.sql(dialect="clickhouse", comments=False)
+
+
+def _unfiltered_argument(param: str) -> exp.Expr:
+    return exp.Array(expressions=[]) if param == "agents" else exp.Null()
+
+
+def _inline(tree: exp.Expr, scalar: dict[str, tuple[list[str], exp.Expr]]) -> exp.Expr:
+    """Replace calls of scalar macros by their bodies, arguments substituted."""
+
+    def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in scalar:
+            params, body = scalar[str(node.this).lower()]
+            if len(params) != len(node.expressions):
+                raise DialectError(f"{node.this} takes {len(params)} arguments")
+            inlined = substitute(body.copy(), dict(zip(params, node.expressions, strict=True)))
+            return exp.Paren(this=_inline(inlined, scalar))
+        return node
+
+    return tree.transform(swap)

@@ -1,0 +1,148 @@
+"""The exporter's ``otel_traces`` presented as the auditor's ``spans`` relation.
+
+Rules and figures read ``spans`` (:mod:`auditor.table`): typed attribute columns named like
+their key, normalised ``agent`` / tokens / cost, and events as a list of structs. The
+Collector's ClickHouse exporter stores every attribute value as text in a
+``Map(LowCardinality(String), String)`` (``pcommon.Value.AsString``: ints and doubles in
+decimal, bools as ``true``/``false``, arrays as JSON), so each typed column parses its text
+here, with the type :data:`auditor.table.ATTRIBUTE_COLUMNS` gives it.
+
+:func:`spans_select` is one ClickHouse SELECT (no object is created on the server): the
+audit puts it in front of every query as the ``spans`` CTE, with the time range bound as
+the query parameters ``hs_since_ns`` and ``hs_until_ns``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from auditor.table import (
+    ATTRIBUTE_COLUMNS,
+    COST_KEYS,
+    INPUT_TOKEN_KEYS,
+    OUTPUT_TOKEN_KEYS,
+    TYPED_KEYS,
+)
+from collector import schema as s
+
+__all__ = ["CLICKHOUSE_TYPES", "TIME_PARAMETERS", "spans_select"]
+
+CLICKHOUSE_TYPES: Final = {
+    "VARCHAR": "Nullable(String)",
+    "INTEGER": "Nullable(Int32)",
+    "BIGINT": "Nullable(Int64)",
+    "DOUBLE": "Nullable(Float64)",
+    "BOOLEAN": "Nullable(Bool)",
+    "VARCHAR[]": "Array(String)",
+}
+"""The ClickHouse type of each DuckDB type :mod:`auditor.table` gives an attribute column.
+A list cannot be Nullable in ClickHouse: a missing list attribute reads as an empty list."""
+
+TIME_PARAMETERS: Final = ("hs_since_ns", "hs_until_ns")
+"""The query parameters bounding span start (Unix ns, ``until`` excluded)."""
+
+_LINK_TYPE: Final = (
+    "'Tuple(trace_id Nullable(String), span_id Nullable(String), attributes Map(String, String))'"
+)
+_TRUE: Final = "('true', 't', '1', 'yes', 'y', 'on')"
+_FALSE: Final = "('false', 'f', '0', 'no', 'n', 'off')"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _text(key: str, column: str = "SpanAttributes") -> str:
+    """The value of ``key`` as text, NULL when absent (a map lookup alone gives '')."""
+    k = _quote(key)
+    return f"if(mapContains({column}, {k}), {column}[{k}], NULL)"
+
+
+def _typed(text: str, typ: str) -> str:
+    if typ in ("BIGINT", "INTEGER"):
+        width = "Int64" if typ == "BIGINT" else "Int32"
+        # As DuckDB's TRY_CAST: "12", or failing that a number such as "12.0" or "1.2e3".
+        return (
+            f"coalesce(to{width}OrNull({text}),"
+            f" accurateCastOrNull(round(toFloat64OrNull({text})), '{width}'))"
+        )
+    if typ == "DOUBLE":
+        return f"toFloat64OrNull({text})"
+    if typ == "BOOLEAN":
+        low = f"lower(trimBoth({text}))"
+        return f"multiIf({low} IN {_TRUE}, true, {low} IN {_FALSE}, false, NULL)"
+    if typ == "VARCHAR[]":
+        # The exporter writes a list as JSON; any other text is a list of one.
+        return (
+            f"multiIf({text} IS NULL, CAST([] AS Array(String)),"
+            f" isValidJSON({text}) AND startsWith(trimLeft({text}), '['),"
+            f" arrayMap(v -> if(JSONType(v) = 'String', JSONExtractString(v), v),"
+            f" JSONExtractArrayRaw(assumeNotNull({text}))), [assumeNotNull({text})])"
+        )
+    return text
+
+
+def _first(keys: tuple[str, ...], typ: str) -> str:
+    return "coalesce(" + ", ".join(_typed(_text(k), typ) for k in keys) + ")"
+
+
+def _id(column: str) -> str:
+    return f"nullIf(lower({column}), '')"
+
+
+def spans_select(table: str) -> str:
+    """A SELECT over ``table`` (the exporter's schema) with the columns of ``spans``.
+
+    ``table`` is a quoted identifier (``"otel"."otel_traces"``); spans whose start lies in
+    ``[hs_since_ns, hs_until_ns)`` are kept.
+    """
+    typed = "[" + ", ".join(_quote(k) for k in sorted(TYPED_KEYS)) + "]"
+    attr_cols = ",\n".join(
+        f"    CAST({_typed(_text(key), typ)} AS {CLICKHOUSE_TYPES[typ]}) AS {_ident(key)}"
+        for key, typ in ATTRIBUTE_COLUMNS
+    )
+    service = "nullIf(ServiceName, '')"
+    start = "toUnixTimestamp64Nano(Timestamp)"
+    event_map = "CAST(ev_a, 'Map(String, String)')"
+    return f"""SELECT
+    {_id("TraceId")} AS trace_id,
+    {_id("SpanId")} AS span_id,
+    nullIf({_id("ParentSpanId")}, {_id("SpanId")}) AS parent_span_id,
+    CAST(SpanName AS Nullable(String)) AS name,
+    replace(upper(toString(SpanKind)), 'SPAN_KIND_', '') AS kind,
+    CAST({service} AS Nullable(String)) AS service_name,
+    nullIf(ScopeName, '') AS scope_name,
+    nullIf(ScopeVersion, '') AS scope_version,
+    {start} AS start_unix_nano,
+    {start} + toInt64(Duration) AS end_unix_nano,
+    toDateTime64(Timestamp, 6, 'UTC') AS start_time,
+    toDateTime64(fromUnixTimestamp64Nano({start} + toInt64(Duration), 'UTC'), 6, 'UTC')
+        AS end_time,
+    toInt64(Duration) / 1e6 AS duration_ms,
+    replace(upper(toString(StatusCode)), 'STATUS_CODE_', '') AS status_code,
+    nullIf(StatusMessage, '') AS status_message,
+{attr_cols},
+    CAST(coalesce({_text(s.GEN_AI_AGENT_NAME)}, {service}) AS Nullable(String)) AS agent,
+    CAST({_first(INPUT_TOKEN_KEYS, "BIGINT")} AS Nullable(Int64)) AS input_tokens,
+    CAST({_first(OUTPUT_TOKEN_KEYS, "BIGINT")} AS Nullable(Int64)) AS output_tokens,
+    CAST({_first(COST_KEYS, "DOUBLE")} AS Nullable(Float64)) AS cost_usd,
+    CAST(mapFilter((k, v) -> NOT has({typed}, k), SpanAttributes), 'Map(String, String)')
+        AS attributes,
+    arrayMap((ev_t, ev_n, ev_a) -> CAST(
+        tuple(toString(ev_n), toUnixTimestamp64Nano(ev_t), {event_map}),
+        'Tuple(name String, time_unix_nano Int64, attributes Map(String, String))'),
+        `Events.Timestamp`, `Events.Name`, `Events.Attributes`) AS events,
+    arrayMap((lk_t, lk_s, lk_a) -> CAST(
+        tuple({_id("lk_t")}, {_id("lk_s")}, CAST(lk_a, 'Map(String, String)')),
+        {_LINK_TYPE}),
+        `Links.TraceId`, `Links.SpanId`, `Links.Attributes`) AS links,
+    CAST(ResourceAttributes, 'Map(String, String)') AS resource_attributes,
+    CAST(NULL AS Nullable(String)) AS source_file,
+    CAST(NULL AS Nullable(Int64)) AS source_line
+FROM {table}
+WHERE Timestamp >= fromUnixTimestamp64Nano({{hs_since_ns:Int64}})
+  AND Timestamp < fromUnixTimestamp64Nano({{hs_until_ns:Int64}})"""
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
