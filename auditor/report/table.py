@@ -162,9 +162,16 @@ def _summary(result: AuditResult) -> RenderableType:
     )
     rel = result.figures.reliability
     if rel.get("projected") is not None:
+        # Without workflow spans each trace's root span is its run: say so, since "Seen"
+        # counts workflow spans only.
+        runs = (
+            "workflows"
+            if s.get("workflows")
+            else f"{plural(rel.get('workflows'), 'trace')} (no workflow spans: a trace is a run)"
+        )
         grid.add_row(
             "Reliability",
-            f"{percent(rel.get('observed'))} of workflows succeeded; "
+            f"{percent(rel.get('observed'))} of {runs} succeeded; "
             f"the per-agent rates multiply to {percent(rel.get('projected'))}",
         )
     verdict = Text()
