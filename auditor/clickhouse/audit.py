@@ -140,7 +140,7 @@ def _plain(value: Any) -> Any:
 def _bindable(params: dict[str, Any]) -> dict[str, Any]:
     # ClickHouse binds no NULL for a non-Nullable parameter; the figures' unset filter
     # values are never read when no filter is active.
-    return {k: v for k, v in params.items() if v is not None and v != []}
+    return {k: v for k, v in params.items() if v is not None}
 
 
 def _first_line(error: BaseException) -> str:

@@ -15,9 +15,9 @@ SELECT
     receiver,
     1 AS attempt,
     NULL::DOUBLE AS value,
-    format('{} handed work to {} ({}) with no handshake: no validation, no idempotency key,'
-           ' no commit record', coalesce(sender, 'an unnamed agent'), receiver, convention)
-        AS message
+    -- One literal pattern: ClickHouse's format() takes no concatenated one.
+    format('{} handed work to {} ({}) with no handshake: no validation, no idempotency key, no commit record',
+           coalesce(sender, 'an unnamed agent'), receiver, convention) AS message
 FROM hs_framework_handoffs_all
 WHERE NOT list_contains($exempt_receivers::VARCHAR[], receiver)
   AND NOT list_contains($exempt_edges::VARCHAR[], concat(sender, ' -> ', receiver))
