@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -145,8 +146,11 @@ def test_reject_keeps_control_with_the_sender(cap):
 def test_a_slow_validator_times_out_and_control_stays(cap):
     agent, agent_model = researcher()
 
+    answered = threading.Event()
+
     def slow(work):
         time.sleep(0.5)
+        answered.set()
         return ok(work)
 
     handoff = validated_handoff(
@@ -154,16 +158,19 @@ def test_a_slow_validator_times_out_and_control_stays(cap):
     )
     sender, sender_model = triage(handoff, transfer("c1"), text("myself"))
 
-    async def main() -> Any:
+    async def main() -> tuple[Any, bool]:
         result = await Runner.run(sender, "otters", run_config=RunConfig(trace_id=TRACE))
-        await asyncio.sleep(0.6)  # the late answer lands and closes its span
-        return result
+        waited_for_answer = answered.is_set()
+        await asyncio.sleep(0.6)  # the late answer lands and is recorded
+        return result, waited_for_answer
 
-    result = asyncio.run(main())
+    result, waited_for_answer = asyncio.run(main())
+    assert not waited_for_answer  # the sender did not wait for the slow answer
     assert result.final_output == "myself" and agent_model.inputs == []
     assert REFUSAL_TIMEOUT in json.dumps(sender_model.inputs[1])
-    validate = cap.one("handoff.validate")
-    assert validate["handoff.decision"] == "timeout" and validate["handoff.late"] is True
+    assert cap.one("handoff.validate")["handoff.decision"] == "timeout"
+    late = cap.one("handoff.late_answer")  # recorded beside the void, never acted on
+    assert late["handoff.late"] is True and late["handoff.late.decision"] == "accept"
 
 
 def test_a_retried_run_replays_across_a_restart(cap, tmp_path: Path):
