@@ -126,9 +126,7 @@ def test_accept_reject_timeout_and_replay_between_two_processes(serve: Any, tmp_
             channel, task_id="c", payload={"slow_ms": 600}, output_schema="d@1",
             idempotency_key="k-c",
         ) as late:  # fmt: skip
-            started = time.monotonic()
             answer = late.propose()
-            waited = time.monotonic() - started
             refused = late.commit(unchecked=True)
     assert first.committed and first.result is not None and first.result.outcome == "executed"
     assert first.result.result["pid"] == server.pid != os.getpid()  # the other process ran it
@@ -136,8 +134,8 @@ def test_accept_reject_timeout_and_replay_between_two_processes(serve: Any, tmp_
     assert again.result.result == first.result.result
     assert busy.state == "void" and busy.answer is not None
     assert busy.answer.reason == "resource_unavailable"
-    # The sender's clock decided: it stopped waiting near 0.2 s, not at the 0.6 s answer.
-    assert answer is None and late.state == "void" and waited < 0.55
+    # The sender's clock decided: the 0.6 s answer never reached a sender that stops at 0.2 s.
+    assert answer is None and late.state == "void"
     assert refused.outcome == "refused" and refused.error == "CommitWithoutAccept"
     assert effects(log) == ["start k-a", "done k-a"]
 
@@ -397,7 +395,7 @@ def test_a_peer_that_never_answers_cannot_stretch_the_validation_clock() -> None
     silent = socket.create_server(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{silent.getsockname()[1]}"
     try:
-        with HttpChannel(url, peer="silent", late_answer_s=0.5) as channel:
+        with HttpChannel(url, peer="silent", late_answer_s=10.0) as channel:
             started = time.monotonic()
             outcome = Sender("researcher", validation_timeout_s=0.3).handoff(
                 channel, task_id="t", payload={}, output_schema="d@1", idempotency_key="k",
@@ -407,9 +405,9 @@ def test_a_peer_that_never_answers_cannot_stretch_the_validation_clock() -> None
     finally:
         silent.close()
     assert outcome.state == "void" and outcome.attempts == 2 and outcome.answer is None
-    # Two attempts of 0.3 s each, whatever the socket does (not the 2 s connect timeout,
-    # nor the 0.5 s the requests stay open for a late answer).
-    assert took < 1.0
+    # Two attempts of 0.3 s each, whatever the socket does: a clock the socket could stretch
+    # would wait out the 10 s each request stays open for a late answer (20 s in all).
+    assert took < 10.0
 
 
 def test_the_conformance_kit_says_what_it_could_not_judge(serve: Any, tmp_path: Path) -> None:
