@@ -40,6 +40,10 @@ TRACE_SETS = {
     "cases": CASE_FILES,
     "samples": [str(ROOT / "sample_traces")],
     "upstream": [str(ROOT / "tests" / "fixtures" / "otlp")],
+    # Other frameworks' traces: agents resolved from ancestors, tokens priced by model.
+    "frameworks": sorted(
+        str(p) for p in (ROOT / "tests" / "fixtures" / "frameworks").glob("*/traces.jsonl")
+    ),
 }
 RULE_IDS = [r.id for r in all_rules()]
 # What differs by source, not by engine: files read, skipped, problems, duplicates.
@@ -114,8 +118,11 @@ def test_the_table_is_the_exporters(engine: ChdbEngine, audited: dict) -> None:
     assert "ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))" in table_ddl("t")
 
 
-def test_spans_are_what_the_file_reader_holds(audited: dict, engine: ChdbEngine) -> None:
-    _, _, table, traces = audited["cases"]
+@pytest.mark.parametrize("name", ["cases", "frameworks"])
+def test_spans_are_what_the_file_reader_holds(audited: dict, engine: ChdbEngine, name: str) -> None:
+    """The same columns, ``agent`` included: resolved from the ancestors after DuckDB's load
+    (auditor.attribution), and by the same query inside ClickHouse."""
+    _, _, table, traces = audited[name]
     query = "SELECT * EXCLUDE (source_file, source_line) FROM spans ORDER BY span_id, trace_id"
     expected = traces.con.execute(query).fetchall()
     con = ClickHouseConnection(engine, table)
@@ -203,6 +210,16 @@ SCALARS = [
     "SELECT product(x) AS v FROM (SELECT unnest([0.5, 0.9, 0.8]::DOUBLE[]) AS x)",
     "SELECT count(*) FILTER (WHERE x > 1) AS v FROM (SELECT unnest([1, 2, 3]) AS x)",
     "SELECT bool_or(x > 2) AS v FROM (SELECT unnest([1, 2, 3]) AS x)",
+    "SELECT split_part('a:b|c', '|', 1) AS v",
+    "SELECT split_part('a:b', '|', 3) AS v",
+    "SELECT split_part(NULL, '|', 1) AS v",
+    """SELECT json_extract_string('{"a": "x", "n": 2}', '$.a') AS v""",
+    """SELECT json_extract_string('{"a": "x", "n": 2}', '$.n') AS v""",
+    """SELECT json_extract_string('{"a": "x", "z": null}', '$.z') AS v""",
+    """SELECT json_extract_string('{"a": "x"}', '$.missing') AS v""",
+    "SELECT regexp_extract('transfer_to_billing', '^transfer_(?:back_)?to_(.+)$', 1) AS v",
+    "SELECT regexp_extract('lookup', '^transfer_(?:back_)?to_(.+)$', 1) AS v",
+    "SELECT substr('handoff to billing', 12) AS v",
 ]
 
 
