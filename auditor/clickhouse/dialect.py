@@ -14,7 +14,10 @@ rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
   ClickHouse; ``concat_ws`` and ``list_position`` skip or return NULL; ``format``'s
   ``{:.Nf}`` and the way a DOUBLE prints; ``quantile_cont`` (interpolated, not sampled);
   ``len`` of a list; ``bool_or``; struct literals (named tuples); ``UNION ALL BY NAME``
-  when both sides list the same names in the same order.
+  when both sides list the same names in the same order; ``split_part`` and
+  ``json_extract_string`` (NULL for a missing member); ``regexp_extract`` of group 1;
+  ``x.* EXCLUDE/REPLACE`` in a join; ``WITH RECURSIVE`` with CTE column lists.
+* the price table ``hs_prices`` is a CTE of the audit's prices (:meth:`Definitions.with_prices`).
 
 Whatever falls outside raises :class:`DialectError` naming the construct, so a rule that
 cannot run on ClickHouse says so instead of giving different findings.
