@@ -357,3 +357,27 @@ def test_the_rules_agree_without_derived_tables(audited: dict, engine: ChdbEngin
     con = ClickHouseConnection(engine, table)
     got = [f.to_dict() for rule in all_rules() for f in run_rule(con, rule)]  # type: ignore[arg-type]
     assert got == [f.to_dict() for f in duck.findings]
+
+
+def test_a_prices_file_prices_the_same_on_both_engines(
+    audited: dict, engine: ChdbEngine, tmp_path: Path
+) -> None:
+    """Tokens without a cost are priced from the settings' price table inside ClickHouse too
+    (the longest known prefix of the model wins)."""
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"gpt-4" = [1.0, 2.0]\n"gpt-4o" = [7.0, 11.0]\n')
+    settings = AuditSettings(prices=str(prices))
+    _, default, table, traces = audited["frameworks"]
+    try:
+        want = audit(traces, settings)
+    finally:
+        from auditor.prices import install_prices
+        from collector.pricing import DEFAULT_PRICES
+
+        install_prices(traces.con, DEFAULT_PRICES)  # the module's other tests read it
+    got = audit_engine(engine, table, settings)
+    assert _close(want.figures.to_dict(), _same_source(want, got).figures.to_dict()) == []
+    assert got.figures.summary["estimated_cost_usd"] > 0
+    assert not math.isclose(
+        got.figures.summary["estimated_cost_usd"], default.figures.summary["estimated_cost_usd"]
+    )
