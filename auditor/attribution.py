@@ -28,7 +28,7 @@ from collector import schema as s
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["NOT_AGENT_NODES", "attribute", "macros_sql"]
+__all__ = ["NOT_AGENT_NODES", "attribute", "macros_sql", "resolve_sql"]
 
 NOT_AGENT_NODES: Final = ("tools", "__start__", "__end__")
 """LangGraph nodes that are machinery, not agents (a prebuilt ReAct agent's tool node)."""
@@ -162,9 +162,12 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
 
     if run(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans'")[0][0]:
         return 0  # a compacted store, read in place: its spans were resolved when written
-    own = _own_agent(_COLUMNS)
     try:
-        run(con, _RESOLVE.format(own=own), {"file": source_file})
+        run(
+            con,
+            "CREATE OR REPLACE TEMP TABLE hs_resolved_agents AS " + resolve_sql(by_file=True),
+            {"file": source_file},
+        )
         changed = run(
             con,
             """
@@ -181,13 +184,20 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
     return int(changed[0][0]) if changed else 0  # type: ignore[call-overload]
 
 
+def resolve_sql(*, by_file: bool = False) -> str:
+    """The query resolving the agent of every span without ``gen_ai.agent.name`` (columns
+    trace_id, span_id, agent, before), in DuckDB's SQL; ClickHouse runs it transpiled.
+    ``by_file`` keeps the spans of the file bound as ``$file`` (every span when NULL)."""
+    file = "AND ($file::VARCHAR IS NULL OR source_file = $file::VARCHAR)" if by_file else ""
+    return _RESOLVE.format(own=_own_agent(_COLUMNS), file=file)
+
+
 _RESOLVE: Final = """
-CREATE OR REPLACE TEMP TABLE hs_resolved_agents AS
 WITH RECURSIVE unnamed AS MATERIALIZED (
     SELECT trace_id, span_id, parent_span_id, service_name, agent, {own} AS own
     FROM spans
     WHERE "gen_ai.agent.name" IS NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
-      AND ($file::VARCHAR IS NULL OR source_file = $file::VARCHAR)
+      {file}
 ), links AS MATERIALIZED (
     -- Every span a walk may pass: its parent and the agent it names itself.
     SELECT trace_id, span_id, parent_span_id, "gen_ai.agent.name" AS own FROM spans

@@ -331,22 +331,32 @@ WITH RECURSIVE reports AS (
     FROM reports AS r
     LEFT JOIN below AS b
         ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
+), model_prices AS (
+    -- Each model's price: the longest known prefix (two prefixes of one model of the same
+    -- length are the same text). A join of the few models by the few prices, not a
+    -- correlated subquery per span.
+    SELECT m.model, arg_max(p.input_per_mtok, length(p.model)) AS price_i,
+           arg_max(p.output_per_mtok, length(p.model)) AS price_o
+    FROM (SELECT DISTINCT model FROM counted WHERE cost_left IS NULL AND model IS NOT NULL)
+        AS m
+    CROSS JOIN hs_prices AS p
+    WHERE starts_with(m.model, p.model)
+    GROUP BY m.model
 ), priced AS (
     SELECT c.*,
-           CASE WHEN c.cost_left IS NULL THEN
-               (SELECT arg_max({'i': p.input_per_mtok, 'o': p.output_per_mtok}, length(p.model))
-                FROM hs_prices AS p WHERE starts_with(c.model, p.model))
-           END AS price
+           CASE WHEN c.cost_left IS NULL THEN mp.price_i END AS price_i,
+           CASE WHEN c.cost_left IS NULL THEN mp.price_o END AS price_o
     FROM counted AS c
+    LEFT JOIN model_prices AS mp ON mp.model = c.model
     WHERE NOT c.covers_reports OR c.in_left > 0 OR c.out_left > 0 OR c.cost_left > 0
 )
-SELECT * EXCLUDE (in_left, out_left, cost_left, covers_reports, price) REPLACE (
+SELECT * EXCLUDE (in_left, out_left, cost_left, covers_reports, price_i, price_o) REPLACE (
            in_left AS input_tokens,
            out_left AS output_tokens,
-           coalesce(cost_left, (coalesce(in_left, 0) * price.i + coalesce(out_left, 0) * price.o)
+           coalesce(cost_left, (coalesce(in_left, 0) * price_i + coalesce(out_left, 0) * price_o)
                                / 1e6) AS cost_usd),
-       cost_left IS NULL AND price IS NOT NULL AS cost_estimated,
-       cost_left IS NULL AND price IS NULL AS unpriced,
+       cost_left IS NULL AND price_i IS NOT NULL AS cost_estimated,
+       cost_left IS NULL AND price_i IS NULL AS unpriced,
        coalesce("handoff.phase", 'other') AS phase_name
 FROM priced;
 

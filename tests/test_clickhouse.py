@@ -40,6 +40,10 @@ TRACE_SETS = {
     "cases": CASE_FILES,
     "samples": [str(ROOT / "sample_traces")],
     "upstream": [str(ROOT / "tests" / "fixtures" / "otlp")],
+    # Other frameworks' traces: agents resolved from ancestors, tokens priced by model.
+    "frameworks": sorted(
+        str(p) for p in (ROOT / "tests" / "fixtures" / "frameworks").glob("*/traces.jsonl")
+    ),
 }
 RULE_IDS = [r.id for r in all_rules()]
 # What differs by source, not by engine: files read, skipped, problems, duplicates.
@@ -114,8 +118,11 @@ def test_the_table_is_the_exporters(engine: ChdbEngine, audited: dict) -> None:
     assert "ORDER BY (ServiceName, SpanName, toDateTime(Timestamp))" in table_ddl("t")
 
 
-def test_spans_are_what_the_file_reader_holds(audited: dict, engine: ChdbEngine) -> None:
-    _, _, table, traces = audited["cases"]
+@pytest.mark.parametrize("name", ["cases", "frameworks"])
+def test_spans_are_what_the_file_reader_holds(audited: dict, engine: ChdbEngine, name: str) -> None:
+    """The same columns, ``agent`` included: resolved from the ancestors after DuckDB's load
+    (auditor.attribution), and by the same query inside ClickHouse."""
+    _, _, table, traces = audited[name]
     query = "SELECT * EXCLUDE (source_file, source_line) FROM spans ORDER BY span_id, trace_id"
     expected = traces.con.execute(query).fetchall()
     con = ClickHouseConnection(engine, table)
@@ -203,6 +210,16 @@ SCALARS = [
     "SELECT product(x) AS v FROM (SELECT unnest([0.5, 0.9, 0.8]::DOUBLE[]) AS x)",
     "SELECT count(*) FILTER (WHERE x > 1) AS v FROM (SELECT unnest([1, 2, 3]) AS x)",
     "SELECT bool_or(x > 2) AS v FROM (SELECT unnest([1, 2, 3]) AS x)",
+    "SELECT split_part('a:b|c', '|', 1) AS v",
+    "SELECT split_part('a:b', '|', 3) AS v",
+    "SELECT split_part(NULL, '|', 1) AS v",
+    """SELECT json_extract_string('{"a": "x", "n": 2}', '$.a') AS v""",
+    """SELECT json_extract_string('{"a": "x", "n": 2}', '$.n') AS v""",
+    """SELECT json_extract_string('{"a": "x", "z": null}', '$.z') AS v""",
+    """SELECT json_extract_string('{"a": "x"}', '$.missing') AS v""",
+    "SELECT regexp_extract('transfer_to_billing', '^transfer_(?:back_)?to_(.+)$', 1) AS v",
+    "SELECT regexp_extract('lookup', '^transfer_(?:back_)?to_(.+)$', 1) AS v",
+    "SELECT substr('handoff to billing', 12) AS v",
 ]
 
 
@@ -340,3 +357,27 @@ def test_the_rules_agree_without_derived_tables(audited: dict, engine: ChdbEngin
     con = ClickHouseConnection(engine, table)
     got = [f.to_dict() for rule in all_rules() for f in run_rule(con, rule)]  # type: ignore[arg-type]
     assert got == [f.to_dict() for f in duck.findings]
+
+
+def test_a_prices_file_prices_the_same_on_both_engines(
+    audited: dict, engine: ChdbEngine, tmp_path: Path
+) -> None:
+    """Tokens without a cost are priced from the settings' price table inside ClickHouse too
+    (the longest known prefix of the model wins)."""
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[models]\n"gpt-4" = [1.0, 2.0]\n"gpt-4o" = [7.0, 11.0]\n')
+    settings = AuditSettings(prices=str(prices))
+    _, default, table, traces = audited["frameworks"]
+    try:
+        want = audit(traces, settings)
+    finally:
+        from auditor.prices import install_prices
+        from collector.pricing import DEFAULT_PRICES
+
+        install_prices(traces.con, DEFAULT_PRICES)  # the module's other tests read it
+    got = audit_engine(engine, table, settings)
+    assert _close(want.figures.to_dict(), _same_source(want, got).figures.to_dict()) == []
+    assert got.figures.summary["estimated_cost_usd"] > 0
+    assert not math.isclose(
+        got.figures.summary["estimated_cost_usd"], default.figures.summary["estimated_cost_usd"]
+    )

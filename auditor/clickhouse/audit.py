@@ -9,12 +9,14 @@ only result rows (findings, figures) come back to Python, never spans.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from auditor.attribution import resolve_sql
 from auditor.audit import AuditResult, Finding, run_rule
-from auditor.clickhouse.dialect import definitions, to_clickhouse
+from auditor.clickhouse.dialect import SETTINGS, definitions, to_clickhouse
 from auditor.clickhouse.engine import (
     DEFAULT_TABLE,
     ChdbEngine,
@@ -22,12 +24,13 @@ from auditor.clickhouse.engine import (
     connect,
     parse_url,
 )
-from auditor.clickhouse.spans import spans_select
+from auditor.clickhouse.spans import attributed, spans_select
 from auditor.derived import selects
 from auditor.errors import AuditError
 from auditor.figures import compute_figures
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
+from collector.pricing import Price
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
 
@@ -77,15 +80,22 @@ class ClickHouseConnection:
         time_range: TimeRange | None = None,
         *,
         derive: bool = False,
+        prices: Mapping[str, Price] | None = None,
     ) -> None:
         from auditor.audit import _PREPARED
 
         self.engine = engine
         self.table = table
         self.time_range = time_range or TimeRange()
-        self._spans = spans_select(table)
+        self._exported = spans_select(table)
         self._defs = definitions()
-        # Nothing to prepare: the helper views go into each query as CTEs (or, after
+        if prices is not None:
+            self._defs = self._defs.with_prices(prices)
+        # The agents as DuckDB's load resolves them (auditor.attribution), from the same
+        # query: here a subquery of every query's `spans` (derive() makes it a table).
+        resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
+        self._spans = attributed(self._exported, f"({resolved.removesuffix(SETTINGS)})")
+        # Nothing else to prepare: the helper views go into each query as CTEs (or, after
         # derive(), are read from this session's temporary tables).
         _PREPARED.add(self)
         if derive:
@@ -96,6 +106,16 @@ class ClickHouseConnection:
         this session (narrowed as :mod:`auditor.derived` narrows DuckDB's), so queries read
         them instead of deriving them again from the spans. A user who may not create
         temporary tables (``readonly=1``) keeps the CTEs: False."""
+        resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
+        try:
+            self.engine.command("DROP TEMPORARY TABLE IF EXISTS hs_resolved_agents")
+            self.engine.command(
+                f"CREATE TEMPORARY TABLE hs_resolved_agents ENGINE = Memory AS {resolved}",
+                self.time_range.parameters(),
+            )
+        except Exception:
+            return False
+        self._spans = attributed(self._exported, "hs_resolved_agents")
         known: dict[str, list[str]] = {}
         for name, select in selects(rules=True).items():
             relation = f"hs_{name}_all"
@@ -159,7 +179,12 @@ def audit_engine(
     """Run the selected rules and the figures over ``table`` (the exporter's schema)."""
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
-    con = ClickHouseConnection(engine, table, time_range, derive=True)
+    prices = None
+    if settings.prices is not None:
+        from auditor.prices import read_prices
+
+        prices = read_prices(settings.prices)
+    con = ClickHouseConnection(engine, table, time_range, derive=True, prices=prices)
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(run_rule(con, rule, settings))  # type: ignore[arg-type]

@@ -14,7 +14,10 @@ rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
   ClickHouse; ``concat_ws`` and ``list_position`` skip or return NULL; ``format``'s
   ``{:.Nf}`` and the way a DOUBLE prints; ``quantile_cont`` (interpolated, not sampled);
   ``len`` of a list; ``bool_or``; struct literals (named tuples); ``UNION ALL BY NAME``
-  when both sides list the same names in the same order.
+  when both sides list the same names in the same order; ``split_part`` and
+  ``json_extract_string`` (NULL for a missing member); ``regexp_extract`` of group 1;
+  ``x.* EXCLUDE/REPLACE`` in a join; ``WITH RECURSIVE`` with CTE column lists.
+* the price table ``hs_prices`` is a CTE of the audit's prices (:meth:`Definitions.with_prices`).
 
 Whatever falls outside raises :class:`DialectError` naming the construct, so a rule that
 cannot run on ClickHouse says so instead of giving different findings.
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Mapping
 from functools import cache
 from typing import Final
 
@@ -33,6 +37,7 @@ from sqlglot import exp
 from auditor.clickhouse.rewrites import PARAMETER_TYPES, DialectError, rewrite, substitute
 from auditor.macros import views_sql
 from auditor.table import SPAN_COLUMNS
+from collector.pricing import DEFAULT_PRICES, Price
 
 __all__ = [
     "PARAMETER_TYPES",
@@ -83,6 +88,22 @@ class Definitions:
             _expand_stars(tree, self)
             _qualify_shadowed(tree, self)
         self.generated = {name: _generate(tree) for name, tree in self.rewritten.items()}
+        self.with_prices(DEFAULT_PRICES, into=self)
+
+    def with_prices(
+        self, prices: Mapping[str, Price], *, into: Definitions | None = None
+    ) -> Definitions:
+        """These definitions with ``hs_prices`` (the price table the views estimate cost
+        with) holding ``prices``: rows of a CTE, as :func:`auditor.prices.prices_sql`
+        makes them a table of DuckDB's connection."""
+        clone = into or copy.copy(self)
+        text = prices_select(prices)
+        clone.rewritten = {
+            **self.rewritten,
+            "hs_prices": sqlglot.parse_one(text, read="clickhouse"),
+        }
+        clone.generated = {**self.generated, "hs_prices": text}
+        return clone
 
     def rewrite(self, tree: exp.Expr) -> exp.Expr:
         return rewrite(_inline(tree, self.scalar))
@@ -138,10 +159,15 @@ def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> s
     needed = defs.dependencies(tree)
     ctes = [("spans", spans)] + [(n, defs.generated[n]) for n in needed]
     own = tree.args.get("with_")
+    recursive = False
     if own is not None:
         tree.set("with_", None)
-        ctes += [(c.alias_or_name, _generate(c.this)) for c in own.expressions]
-    head = "WITH " + ",\n".join(f"{name} AS (\n{body}\n)" for name, body in ctes)
+        recursive = bool(own.args.get("recursive"))
+        # A CTE keeps its column list (``walk(a, b) AS``): a recursive one names them so.
+        ctes += [(_generate(c.args["alias"]), _generate(c.this)) for c in own.expressions]
+    head = ("WITH RECURSIVE " if recursive else "WITH ") + ",\n".join(
+        f"{name} AS (\n{body}\n)" for name, body in ctes
+    )
     return f"{head}\n{_generate(tree)}{SETTINGS}"
 
 
@@ -214,9 +240,18 @@ def _expand_stars(tree: exp.Expr, defs: Definitions) -> None:
                 )
                 if cols is None:
                     raise DialectError(f"cannot tell the columns of {e.table}.* in a join")
+                # `x.* EXCLUDE (..) REPLACE (expr AS c)`: the columns left, c as expr.
+                star = e.this
+                skip = {x.name for x in star.args.get("except_") or []}
+                swap = {a.alias: a.this for a in star.args.get("replace") or []}
                 projections.extend(
-                    exp.alias_(exp.column(c, table=e.table, quoted=True), c, quoted=True)
+                    exp.alias_(
+                        swap[c].copy() if c in swap else exp.column(c, table=e.table, quoted=True),
+                        c,
+                        quoted=True,
+                    )
                     for c in cols
+                    if c not in skip
                 )
             else:
                 projections.append(e)
@@ -261,6 +296,23 @@ def _qualify_shadowed(tree: exp.Expr, defs: Definitions) -> None:
                 if col.find_ancestor(exp.Select) is not select:
                     continue
                 col.set("table", exp.to_identifier(qualifier))
+
+
+def prices_select(prices: Mapping[str, Price]) -> str:
+    """A ClickHouse SELECT of ``prices`` as ``hs_prices`` (model, input_per_mtok,
+    output_per_mtok)."""
+    columns = "model String, input_per_mtok Float64, output_per_mtok Float64"
+    if not prices:
+        return f"SELECT * FROM values('{columns}', ('', 0, 0)) WHERE 0"
+    rows = ", ".join(
+        f"({_quote(m)}, {float(p.input_per_mtok)!r}, {float(p.output_per_mtok)!r})"
+        for m, p in sorted(prices.items())
+    )
+    return f"SELECT * FROM values('{columns}', {rows})"
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _generate(tree: exp.Expr) -> str:

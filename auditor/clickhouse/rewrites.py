@@ -108,6 +108,35 @@ def _text_of(arg: exp.Expr) -> exp.Expr:
     return _template(_FLOAT_TEXT, v=arg)
 
 
+def _json_text(node: exp.JSONExtractScalar) -> exp.Expr:
+    """DuckDB's ``json_extract_string(j, '$.a.b')``: the member's text (a string unquoted,
+    anything else as JSON), NULL when it is missing or JSON null."""
+    path = node.expression
+    keys: list[exp.Expr] = []
+    for part in path.expressions if isinstance(path, exp.JSONPath) else [None]:
+        if isinstance(part, exp.JSONPathRoot):
+            continue
+        if not isinstance(part, exp.JSONPathKey):
+            raise DialectError("json_extract_string is mapped for '$.key' paths only")
+        keys.append(exp.Literal.string(str(part.this)))
+    doc = _call("assumeNotNull", node.this)
+    return exp.If(
+        this=exp.and_(
+            exp.Not(this=exp.Is(this=node.this.copy(), expression=exp.Null())),
+            _call("JSONHas", doc, *keys),
+            exp.NEQ(this=_call("JSONType", doc, *keys), expression=exp.Literal.string("Null")),
+        ),
+        true=exp.If(
+            this=exp.EQ(
+                this=_call("JSONType", doc, *keys), expression=exp.Literal.string("String")
+            ),
+            true=_call("JSONExtractString", doc, *keys),
+            false=_call("JSONExtractRaw", doc, *keys),
+        ),
+        false=exp.Null(),
+    )
+
+
 def _by_name(node: exp.Union) -> exp.Expr:
     """``UNION ALL BY NAME`` as a plain UNION ALL, when both sides agree column by column."""
 
@@ -231,6 +260,23 @@ def rewrite(tree: exp.Expr) -> exp.Expr:
             return exp.If(this=_call("empty", items), true=exp.Null(), false=joined)
         if isinstance(node, exp.Length):
             return _call("length", node.this)
+        if isinstance(node, exp.SplitPart):
+            return _template(
+                "if(_s IS NULL, NULL, arrayElement(splitByString(_d, assumeNotNull(_s)), _n))",
+                s=node.this,
+                d=node.args["delimiter"],
+                n=node.args["part_index"],
+            )
+        if isinstance(node, exp.JSONExtractScalar):
+            return _json_text(node)
+        if isinstance(node, exp.RegexpExtract):
+            group = node.args.get("group")
+            if group is not None and not (isinstance(group, exp.Literal) and group.this == "1"):
+                raise DialectError("regexp_extract is mapped for group 1 only")
+            # Both give '' when the pattern does not match and NULL for a NULL text.
+            return _call("extract", node.this, node.expression)
+        if isinstance(node, exp.Substring) and node.args.get("length") is None:
+            return _call("substringUTF8", node.this, node.args["start"])
         if isinstance(node, exp.LogicalOr):
             return _call("max", node.this)
         if isinstance(node, exp.LogicalAnd):

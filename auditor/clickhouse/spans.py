@@ -21,11 +21,12 @@ from auditor.table import (
     COST_KEYS,
     INPUT_TOKEN_KEYS,
     OUTPUT_TOKEN_KEYS,
+    SPAN_COLUMNS,
     TYPED_KEYS,
 )
 from collector import schema as s
 
-__all__ = ["CLICKHOUSE_TYPES", "TIME_PARAMETERS", "spans_select"]
+__all__ = ["CLICKHOUSE_TYPES", "TIME_PARAMETERS", "attributed", "spans_select"]
 
 CLICKHOUSE_TYPES: Final = {
     "VARCHAR": "Nullable(String)",
@@ -142,6 +143,23 @@ def spans_select(table: str) -> str:
 FROM {table}
 WHERE Timestamp >= fromUnixTimestamp64Nano({{hs_since_ns:Int64}})
   AND Timestamp < fromUnixTimestamp64Nano({{hs_until_ns:Int64}})"""
+
+
+def attributed(spans: str, resolved: str) -> str:
+    """``spans`` (a SELECT of :func:`spans_select`) with each span's ``agent`` as
+    ``resolved`` (a relation of trace_id, span_id, agent: :func:`auditor.attribution.
+    resolve_sql`) gives it, where it gives one."""
+    columns = ",\n    ".join(
+        "coalesce(r.agent, s.agent) AS agent" if c == "agent" else f"s.{_ident(c)} AS {_ident(c)}"
+        for c in SPAN_COLUMNS
+    )
+    return f"""SELECT
+    {columns}
+FROM ({spans}) AS s
+LEFT JOIN (
+    SELECT trace_id, span_id, any(agent) AS agent FROM {resolved} AS hs_r
+    GROUP BY trace_id, span_id
+) AS r ON r.trace_id = s.trace_id AND r.span_id = s.span_id"""
 
 
 def _ident(name: str) -> str:

@@ -144,7 +144,13 @@ def workflow_spend(
 
     Columns: workflow_id, workflow_name, runs, input_tokens, output_tokens, cost_usd.
     """
-    return query(con, _WORKFLOW_COSTS + " ORDER BY cost_usd DESC, workflow_id", filters)
+    # Rounded to well below a cent's billionth: sums of estimated costs differ in their last
+    # bits by summation order, and the top workflows must not depend on it.
+    return query(
+        con,
+        f"SELECT * FROM ({_WORKFLOW_COSTS}) ORDER BY round(cost_usd, 12) DESC, workflow_id",
+        filters,
+    )
 
 
 def workflow_cost_summary(
