@@ -14,6 +14,7 @@ import math
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ pytest.importorskip("chdb")
 from auditor import AuditResult, AuditSettings, all_rules, audit, load_traces  # noqa: E402
 from auditor.clickhouse import dialect  # noqa: E402
 from auditor.clickhouse.audit import (  # noqa: E402
+    NO_TEMPORARY_TABLES,
     ClickHouseConnection,
     TimeRange,
     audit_engine,
@@ -172,24 +174,29 @@ def test_the_time_range_is_bound_and_applied(audited: dict, engine: ChdbEngine) 
         "SELECT count(*) FROM spans WHERE start_time < ?", [middle]
     ).fetchall()[0]
     early = audit_engine(engine, table, time_range=TimeRange(until=middle))
-    late = audit_engine(engine, table, time_range=TimeRange(since=middle))
+    late = ClickHouseConnection(engine, table, TimeRange(since=middle))
+    (after,) = late.sql("SELECT count(*) FROM spans").fetchall()[0]
     assert 0 < early.figures.summary["spans"] == before
-    assert before + late.figures.summary["spans"] == duck.figures.summary["spans"]
+    assert before + after == duck.figures.summary["spans"]
 
 
 def test_settings_reach_the_rules_as_parameters(audited: dict, engine: ChdbEngine) -> None:
-    duck_traces = audited["cases"][3]
+    from auditor.audit import run_rule
+
+    duck, _, table, duck_traces = audited["cases"]
     settings = AuditSettings(
         p95_budget_s=0.05,
         validation_timeout_s=0.1,
         rules=("slow-validation", "validation-p95-over-budget"),
     )
     want = audit(duck_traces, settings)
-    got = audit_engine(engine, audited["cases"][2], settings)
-    assert [f.to_dict() for f in got.findings] == [f.to_dict() for f in want.findings]
-    assert len(want.findings) > len(
-        [f for f in audited["cases"][0].findings if f.rule in settings.rules]
-    )
+    con = ClickHouseConnection(engine, table)
+    # The helper relations become temporary tables; a failure there is an error, never a
+    # silent fall back to CTEs (which once made every audit minutes slower).
+    assert con.derive() is True
+    got = [f for r in all_rules() if r.id in settings.rules for f in run_rule(con, r, settings)]  # type: ignore[arg-type]
+    assert [f.to_dict() for f in got] == [f.to_dict() for f in want.findings]
+    assert len(want.findings) > len([f for f in duck.findings if f.rule in settings.rules])
 
 
 # --------------------------------------------------------------------------------------
@@ -349,16 +356,6 @@ def test_since_and_until_read_times_and_durations() -> None:
         parse_moment("yesterday", option="--since")
 
 
-def test_the_rules_agree_without_derived_tables(audited: dict, engine: ChdbEngine) -> None:
-    """A user who may not create temporary tables gets every view as a CTE instead."""
-    from auditor.audit import run_rule
-
-    duck, _, table, _ = audited["cases"]
-    con = ClickHouseConnection(engine, table)
-    got = [f.to_dict() for rule in all_rules() for f in run_rule(con, rule)]  # type: ignore[arg-type]
-    assert got == [f.to_dict() for f in duck.findings]
-
-
 def test_a_prices_file_prices_the_same_on_both_engines(
     audited: dict, engine: ChdbEngine, tmp_path: Path
 ) -> None:
@@ -381,3 +378,127 @@ def test_a_prices_file_prices_the_same_on_both_engines(
     assert not math.isclose(
         got.figures.summary["estimated_cost_usd"], default.figures.summary["estimated_cost_usd"]
     )
+
+
+# --------------------------------------------------------------------------------------
+# The server path: clickhouse-connect over HTTP to the real engine (tests/clickhouse_front.py)
+# --------------------------------------------------------------------------------------
+SERVER_USER = "auditor"
+SERVER_PASSWORD = "pw-\u00e9-' \"x"  # quotes and a non-ASCII letter must survive the trip
+
+
+@pytest.fixture(scope="module")
+def served(engine: ChdbEngine) -> Any:
+    from clickhouse_front import Front, Serving
+
+    serving = Serving(Front(engine._session, user=SERVER_USER, password=SERVER_PASSWORD))
+    yield serving
+    serving.stop()
+
+
+def _served_result(duck: AuditResult, url: str) -> AuditResult:
+    """``duck`` with the source facts a server audit reports (no files read, no problems)."""
+    figures = dataclasses.replace(duck.figures, summary={**duck.figures.summary})
+    for key in SOURCE_KEYS:
+        figures.summary[key] = 0
+    return dataclasses.replace(duck, figures=figures, files=[url], problems=[])
+
+
+def test_the_command_audits_a_server_through_clickhouse_connect(served: Any, audited: dict) -> None:
+    """``handoffscope audit clickhouse://`` in its own process: the same report as DuckDB's,
+    the user and password from the environment, --since/--until as bound parameters."""
+    from auditor.report.json_report import report_dict
+
+    duck, _, _, traces = audited["cases"]
+    first, last = traces.con.execute(
+        "SELECT min(start_time), max(start_time) FROM spans"
+    ).fetchall()[0]
+    since, until = first.isoformat(), (last + timedelta(seconds=1)).isoformat()
+    url = f"clickhouse://127.0.0.1:{served.port}/otel"
+    front = served.front
+    front.requests.clear()
+    env = {
+        "HANDOFFSCOPE_CLICKHOUSE_USER": SERVER_USER,
+        "HANDOFFSCOPE_CLICKHOUSE_PASSWORD": SERVER_PASSWORD,
+    }
+    done = _cli(
+        url, "--table", "cases", "--since", since, "--until", until, "--format", "json", env=env
+    )
+    assert done.returncode == 1, done.stderr
+    assert _close(json.loads(done.stdout), report_dict(_served_result(duck, url))) == []
+    # What the server received: every request as the environment's user, and the range as
+    # bound parameters of the queries that read spans, never as text inside them.
+    assert {r.user for r in front.requests} == {SERVER_USER}
+    reading = [r for r in front.requests if "hs_since_ns" in r.query]
+    assert len(reading) > len(RULE_IDS)
+    want = TimeRange(since=first, until=last + timedelta(seconds=1)).parameters()
+    for r in reading:
+        assert r.params == {**r.params, **{k: str(v) for k, v in want.items()}}
+        assert str(want["hs_since_ns"]) not in r.query
+    assert {r.database for r in reading} == {"otel"}
+
+
+def test_a_refused_password_is_one_clear_line(served: Any) -> None:
+    front = served.front
+    front.refused.clear()
+    done = _cli(
+        f"clickhouse://127.0.0.1:{served.port}/otel",
+        env={
+            "HANDOFFSCOPE_CLICKHOUSE_USER": SERVER_USER,
+            "HANDOFFSCOPE_CLICKHOUSE_PASSWORD": "not-it",
+        },
+    )
+    assert done.returncode == 2
+    assert front.refused and set(front.refused) == {SERVER_USER}
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert (
+        f"refused user '{SERVER_USER}'" in lines[0]
+        and "HANDOFFSCOPE_CLICKHOUSE_PASSWORD" in lines[0]
+    )
+    assert "not-it" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+
+
+# --------------------------------------------------------------------------------------
+# A read-only user: readonly=1 (no temporary tables) and readonly=2 (temporary tables only)
+# --------------------------------------------------------------------------------------
+_READONLY_AUDIT = """
+import json, sys
+from auditor.clickhouse.audit import ClickHouseConnection, audit_engine
+from auditor.clickhouse.engine import ChdbEngine
+from auditor.clickhouse.loader import create_table
+from auditor.errors import AuditError
+
+engine = ChdbEngine(sys.argv[1])
+table = create_table(engine, "otel", "otel_traces")
+engine.command("SET readonly = " + sys.argv[2])  # as the user's settings profile sets it
+derived = ClickHouseConnection(engine, table).derive()
+error = None
+if not derived:  # with the tables, the audit is the one every other test runs
+    try:
+        audit_engine(engine, table)
+    except AuditError as e:
+        error = str(e)
+print(json.dumps({"derived": derived, "error": error}))
+"""
+
+
+@pytest.mark.parametrize("readonly", ["1", "2"])
+def test_a_readonly_user(tmp_path: Path, readonly: str) -> None:
+    """readonly=1 forbids temporary tables: without them every helper relation is a CTE of
+    every query, and the figures' queries exceed ClickHouse's query-tree limit (after
+    minutes), so the audit stops at once and says what to grant. readonly=2 audits."""
+    done = subprocess.run(
+        [sys.executable, "-c", _READONLY_AUDIT, str(tmp_path / "db"), readonly],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    if readonly == "2":
+        assert got == {"derived": True, "error": None}
+    else:
+        assert got["derived"] is False
+        assert got["error"] == NO_TEMPORARY_TABLES

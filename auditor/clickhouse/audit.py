@@ -35,6 +35,20 @@ from collector.pricing import Price
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
 
 _NO_BOUND: Final = (0, 2**63 - 1)
+# Appended to a transpiled query's SETTINGS when its rows become a table: a boolean
+# grouped by the helper views can come out as LowCardinality(UInt8), which a table may
+# only hold with this setting.
+_CREATE_SETTINGS: Final = ", allow_suspicious_low_cardinality_types = 1"
+# The errors that mean the user may not create temporary tables (readonly=1, a missing grant).
+_NOT_ALLOWED: Final = ("(READONLY)", "(ACCESS_DENIED)")
+NO_TEMPORARY_TABLES: Final = (
+    "the ClickHouse user may not create temporary tables (readonly=1, or no CREATE TEMPORARY"
+    " TABLE grant). The audit computes its helper relations once per session as temporary"
+    " tables (Memory, gone with the session; nothing is written to your tables); without"
+    " them the figures' queries exceed ClickHouse's query-tree limit. Give the user"
+    " readonly = 2 in its settings profile and GRANT CREATE TEMPORARY TABLE ON *.*"
+)
+"""Why an audit stops when the user may not create temporary tables, and what to grant."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,32 +119,37 @@ class ClickHouseConnection:
         """Compute the relations every rule and figure reads once, as temporary tables of
         this session (narrowed as :mod:`auditor.derived` narrows DuckDB's), so queries read
         them instead of deriving them again from the spans. A user who may not create
-        temporary tables (``readonly=1``) keeps the CTEs: False."""
+        temporary tables (``readonly=1``, or no CREATE TEMPORARY TABLE grant) keeps the
+        CTEs: False. Any other failure is an error, not a silent fall back to the far
+        slower CTEs."""
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
-        try:
-            self.engine.command("DROP TEMPORARY TABLE IF EXISTS hs_resolved_agents")
-            self.engine.command(
-                f"CREATE TEMPORARY TABLE hs_resolved_agents ENGINE = Memory AS {resolved}",
-                self.time_range.parameters(),
-            )
-        except Exception:
+        if not self._create("hs_resolved_agents", resolved):
             return False
         self._spans = attributed(self._exported, "hs_resolved_agents")
         known: dict[str, list[str]] = {}
         for name, select in selects(rules=True).items():
             relation = f"hs_{name}_all"
             text = to_clickhouse(select, self._spans, defs=self._defs.with_tables(known))
-            try:
-                self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
-                self.engine.command(
-                    f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory AS {text}",
-                    self.time_range.parameters(),
-                )
-                columns, _ = self.engine.query(f"SELECT * FROM {relation} LIMIT 0")
-            except Exception:
+            if not self._create(relation, text):
                 return False
-            known[relation] = columns
+            known[relation], _ = self.engine.query(f"SELECT * FROM {relation} LIMIT 0")
         self._defs = self._defs.with_tables(known)
+        return True
+
+    def _create(self, relation: str, select: str) -> bool:
+        """``relation`` as a temporary table of ``select``; False where the user may not."""
+        try:
+            self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
+            self.engine.command(
+                f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory AS {select}{_CREATE_SETTINGS}",
+                self.time_range.parameters(),
+            )
+        except Exception as e:
+            if any(code in str(e) for code in _NOT_ALLOWED):
+                return False
+            raise AuditError(
+                f"ClickHouse could not compute {relation}: {_first_line(e)}", title="query failed"
+            ) from e
         return True
 
     def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
@@ -184,7 +203,9 @@ def audit_engine(
         from auditor.prices import read_prices
 
         prices = read_prices(settings.prices)
-    con = ClickHouseConnection(engine, table, time_range, derive=True, prices=prices)
+    con = ClickHouseConnection(engine, table, time_range, prices=prices)
+    if not con.derive():
+        raise AuditError(NO_TEMPORARY_TABLES, title="readonly user")
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(run_rule(con, rule, settings))  # type: ignore[arg-type]

@@ -49,6 +49,8 @@ USER_ENV: Final = ("HANDOFFSCOPE_CLICKHOUSE_USER", "CLICKHOUSE_USER")
 """Environment variables naming the server user, first set wins (default ``default``)."""
 PASSWORD_ENV: Final = ("HANDOFFSCOPE_CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD")
 """Environment variables holding the server password, first set wins (default empty)."""
+_AUTHENTICATION_FAILED: Final = 516
+"""ClickHouse's error code for a refused user or password."""
 
 
 class Engine(Protocol):
@@ -196,7 +198,14 @@ def connect(location: Location) -> ChdbEngine | ServerEngine:
         ) from e
     except Exception as e:
         where = location.path if location.scheme == "chdb" else f"{location.host}:{location.port}"
-        raise AuditError(f"cannot open ClickHouse at {where}: {e}", title="no connection") from e
+        if getattr(e, "code", None) == _AUTHENTICATION_FAILED:
+            raise AuditError(
+                f"ClickHouse at {where} refused user {_env(USER_ENV) or 'default'!r}: wrong"
+                f" password or no such user; set {USER_ENV[0]} and {PASSWORD_ENV[0]}",
+                title="no connection",
+            ) from e
+        text = " ".join(str(e).split())[:500]
+        raise AuditError(f"cannot open ClickHouse at {where}: {text}", title="no connection") from e
 
 
 def _env(names: tuple[str, ...]) -> str | None:
