@@ -237,12 +237,12 @@ def _typed(text: str, typ: str) -> str:
     if typ in ("BIGINT", "INTEGER"):
         return _int(text, typ)
     if typ == "VARCHAR[]":
-        parsed = f"try(from_json({text}, '{_ARRAY_STRUCTURE}'))"
+        # An OTLP array's values as text, else the scalar as a list of one. The text is
+        # parsed once (a NULL list of values falls through to the scalar).
+        values = f"try(from_json({text}, '{_ARRAY_STRUCTURE}'))." + '"values"'
         return (
-            f"CASE WHEN {text} IS NULL THEN NULL"
-            f' WHEN {parsed} IS NOT NULL AND {parsed}."values" IS NOT NULL'
-            f' THEN list_transform({parsed}."values", lambda arr_x: {_value_text("arr_x")})'
-            f" ELSE [{text}] END"
+            f"CASE WHEN {text} IS NULL THEN NULL ELSE coalesce("
+            f"list_transform({values}, lambda arr_x: {_value_text('arr_x')}), [{text}]) END"
         )
     if typ == "VARCHAR":
         return text
