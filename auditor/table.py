@@ -306,7 +306,8 @@ def flatten_sql(source: str) -> str:
     # A span of the trace schema usually carries only keys with a column of their own, each
     # once: when as many typed keys were found as the span has attributes, none is left for
     # ``attributes``, and the search of every key among the typed ones is skipped.
-    typed_found = f"list_count(attr_p[1:{len(ATTRIBUTE_COLUMNS)}])"
+    # (The typed keys come first in ``attr_p``: LOOKED_UP lists them before the others.)
+    typed_found = f"list_count(attr_p[1:{len(TYPED_KEYS)}])"
     attributes = (
         f"CASE WHEN {typed_found} = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {_map(rest)} END"
     )
