@@ -351,7 +351,10 @@ def _kv(key: object, value: str = "v") -> dict[str, object]:
     ],
 )
 def test_attributes_without_a_column_go_to_the_map_first_one_winning(
-    tmp_path: Path, attributes: list[dict[str, object]], receiver: str | None, rest: dict
+    tmp_path: Path,
+    attributes: list[dict[str, object]],
+    receiver: str | None,
+    rest: dict[str, str],
 ) -> None:
     events = [{"name": "e", "timeUnixNano": "1", "attributes": attributes}]
     line = export(span_json(attributes=attributes, events=events), service="svc")
@@ -360,10 +363,11 @@ def test_attributes_without_a_column_go_to_the_map_first_one_winning(
     row = ts.con.execute(
         'SELECT "handoff.receiver", attributes, events[1].attributes FROM spans'
     ).fetchall()
-    first = {}
+    first: dict[str, str] = {}
     for kv in attributes:
-        if kv.get("key") is not None:
-            first.setdefault(kv["key"], kv["value"]["stringValue"])  # type: ignore[index]
+        key, value = kv.get("key"), kv["value"]
+        if isinstance(key, str) and isinstance(value, dict):
+            first.setdefault(key, value["stringValue"])
     assert row == [(receiver, rest, first)]
     assert ts.problems == []
 
