@@ -204,7 +204,16 @@ def _map(kvs: str) -> str:
         f"list_filter({entries}, lambda kv_e, kv_i: list_position(list_transform({entries},"
         f" lambda kv_x: kv_x.key), kv_e.key) = kv_i)"
     )
-    return f"coalesce(try(map_from_entries({entries})), map_from_entries({dedup}))"
+    # Most lists have neither: build the map straight from the list (no filtering pass), and
+    # only when that fails (a NULL or repeated key) filter and drop the repeats.
+    direct = (
+        f"list_transform(coalesce({kvs}, []),"
+        f" lambda kv_d: {{'key': kv_d.key, 'value': {_value_text('kv_d.value')}}})"
+    )
+    return f"coalesce(try(map_from_entries({direct})), map_from_entries({dedup}))"
+
+
+_EMPTY_MAP = "MAP {}::MAP(VARCHAR, VARCHAR)"
 
 
 def _id(x: str, nbytes: int) -> str:
@@ -228,12 +237,12 @@ def _typed(text: str, typ: str) -> str:
     if typ in ("BIGINT", "INTEGER"):
         return _int(text, typ)
     if typ == "VARCHAR[]":
-        parsed = f"try(from_json({text}, '{_ARRAY_STRUCTURE}'))"
+        # An OTLP array's values as text, else the scalar as a list of one. The text is
+        # parsed once (a NULL list of values falls through to the scalar).
+        values = f"try(from_json({text}, '{_ARRAY_STRUCTURE}'))." + '"values"'
         return (
-            f"CASE WHEN {text} IS NULL THEN NULL"
-            f' WHEN {parsed} IS NOT NULL AND {parsed}."values" IS NOT NULL'
-            f' THEN list_transform({parsed}."values", lambda arr_x: {_value_text("arr_x")})'
-            f" ELSE [{text}] END"
+            f"CASE WHEN {text} IS NULL THEN NULL ELSE coalesce("
+            f"list_transform({values}, lambda arr_x: {_value_text('arr_x')}), [{text}]) END"
         )
     if typ == "VARCHAR":
         return text
@@ -294,6 +303,14 @@ def flatten_sql(source: str) -> str:
         "list_filter(coalesce(sp.attributes, []), lambda ra: ra.key IS NOT NULL"
         f" AND NOT list_contains({typed_list}, ra.key))"
     )
+    # A span of the trace schema usually carries only keys with a column of their own, each
+    # once: when as many typed keys were found as the span has attributes, none is left for
+    # ``attributes``, and the search of every key among the typed ones is skipped.
+    # (The typed keys come first in ``attr_p``: LOOKED_UP lists them before the others.)
+    typed_found = f"list_count(attr_p[1:{len(TYPED_KEYS)}])"
+    attributes = (
+        f"CASE WHEN {typed_found} = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {_map(rest)} END"
+    )
     return f"""
 WITH resources AS (
     SELECT source_file, source_line,
@@ -343,7 +360,7 @@ SELECT
     {_first(INPUT_TOKEN_KEYS, "BIGINT")} AS input_tokens,
     {_first(OUTPUT_TOKEN_KEYS, "BIGINT")} AS output_tokens,
     {_first(COST_KEYS, "DOUBLE")} AS cost_usd,
-    {_map(rest)} AS attributes,
+    {attributes} AS attributes,
     list_transform(coalesce(sp.events, []), lambda ev: {{
         'name': ev.name, 'time_unix_nano': {_int("ev.timeUnixNano")},
         'attributes': {_map("ev.attributes")}}}) AS events,

@@ -14,6 +14,12 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
 * ``python``: a straightforward pure-Python audit of the same file (``json.loads`` per line,
   dicts per span, the rules as loops) - what the auditor replaces;
 * ``compact`` then ``parquet``: the same audit from the Parquet that ``compact`` writes.
+
+With ``--json-only`` only the shred and the audit of JSON lines run, and with
+``--json-before CHECKOUT`` the audit of another version (that checkout's own
+``bench_audit.py --child audit``) runs beside it, interleaved, ``--repeat`` times:
+
+    python bench/bench_audit.py --dir /tmp/i19bench --json-only --json-before /tmp/old --repeat 2
 """
 
 from __future__ import annotations
@@ -300,6 +306,40 @@ def best(repeat: int, task: str, *args: str) -> dict[str, Any]:
     return min(ok, key=lambda r: r["seconds"]) if ok else runs[0]
 
 
+def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]:
+    """The shred and the audit of ``path`` (and with ``before`` that checkout's audit), one
+    process each, interleaved so that every side sees the same load; the best of each."""
+    sides: dict[str, list[str]] = {
+        "shred": [sys.executable, __file__, "--child", "shred", str(path)],
+        "audit": [sys.executable, __file__, "--child", "audit", str(path)],
+    }
+    if before is not None:
+        other = str(before / "bench" / "bench_audit.py")
+        sides["before"] = [sys.executable, other, "--child", "audit", str(path)]
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _ in range(max(1, repeat)):
+        for name, command in sides.items():
+            print(f"bench_audit: {name} {path} ...", file=sys.stderr, flush=True)
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                result = {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+            else:
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+            print(f"bench_audit:   {result}", file=sys.stderr, flush=True)
+            runs[name].append(result)
+    out: dict[str, Any] = {"runs": runs}
+    for name, found in runs.items():
+        ok = [r for r in found if "error" not in r]
+        out[name] = min(ok, key=lambda r: r["seconds"]) if ok else found[0]
+    shred = out["shred"]
+    for name in ("audit", "before"):
+        r = out.get(name, {})
+        if "seconds" in r and "seconds" in shred:
+            r["vs_shred"] = r["seconds"] / shred["seconds"]
+            r["vs_shred_cpu"] = r["cpu_seconds"] / shred["cpu_seconds"]
+    return out
+
+
 def ensure(path: Path, spans: int) -> dict[str, Any]:
     from bench.gen_traces import generate
 
@@ -385,6 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", type=Path, help="write the Markdown report here")
     parser.add_argument("--skip-python", action="store_true", help="skip the slow baseline")
     parser.add_argument(
+        "--json-only", action="store_true", help="measure only the shred and the JSON audit"
+    )
+    parser.add_argument(
+        "--json-before", type=Path, help="with --json-only: a checkout of another version"
+    )
+    parser.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -396,6 +442,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     path = args.dir / f"{args.spans}.jsonl"
     info = ensure(path, args.spans)
+    if args.json_only:
+        print(json.dumps(measure_json(path, args.json_before, args.repeat), indent=2))
+        return 0
     load = os.getloadavg()[0]
     machine = (
         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "

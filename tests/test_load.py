@@ -315,6 +315,63 @@ def test_typed_handoff_columns(tmp_path: Path) -> None:
     assert row == ("t-1", 2, True, 2500.5, ["email", "payment"], "writer", {"custom.key": "kept"})
 
 
+def _kv(key: object, value: str = "v") -> dict[str, object]:
+    return {"key": key, "value": {"stringValue": value}}
+
+
+@pytest.mark.parametrize(
+    ("attributes", "receiver", "rest"),
+    [
+        pytest.param([_kv("handoff.receiver", "a")], "a", {}, id="only-typed-keys"),
+        pytest.param([], None, {}, id="no-attributes"),
+        pytest.param(
+            [_kv("handoff.receiver", "a"), _kv("handoff.receiver", "b")],
+            "a",
+            {},
+            id="typed-key-twice",
+        ),
+        pytest.param(
+            [_kv("handoff.receiver", "a"), _kv(None, "b"), {"value": {"stringValue": "c"}}],
+            "a",
+            {},
+            id="keys-missing",
+        ),
+        pytest.param(
+            [_kv("x", "1"), _kv("handoff.receiver", "a"), _kv("x", "2")],
+            "a",
+            {"x": "1"},
+            id="other-key-twice",
+        ),
+        pytest.param(
+            [_kv("handoff.receiver", "a"), _kv("handoff.sender", "s"), _kv("y", "1")],
+            "a",
+            {"y": "1"},
+            id="typed-and-other",
+        ),
+    ],
+)
+def test_attributes_without_a_column_go_to_the_map_first_one_winning(
+    tmp_path: Path,
+    attributes: list[dict[str, object]],
+    receiver: str | None,
+    rest: dict[str, str],
+) -> None:
+    events = [{"name": "e", "timeUnixNano": "1", "attributes": attributes}]
+    line = export(span_json(attributes=attributes, events=events), service="svc")
+    (tmp_path / "a.jsonl").write_text(line + "\n")
+    ts = load_traces(tmp_path)
+    row = ts.con.execute(
+        'SELECT "handoff.receiver", attributes, events[1].attributes FROM spans'
+    ).fetchall()
+    first: dict[str, str] = {}
+    for kv in attributes:
+        key, value = kv.get("key"), kv["value"]
+        if isinstance(key, str) and isinstance(value, dict):
+            first.setdefault(key, value["stringValue"])
+    assert row == [(receiver, rest, first)]
+    assert ts.problems == []
+
+
 # ----------------------------------------------------------------------------------------
 # Memory: a load that outgrows DuckDB's limit gets more, up to a ceiling
 # ----------------------------------------------------------------------------------------
