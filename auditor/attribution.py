@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from auditor import conventions as c
 from auditor.prices import prices_sql
-from auditor.readers import run
+from auditor.readers import grown, run
 from collector import schema as s
 
 if TYPE_CHECKING:
@@ -163,12 +163,14 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
     if run(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans'")[0][0]:
         return 0  # a compacted store, read in place: its spans were resolved when written
     try:
-        run(
+        # The walk up the ancestors holds every unnamed span at once, which a large input's
+        # small memory limit cannot always do: it gets more, as a load statement does.
+        grown(
             con,
             "CREATE OR REPLACE TEMP TABLE hs_resolved_agents AS " + resolve_sql(by_file=True),
             {"file": source_file},
         )
-        changed = run(
+        changed = grown(
             con,
             """
             UPDATE spans SET agent = r.agent FROM hs_resolved_agents AS r

@@ -86,9 +86,9 @@ if click is not None:
                 if interrupted(e):
                     # Click turns KeyboardInterrupt into Abort, which main() reports as 130.
                     raise KeyboardInterrupt from e
-                if not isinstance(e, HandoffscopeError):
+                if not isinstance(e, HandoffscopeError) and not out_of_memory(e):
                     raise
-                click.echo(f"handoffscope: {e}", err=True)
+                click.echo(f"handoffscope: {_one_line(e)}", err=True)
                 ctx.exit(2)
 
     def _available(name: str) -> bool:
@@ -129,6 +129,27 @@ def interrupted(error: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+MEMORY_HINT = (
+    "Set HANDOFFSCOPE_MEMORY_LIMIT (e.g. 4GB) to give large inputs more memory,"
+    " or read fewer files at once."
+)
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is DuckDB running out of memory: the user's to fix, so it is
+    reported as one line with :data:`MEMORY_HINT`, never as a traceback."""
+    duckdb = sys.modules.get("duckdb")  # never loaded: it raised nothing
+    return duckdb is not None and isinstance(error, duckdb.OutOfMemoryException)
+
+
+def _one_line(error: BaseException) -> str:
+    if not out_of_memory(error):
+        return str(error)
+    # DuckDB appends generic tuning advice on further lines; the first says what happened.
+    first = (str(error).strip().splitlines() or ["out of memory"])[0]
+    return f"{first}. {MEMORY_HINT}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -667,3 +667,40 @@ def test_one_bad_line_between_pretty_documents_loses_only_itself(tmp_path: Path)
         first + 2 + torn.count("\n") + c.count("\n") + 1,
     ]
     assert "reading went on at line" in ts.problems[0].message
+
+
+def test_attribution_that_runs_out_of_memory_raises_the_limit_and_resolves_the_same():
+    """The walk up the ancestors holds every unnamed span; a small limit grows, as a load's."""
+    from auditor.attribution import attribute
+
+    fixture = Path(__file__).parent / "fixtures" / "frameworks" / "langgraph-openinference"
+    expected = load_traces(fixture)
+    traces = load_traces(fixture)
+    query = "SELECT span_id, agent FROM spans ORDER BY ALL"
+    traces.con.execute('UPDATE spans SET agent = NULL WHERE "gen_ai.agent.name" IS NULL')
+    traces.con.execute("SET memory_limit = '256KB'")
+    assert attribute(traces.con) > 0
+    assert _limit_mib(traces.con) > 0.25
+    assert traces.con.execute(query).fetchall() == expected.con.execute(query).fetchall()
+
+
+def test_a_command_that_runs_out_of_memory_says_so_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys
+):
+    """Wherever DuckDB runs out, the user reads what happened and what to set, not a trace."""
+    import duckdb
+
+    from auditor import load
+    from auditor.cli import main
+    from auditor.load import MEMORY_LIMIT_ENV
+
+    def exhausted(*args: object, **kwargs: object) -> None:
+        raise duckdb.OutOfMemoryException(
+            "Out of Memory Error: failed to pin block of size 256.0 KiB\n\nPossible solutions:"
+        )
+
+    monkeypatch.setattr(load, "load_traces", exhausted)
+    assert main(["audit", str(_FAULT_MIX)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and "Possible solutions" not in err
+    assert "failed to pin block" in err and MEMORY_LIMIT_ENV in err
