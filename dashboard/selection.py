@@ -248,6 +248,8 @@ def _smaller_side(cursor: duckdb.DuckDBPyConnection, index: str) -> Selection:
 def selection_of(cursor: duckdb.DuckDBPyConnection) -> Selection | None:
     """How a cursor :func:`scoped` lent keeps its traces: the table of selected (or of
     excluded) trace ids its views join; None for an unfiltered cursor."""
+    if hasattr(cursor, "selection"):  # a ClickHouse cursor (dashboard.clickhouse) knows it
+        return cursor.selection  # type: ignore[no-any-return]
     with _lock:
         for _, pool in _pools.values():
             for lease in pool.values():
