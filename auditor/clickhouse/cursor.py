@@ -50,6 +50,7 @@ PARAMETER_TYPES: Final = {
     "width": "Int64",
     "bin": "Float64",
     "cap": "Float64",
+    "limit": "Int64",
 }
 """The ClickHouse type of each parameter the dashboard's queries bind (``width``, a bucket
 width, is bound in whole seconds)."""
@@ -86,6 +87,11 @@ class Relation:
     def columns(self) -> list[str]:
         """The column names."""
         return list(self.arrow().column_names)
+
+    @property
+    def description(self) -> list[tuple[str]]:
+        """The columns as DB-API describes them (the name of each)."""
+        return [(name,) for name in self.columns]
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """Every row, as tuples."""
@@ -136,6 +142,8 @@ class _Definitions(Definitions):
             **{name: sqlglot.parse_one(text, read="clickhouse") for name, text in aliases.items()},
         }
         self.generated = {**base.generated, **aliases}
+        self.transpiled: dict[str, str] = {}
+        """ClickHouse SQL per DuckDB query already transpiled with these definitions."""
 
     def rewrite(self, tree: exp.Expr) -> exp.Expr:
         rewritten = super().rewrite(tree.transform(_dashboard_construct))
@@ -210,6 +218,7 @@ class ClickHouseSource:
         self._tables: dict[str, list[str]] = {}
         self._aliases: dict[str, str] = {}
         self._restricted: OrderedDict[str, ClickHouseCursor] = OrderedDict()
+        self._whole: _Definitions | None = None
 
     def derive(self) -> None:
         """Compute the relations every figure and rule reads once, as temporary tables
@@ -238,10 +247,11 @@ class ClickHouseSource:
 
     def keep(self, name: str, duckdb_sql: str) -> None:
         """Compute the DuckDB query ``duckdb_sql`` once into a temporary table that later
-        cursors read as ``name`` (narrowed to their selection when it has a ``trace_id``)."""
+        cursors read as ``name`` (narrowed by ``trace_id`` to a cursor's selection)."""
         physical = f"{self._prefix}_{name.removeprefix('hs_')}"
         self.create(physical, self.cursor().transpile(duckdb_sql))
         self._aliases[name] = f"SELECT * FROM {physical}"
+        self._whole = None
 
     def create(self, name: str, select: str, params: Mapping[str, Any] | None = None) -> None:
         """Keep ``select`` (ClickHouse SQL) as the temporary table ``name``, read as a table
@@ -262,6 +272,7 @@ class ClickHouseSource:
                     f"ClickHouse could not keep {name}: {_first_line(e)}", title="query failed"
                 ) from e
         self._tables[name] = columns
+        self._whole = None
 
     def create_from(
         self, name: str, duckdb_sql: str, params: Mapping[str, Any] | None = None
@@ -274,12 +285,9 @@ class ClickHouseSource:
         self, selection: Selection | None = None, spans: str | None = None
     ) -> ClickHouseCursor:
         """A cursor over every trace (or, with ``selection``, the traces it names)."""
-        return ClickHouseCursor(
-            self,
-            _Definitions(self._defs, self._aliases, self._tables),
-            spans or self._spans,
-            selection,
-        )
+        if self._whole is None:  # parsed once, and its transpiled queries kept
+            self._whole = _Definitions(self._defs, self._aliases, self._tables)
+        return ClickHouseCursor(self, self._whole, spans or self._spans, selection)
 
     def restricted(
         self,
@@ -352,13 +360,24 @@ class ClickHouseCursor:
 
         _PREPARED.add(self)  # nothing to prepare: the helper views go in as CTEs
 
+    def cursor(self) -> ClickHouseCursor:
+        """A cursor of its own on the same relations."""
+        return self.lend()
+
+    def close(self) -> None:
+        """Nothing to release: the relations belong to the source."""
+
     def lend(self) -> ClickHouseCursor:
         """A cursor on the same relations, whose registered frames are its own."""
         return ClickHouseCursor(self.source, self.defs, self.spans, self.selection)
 
     def transpile(self, sql: str) -> str:
         """The DuckDB query ``sql`` as ClickHouse SQL on this cursor's relations."""
-        return to_clickhouse(sql, self.spans, defs=self.defs)
+        key = f"{self.spans}\0{sql}"
+        text = self.defs.transpiled.get(key)
+        if text is None:
+            text = self.defs.transpiled[key] = to_clickhouse(sql, self.spans, defs=self.defs)
+        return text
 
     def bindable(self, params: Mapping[str, Any]) -> dict[str, Any]:
         chdb = isinstance(self.source.engine, ChdbEngine)
