@@ -29,8 +29,8 @@ from auditor.cli import main  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
 from auditor.load import TraceSet  # noqa: E402
-from dashboard import data  # noqa: E402
-from dashboard.clickhouse import SOURCE_ENV, ClickHouseSpec, open_source  # noqa: E402
+from dashboard import cache, data  # noqa: E402
+from dashboard.clickhouse import SOURCE_ENV, ClickHouseSpec  # noqa: E402
 from dashboard.data.scope import ready  # noqa: E402
 from dashboard.selection import Filters  # noqa: E402
 from dashboard.source import PATHS_ENV  # noqa: E402
@@ -56,8 +56,10 @@ def sources(chdb_dir: Path) -> Iterator[tuple[TraceSet, Any]]:
     """The same traces as the DuckDB dashboard loads them and as a ClickHouse source."""
     traces = load_traces(SAMPLE)
     ready(traces)
-    remote = open_source(ClickHouseSpec(url=f"chdb://{chdb_dir}"))
-    yield traces, remote
+    # Through the app's own cache: the ClickHouse app below finds this source opened.
+    loaded = cache.load_clickhouse(ClickHouseSpec(url=f"chdb://{chdb_dir}"))
+    assert loaded.source is not None, loaded.error
+    yield traces, loaded.source
 
 
 def _same(a: Any, b: Any, path: str = "") -> list[str]:
@@ -227,7 +229,7 @@ class _Apps:
 
 
 @pytest.fixture(scope="module")
-def apps(chdb_dir: Path) -> _Apps:
+def apps(chdb_dir: Path, sources: tuple[TraceSet, Any]) -> _Apps:
     return _Apps(chdb_dir)
 
 
