@@ -11,6 +11,7 @@ reference.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -28,6 +29,7 @@ from auditor import load_traces  # noqa: E402
 from auditor.cli import main  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
+from auditor.errors import AuditError  # noqa: E402
 from auditor.load import TraceSet  # noqa: E402
 from dashboard import cache, data  # noqa: E402
 from dashboard.clickhouse import SOURCE_ENV, ClickHouseSpec  # noqa: E402
@@ -303,3 +305,16 @@ def test_the_trace_page_says_it_needs_files(apps: _Apps) -> None:
     at = apps.run(1, lambda at: at.switch_page("views/trace.py").run())
     assert not at.exception
     assert "reads its spans from trace files" in " ".join(i.value for i in at.info)
+
+
+def test_the_source_travels_to_the_app_in_the_environment(tmp_path: Path) -> None:
+    from dashboard.cli import build_env
+    from dashboard.clickhouse import spec_from_env
+
+    spec = ClickHouseSpec(url=f"chdb://{tmp_path}", table="spans", since="24h", until=None)
+    env = build_env([], base={SOURCE_ENV: "stale"}, remote=spec)
+    assert spec_from_env(env) == spec
+    assert json.loads(env[PATHS_ENV]) == []
+    assert SOURCE_ENV not in build_env([tmp_path], base=env)
+    with pytest.raises(AuditError, match=SOURCE_ENV):
+        spec_from_env({SOURCE_ENV: "{not json"})
