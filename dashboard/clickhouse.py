@@ -124,6 +124,13 @@ def open_source(spec: ClickHouseSpec) -> ClickHouseSource:
             engine, f"{_ident(location.database)}.{_ident(table)}", time_range
         )
         source.derive()
+        ((spans,),) = source.cursor().execute("SELECT count(*) FROM spans").fetchall()
+        if not spans:
+            raise AuditError(
+                f"{spec.label}: no span in this table and time range; check --table, or "
+                "widen --since/--until",
+                title="no spans",
+            )
         source.keep(INDEX, _TRACE_FACTS.format(base="spans"))
     except BaseException:
         engine.close()

@@ -299,6 +299,11 @@ def test_a_bad_source_in_the_app_is_a_message(
     assert not at.exception
     shown = " ".join(str(c.value) for c in at.code)
     assert "has no table 'otel_trace'" in shown and "--table" in shown
+    # A time range without spans says so rather than showing empty pages.
+    spec = ClickHouseSpec(url=f"chdb://{chdb_dir}", since="2100-01-01T00:00:00").to_env()
+    at = _app(monkeypatch, spec=spec).run()
+    assert not at.exception
+    assert "no span in this table and time range" in " ".join(str(c.value) for c in at.code)
 
 
 def test_the_trace_page_says_it_needs_files(apps: _Apps) -> None:
