@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import AuditError
-from dashboard.selection import _SELECT_TRACES, _TRACE_FACTS, INDEX, SELECTED, Filters
+from dashboard.selection import INDEX, SELECT_TRACES, SELECTED, TRACE_FACTS, Filters
 
 if TYPE_CHECKING:
     from auditor.clickhouse.cursor import ClickHouseCursor, ClickHouseSource
@@ -131,7 +131,7 @@ def open_source(spec: ClickHouseSpec) -> ClickHouseSource:
                 "widen --since/--until",
                 title="no spans",
             )
-        source.keep(INDEX, _TRACE_FACTS.format(base="spans"))
+        source.keep(INDEX, TRACE_FACTS.format(base="spans"))
     except BaseException:
         engine.close()
         raise
@@ -153,5 +153,5 @@ def scoped(source: ClickHouseSource, filters: Filters) -> Iterator[ClickHouseCur
         "workflows": list(filters.workflows),
     }
     yield source.restricted(
-        filters.key(), _SELECT_TRACES.format(facts=INDEX), params, selected_as=SELECTED
+        filters.key(), SELECT_TRACES.format(facts=INDEX), params, selected_as=SELECTED
     )
