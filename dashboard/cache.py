@@ -35,6 +35,9 @@ from dashboard.source import Upload, fingerprint, save_uploads, uploads_digest
 if TYPE_CHECKING:
     import pandas as pd
 
+    from auditor.clickhouse.cursor import ClickHouseSource
+    from dashboard.clickhouse import ClickHouseSpec
+
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
@@ -53,11 +56,20 @@ class Loaded:
     trace_set: TraceSet | None = None
     error: str | None = None
     problems: list[str] = field(default_factory=list)
+    source: ClickHouseSource | None = None
+    """A ClickHouse table queried in place (:mod:`dashboard.clickhouse`), instead of a
+    trace set."""
 
     @property
     def ok(self) -> bool:
-        """True when at least one span was loaded."""
-        return self.trace_set is not None
+        """True when at least one span was loaded (or a ClickHouse table was opened)."""
+        return self.trace_set is not None or self.source is not None
+
+    @property
+    def con(self) -> Any:
+        """What :mod:`dashboard.data`'s functions take: the trace set's DuckDB connection,
+        or the ClickHouse source."""
+        return self.trace_set.con if self.trace_set is not None else self.source
 
 
 def load_paths(paths: Sequence[Path]) -> Loaded:
@@ -112,6 +124,29 @@ def _load(key: str, label: str, paths: list[Path]) -> Loaded:
     )
 
 
+def load_clickhouse(spec: ClickHouseSpec, generation: int = 0) -> Loaded:
+    """Open a ClickHouse table (cached per source until ``generation`` changes)."""
+    return _load_clickhouse(spec, generation)
+
+
+@st.cache_resource(show_spinner="Computing the derived tables inside ClickHouse…", max_entries=2)
+def _load_clickhouse(spec: ClickHouseSpec, generation: int) -> Loaded:
+    from dashboard.clickhouse import open_source
+
+    key = f"clickhouse:{generation}:{spec.to_env()}"
+    try:
+        source = open_source(spec)
+    except HandoffscopeError as e:
+        return Loaded(key, spec.label, error=str(e))
+    except Exception as e:  # noqa: BLE001 - an engine failure must give a message, not a traceback
+        return Loaded(
+            key, spec.label, error=f"ClickHouse could not be read: {type(e).__name__}: {e}"
+        )
+    loaded = Loaded(key, spec.label, source=source)
+    weakref.finalize(loaded, source.close)
+    return loaded
+
+
 def reload() -> None:
     """Forget every loaded trace set and query result (the Reload button)."""
     st.cache_resource.clear()
@@ -128,13 +163,13 @@ def query(loaded: Loaded, function: Callable[..., T], /, **options: Any) -> T:
     taking the connection first); ``options`` must be hashable by Streamlit (filters,
     numbers, strings, timedeltas).
     """
-    assert loaded.trace_set is not None, "query() needs a loaded trace set"
+    assert loaded.ok, "query() needs a loaded trace set"
     return _query(
         f"{function.__module__}.{function.__qualname__}",
         loaded.key,
         tuple(sorted(options.items())),
         _function=function,
-        _con=loaded.trace_set.con,
+        _con=loaded.con,
     )
 
 
@@ -166,7 +201,7 @@ def findings(
     a hundred thousand findings cost 0.1 to 0.2 s to copy on each use. Treat them as
     read-only.
     """
-    assert loaded.trace_set is not None, "findings() needs a loaded trace set"
+    assert loaded.ok, "findings() needs a loaded trace set"
     whole = _whole_findings(loaded.key, validation_timeout_s, p95_budget_s, _loaded=loaded)
     if not filters.active:
         return whole
@@ -188,6 +223,8 @@ def warm_findings(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: 
     its first page: other thresholds (set in the sidebar) run when a page asks, so stepping
     through values never piles up runs."""
     if loaded.trace_set is None:
+        # ClickHouse answers one query at a time: a background run of every rule would
+        # hold up each page behind it. The Findings page runs them when asked.
         return
     with _warming_lock:
         if loaded.key in _warming:
@@ -215,9 +252,8 @@ def _whole_findings(
     key: str, timeout_s: float, budget_s: float, *, _loaded: Loaded, _aside: bool = False
 ) -> Any:
     del key  # cache key only
-    assert _loaded.trace_set is not None
-    aside = _aside_copy(_loaded.trace_set) if _aside else None
-    con = _loaded.trace_set.con if aside is None else aside.con
+    aside = _aside_copy(_loaded.trace_set) if _aside and _loaded.trace_set else None
+    con = _loaded.con if aside is None else aside.con
     try:
         return data.findings(con, validation_timeout_s=timeout_s, p95_budget_s=budget_s)
     finally:
@@ -261,9 +297,8 @@ def _selected_findings(
 ) -> Any:
     del key  # cache key only
     options = {"validation_timeout_s": timeout_s, "p95_budget_s": budget_s}
-    assert _loaded.trace_set is not None
     return data.within(
-        _loaded.trace_set.con,
+        _loaded.con,
         _whole,
         query(_loaded, data.set_findings, filters=filters, **options),
         filters=filters,
@@ -272,7 +307,11 @@ def _selected_findings(
 
 def watch_alerts(loaded: Loaded, *, validation_timeout_s: float, p95_budget_s: float) -> Any:
     """What ``watch --once`` raises on ``loaded`` (cached per source and thresholds)."""
-    assert loaded.trace_set is not None, "watch_alerts() needs a loaded trace set"
+    if loaded.trace_set is None:
+        raise AuditError(
+            "watch reads trace files; inside ClickHouse, run `handoffscope audit URL --since "
+            "1h` on a schedule instead"
+        )
     return _watch_alerts(
         loaded.key, validation_timeout_s, p95_budget_s, _trace_set=loaded.trace_set
     )

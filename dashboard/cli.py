@@ -17,6 +17,8 @@ from pathlib import Path
 
 import click
 
+from auditor.errors import AuditError
+from dashboard.clickhouse import SOURCE_ENV, ClickHouseSpec, check, is_clickhouse_url
 from dashboard.source import PATHS_ENV
 
 APP_PATH = Path(__file__).with_name("app.py")
@@ -67,23 +69,28 @@ def build_command(
     ]
 
 
-def build_env(paths: list[Path], base: dict[str, str] | None = None) -> dict[str, str]:
-    """Return the environment for the app: ``base`` plus the absolute trace paths."""
+def build_env(
+    paths: list[Path],
+    base: dict[str, str] | None = None,
+    *,
+    remote: ClickHouseSpec | None = None,
+) -> dict[str, str]:
+    """Return the environment for the app: ``base`` plus the absolute trace paths, or the
+    ClickHouse source (``remote``)."""
     env = dict(os.environ if base is None else base)
     env[PATHS_ENV] = json.dumps([str(p.resolve()) for p in paths])
+    env.pop(SOURCE_ENV, None)
+    if remote is not None:
+        env[SOURCE_ENV] = remote.to_env()
     return env
 
 
 @click.command(
     "dashboard",
-    epilog="Example:  handoffscope dashboard sample_traces/ --port 8600",
+    epilog="Examples:\n\n\b\n  handoffscope dashboard sample_traces/ --port 8600\n"
+    "  handoffscope dashboard clickhouse://localhost:8123/otel --since 24h",
 )
-@click.argument(
-    "paths",
-    nargs=-1,
-    type=click.Path(exists=True, path_type=Path),
-    metavar="[PATH]...",
-)
+@click.argument("paths", nargs=-1, metavar="[PATH | URL]...")
 @click.option(
     "--host",
     default=DEFAULT_HOST,
@@ -104,13 +111,45 @@ def build_env(paths: list[Path], base: dict[str, str] | None = None) -> dict[str
     type=click.IntRange(1, 10_000),
     help="Largest trace file the upload widget accepts, in megabytes.",
 )
-def dashboard(paths: tuple[Path, ...], host: str, port: int, max_upload_mb: int) -> None:
+@click.option(
+    "--table",
+    default=None,
+    help="ClickHouse sources: the traces table (default otel_traces, the exporter's).",
+)
+@click.option(
+    "--since",
+    default=None,
+    metavar="TIME",
+    help="ClickHouse sources: spans that started at or after TIME (ISO 8601, or a duration "
+    "back from now: 90m, 24h, 7d).",
+)
+@click.option(
+    "--until",
+    default=None,
+    metavar="TIME",
+    help="ClickHouse sources: spans that started before TIME (ISO 8601, or a duration).",
+)
+def dashboard(
+    paths: tuple[str, ...],
+    host: str,
+    port: int,
+    max_upload_mb: int,
+    table: str | None,
+    since: str | None,
+    until: str | None,
+) -> None:
     """Open the dashboard over trace files, directories or a compacted Parquet store.
 
     PATH may be given several times; with none, the app starts empty and accepts uploaded
     trace files. The server listens on 127.0.0.1 and opens no browser: visit the URL it
     prints.
+
+    A URL instead opens the Collector's ClickHouse table, queried in place: chdb://DIR
+    (an embedded data directory) or clickhouse://HOST:PORT/DATABASE. Every page is
+    computed inside ClickHouse. The user and password come from HANDOFFSCOPE_CLICKHOUSE_USER
+    and HANDOFFSCOPE_CLICKHOUSE_PASSWORD, never from the command line.
     """
+    remote, files = _sources(paths, table=table, since=since, until=until)
     if host not in _LOOPBACK:
         click.echo(
             f"handoffscope: warning: listening on {host}; anyone who can reach it can read "
@@ -119,7 +158,7 @@ def dashboard(paths: tuple[Path, ...], host: str, port: int, max_upload_mb: int)
         )
     _check_free(host, port)
     command = build_command(host=host, port=port, max_upload_mb=max_upload_mb)
-    env = build_env(list(paths))
+    env = build_env(files, remote=remote)
     click.echo(
         f"handoffscope: dashboard on http://{_url_host(host)}:{port}  (Ctrl-C stops it)",
         err=True,
@@ -133,6 +172,28 @@ def dashboard(paths: tuple[Path, ...], host: str, port: int, max_upload_mb: int)
     returncode = subprocess.call(command, env=env)  # pragma: no cover - non-POSIX only
     if returncode != 0:  # pragma: no cover
         raise click.ClickException(f"streamlit exited with status {returncode}")
+
+
+def _sources(
+    paths: tuple[str, ...], *, table: str | None, since: str | None, until: str | None
+) -> tuple[ClickHouseSpec | None, list[Path]]:
+    """The ClickHouse source or the trace paths named on the command line, checked now so
+    that a mistake is a one-line error before the server starts."""
+    urls = [p for p in paths if is_clickhouse_url(p)]
+    if not urls:
+        if table or since or until:
+            raise click.UsageError("--table, --since and --until apply to ClickHouse sources")
+        missing = [p for p in paths if not Path(p).exists()]
+        if missing:
+            raise click.BadParameter(f"{missing[0]!r} does not exist.", param_hint="PATH")
+        return None, [Path(p) for p in paths]
+    if len(paths) != 1:
+        raise AuditError(
+            "a chdb:// or clickhouse:// source is shown on its own: give it as the only PATH"
+        )
+    spec = ClickHouseSpec(url=urls[0], table=table, since=since, until=until)
+    check(spec)
+    return spec, []
 
 
 def _check_free(host: str, port: int) -> None:

@@ -35,6 +35,8 @@ __all__ = [
     "EXCLUDED",
     "EVERYTHING",
     "SELECTED",
+    "SELECT_TRACES",
+    "TRACE_FACTS",
     "Filters",
     "forget",
     "forget_all",
@@ -100,7 +102,7 @@ INDEX = "handoffscope_trace_index"
 
 # What a trace offers the filters: when it started, who took part, which workflows it ran.
 # Plain lists deduplicated afterwards: much quicker than a list of lists over every span.
-_TRACE_FACTS = f"""
+TRACE_FACTS = f"""
 SELECT trace_id, min(start_time) AS start_time,
        list_distinct(list_concat(
            list(agent) FILTER (WHERE agent IS NOT NULL),
@@ -112,23 +114,25 @@ FROM {{base}}
 WHERE trace_id IS NOT NULL
 GROUP BY trace_id
 """
+"""What the filters test, one row per trace of ``{base}`` (DuckDB SQL; ClickHouse runs it
+transpiled, :mod:`dashboard.clickhouse`)."""
 
-_SELECT_TRACES = """
+SELECT_TRACES = """
 SELECT trace_id FROM {facts} AS facts
 WHERE ($start IS NULL OR start_time >= $start)
   AND ($end IS NULL OR start_time < $end)
   AND (len($agents) = 0 OR list_has_any(participants, $agents))
   AND (len($workflows) = 0 OR list_has_any(workflow_names, $workflows))
 """
+"""The ids of the traces the filters select from a row per trace (``{facts}``), every
+value bound: the one selecting query of both engines."""
 
 
 def build_index(con: duckdb.DuckDBPyConnection) -> None:
     """Keep, in ``con``'s database, one row per trace of what the filters test, so that a
     new filter reads a row per trace instead of every span. Build it again (or drop
     :data:`INDEX`) when the spans change."""
-    con.execute(
-        f"CREATE OR REPLACE TABLE {INDEX} AS {_TRACE_FACTS.format(base='spans')}"
-    ).fetchall()
+    con.execute(f"CREATE OR REPLACE TABLE {INDEX} AS {TRACE_FACTS.format(base='spans')}").fetchall()
 
 
 @dataclass
@@ -200,12 +204,12 @@ def _lease(
         base = _qualified(lease.cursor, "spans")
         index = _qualified(lease.cursor, INDEX)
         indexed = _has_table(lease.cursor, INDEX)
-        facts = index if indexed else f"({_TRACE_FACTS.format(base=base)})"
+        facts = index if indexed else f"({TRACE_FACTS.format(base=base)})"
         # The selected trace ids go into a small table; ``spans`` becomes a view joining the
         # base table to it. Copying the selected rows instead costs more than it saves: the
         # rows are wide (attribute maps, events) and a join on a set of ids is cheap.
         lease.cursor.execute(
-            f"CREATE TEMP TABLE {SELECTED} AS {_SELECT_TRACES.format(facts=facts)}",
+            f"CREATE TEMP TABLE {SELECTED} AS {SELECT_TRACES.format(facts=facts)}",
             {
                 "start": filters.start,
                 "end": filters.end,
@@ -248,6 +252,8 @@ def _smaller_side(cursor: duckdb.DuckDBPyConnection, index: str) -> Selection:
 def selection_of(cursor: duckdb.DuckDBPyConnection) -> Selection | None:
     """How a cursor :func:`scoped` lent keeps its traces: the table of selected (or of
     excluded) trace ids its views join; None for an unfiltered cursor."""
+    if hasattr(cursor, "selection"):  # a ClickHouse cursor (dashboard.clickhouse) knows it
+        return cursor.selection  # type: ignore[no-any-return]
     with _lock:
         for _, pool in _pools.values():
             for lease in pool.values():

@@ -11,13 +11,16 @@ from pathlib import Path
 
 import streamlit as st
 
+from auditor.errors import AuditError
 from auditor.settings import find_pyproject, resolve
 from collector.errors import ConfigurationError
 from dashboard import cache, data, filters
+from dashboard.clickhouse import ClickHouseSpec, spec_from_env
 from dashboard.source import UPLOAD_SUFFIXES, Upload, fingerprint, paths_from_env
 from dashboard.ui import VIEW_KEY, Thresholds, View, md
 
 _DIGEST_KEY = "source_digest"
+_GENERATION_KEY = "clickhouse_generation"
 _MAX_PROBLEMS_SHOWN = 50
 
 
@@ -46,6 +49,11 @@ def _source() -> cache.Loaded | None:
     except ConfigurationError as e:
         st.session_state[VIEW_KEY + "_error"] = str(e)
         paths = []
+    try:
+        remote = spec_from_env()
+    except AuditError as e:
+        st.session_state[VIEW_KEY + "_error"] = str(e)
+        remote = None
     uploads = st.sidebar.file_uploader(
         "Upload trace files",
         type=list(UPLOAD_SUFFIXES),
@@ -56,6 +64,8 @@ def _source() -> cache.Loaded | None:
     )
     if uploads:
         loaded = cache.load_uploads([Upload(f.name, f.getvalue()) for f in uploads])
+    elif remote is not None:
+        loaded = _from_clickhouse(remote)
     elif paths:
         loaded = _from_paths(paths)
     else:
@@ -63,7 +73,22 @@ def _source() -> cache.Loaded | None:
     if loaded.ok and loaded.trace_set is not None:
         spans = loaded.trace_set.span_count
         st.sidebar.caption(f"{spans:,} spans from {md(loaded.label)}")
+    elif loaded.ok:
+        st.sidebar.caption(f"Queried inside ClickHouse: {md(loaded.label)}")
     return loaded
+
+
+def _from_clickhouse(spec: ClickHouseSpec) -> cache.Loaded:
+    # The derived tables are computed once per source; Reload computes them again (new
+    # spans, or --since moved on).
+    if st.sidebar.button(
+        "Reload",
+        icon=":material/refresh:",
+        help="Compute the derived tables inside ClickHouse again (new spans).",
+    ):
+        cache.reload()
+        st.session_state[_GENERATION_KEY] = st.session_state.get(_GENERATION_KEY, 0) + 1
+    return cache.load_clickhouse(spec, st.session_state.get(_GENERATION_KEY, 0))
 
 
 def _from_paths(paths: list[Path]) -> cache.Loaded:

@@ -302,6 +302,13 @@ def on_request(current: View, key: str, label: str, *, help: str) -> bool:
 def watch_alerts(current: View) -> None:
     """The alerts ``handoffscope watch --once`` would raise on these traces, filtered."""
     t = current.thresholds
+    if current.loaded.trace_set is None:
+        st.info(
+            "watch follows trace files. Over ClickHouse, the auditor's findings (the Findings "
+            "page, or `handoffscope audit URL --since 1h` on a schedule) cover the same rules.",
+            icon=":material/info:",
+        )
+        return
     st.caption(
         f"`handoffscope watch --once --validation-timeout {t.validation_timeout_s:g}s "
         f"--p95-budget {t.budget_ms:g}ms`, evaluated on the loaded traces by watch's own code."

@@ -129,6 +129,13 @@ class ChdbEngine:
         table = pa.ipc.open_stream(result.bytes()).read_all()
         return list(table.column_names), [tuple(r.values()) for r in table.to_pylist()]
 
+    def query_arrow(self, sql: str, params: dict[str, Any] | None = None) -> pyarrow.Table:
+        """Run one SELECT; its result as an Arrow table (column types kept)."""
+        import pyarrow as pa
+
+        result = self._session.query(sql, "ArrowStream", params=params or {})
+        return pa.ipc.open_stream(result.bytes()).read_all()
+
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         self._session.query(sql, params=params or {})
 
@@ -173,6 +180,10 @@ class ServerEngine:
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
         result = self._client.query(sql, parameters=params or None)
         return list(result.column_names), [tuple(r) for r in result.result_rows]
+
+    def query_arrow(self, sql: str, params: dict[str, Any] | None = None) -> pyarrow.Table:
+        """Run one SELECT; its result as an Arrow table (column types kept)."""
+        return self._client.query_arrow(sql, parameters=params or None)
 
     def command(self, sql: str, params: dict[str, Any] | None = None) -> None:
         self._client.command(sql, parameters=params or None)

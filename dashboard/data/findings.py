@@ -24,6 +24,7 @@ from collector import schema as s
 from dashboard.data.scope import (
     audit_settings,
     cursor,
+    in_duckdb,
     query_frame,
 )
 from dashboard.selection import EVERYTHING, SELECTED, Filters, selection_of
@@ -119,7 +120,12 @@ def _findings(
     derive: bool = True,
 ) -> pd.DataFrame:
     with cursor(con, filters) as cur:
-        derived = for_rules(cur, rules, selection=selection_of(cur)) if derive else nullcontext()
+        # ClickHouse's derived tables are computed once with what the rules read too.
+        derived = (
+            for_rules(cur, rules, selection=selection_of(cur))
+            if derive and in_duckdb(cur)
+            else nullcontext()
+        )
         with derived:
             found = [f for rule in rules for f in run_rule(cur, rule, settings)]
         rows = pd.DataFrame([f.to_dict() for f in found], columns=list(_FINDING_FIELDS))

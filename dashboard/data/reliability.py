@@ -68,9 +68,10 @@ def compounding(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
                 -- agree); a tie goes to the first name. Counted over the distinct chains,
                 -- a handful of rows, each weighted by its runs.
                 SELECT position, receiver FROM (
-                    SELECT position, receiver, sum(runs) AS n FROM (
-                        SELECT unnest(range(1, len(chain) + 1)) AS position,
-                               unnest(chain) AS receiver, runs
+                    SELECT position, chain[position] AS receiver, sum(runs) AS n FROM (
+                        -- One unnest per SELECT: two would pair up in DuckDB and multiply
+                        -- out inside ClickHouse.
+                        SELECT chain, unnest(range(1, len(chain) + 1)) AS position, runs
                         FROM (SELECT chain, count(*) AS runs FROM chains GROUP BY chain))
                     GROUP BY position, receiver)
                 QUALIFY row_number() OVER (

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pandas as pd
 
@@ -77,9 +77,26 @@ def ready(trace_set: TraceSet) -> None:
 @contextmanager
 def cursor(con: duckdb.DuckDBPyConnection, filters: Filters) -> Iterator[duckdb.DuckDBPyConnection]:
     """A cursor whose ``spans`` holds only the filtered traces, with the auditor's views
-    (reading the trace set's derived tables, when it has them, for the selected traces)."""
+    (reading the trace set's derived tables, when it has them, for the selected traces).
+
+    ``con`` may also be a ClickHouse source (:mod:`dashboard.clickhouse`): its cursor runs
+    the same queries inside ClickHouse."""
+    if not in_duckdb(con):
+        from dashboard.clickhouse import scoped as remote
+
+        # A DuckDB cursor as far as dashboard.data uses one.
+        with remote(cast(Any, con), filters) as remote_cur:
+            yield cast(Any, remote_cur)
+        return
     with scoped(con, filters, prepare=_prepare) as cur:
         yield cur
+
+
+def in_duckdb(con: Any) -> bool:
+    """Whether ``con`` is a DuckDB connection (else a ClickHouse source or cursor)."""
+    import duckdb
+
+    return isinstance(con, duckdb.DuckDBPyConnection)
 
 
 def _prepare(cur: duckdb.DuckDBPyConnection, selection: Selection | None) -> None:
