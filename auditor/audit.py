@@ -18,7 +18,7 @@ from auditor.figures import Figures, compute_figures
 from auditor.macros import views_sql
 from auditor.prices import install_prices, read_prices
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
-from auditor.saved import SAVED, restore
+from auditor.saved import KEPT, restore
 from auditor.settings import AuditSettings
 from collector.progress import step
 
@@ -163,9 +163,8 @@ def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditRe
     prepare(con)
     if settings.prices is not None:
         install_prices(con, read_prices(settings.prices))
-    # A store `compact` wrote carries most derived tables; the rules need wider phase spans
-    # than it saves, so those (and what only the rules read) are derived here.
-    kept = restore(con, trace_set.files, tuple(n for n in SAVED if n != "phases"))
+    # A store `compact` wrote carries every derived table: nothing is derived from its spans.
+    kept = restore(con, trace_set.files, KEPT)
     findings: list[Finding] = []
     step("deriving handoffs, attempts and workflow runs")
     with derived.for_rules(con, rules, figures=True, kept=kept):

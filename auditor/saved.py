@@ -1,11 +1,11 @@
 """Derived tables saved beside a compacted Parquet store.
 
-Deriving the tables the figures read (:mod:`auditor.derived`) takes seconds at a million
-spans, and a store is opened far more often than it is written: the dashboard derives them
-each time it loads one. ``handoffscope compact`` therefore also writes them (:func:`save`),
-as Parquet in a hidden folder beside the store's files (which a directory walk skips, and
-``compact --force`` on a folder removes with it), and whoever opens the store reads them
-back (:func:`restore`) instead of deriving.
+Deriving the tables the rules and figures read (:mod:`auditor.derived`) takes seconds at a
+million spans, and a store is opened far more often than it is written: an audit or the
+dashboard derives them each time it loads one. ``handoffscope compact`` therefore also
+writes them (:func:`save`), as Parquet in a hidden folder beside the store's files (which a
+directory walk skips, and ``compact --force`` on a folder removes with it), and whoever
+opens the store reads them back (:func:`restore`) instead of deriving.
 
 The saved tables are used only when they were saved by the same version of the auditor's
 SQL, from exactly the store's files (names, sizes and modification times): a store written
@@ -30,11 +30,14 @@ from auditor.readers import grown
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["SAVED", "location", "restore", "save"]
+__all__ = ["KEPT", "SAVED", "location", "restore", "save"]
 
-SAVED: Final = tuple(name for name in DERIVED if name != "transitions")
-"""The derived tables a store keeps: what the figures read (the rules' wider phase spans and
-transitions are derived per audit)."""
+KEPT: Final = DERIVED
+"""The derived tables a store keeps: every one, with the phase spans as wide as the rules
+read them, so that an audit of the store derives nothing from its spans."""
+SAVED: Final = tuple(name for name in KEPT if name != "transitions")
+"""What the figures (and the dashboard) read of :data:`KEPT`: all but the transitions, which
+only the rules read."""
 
 _FORMAT: Final = 1
 _MANIFEST: Final = "manifest.json"
@@ -54,7 +57,7 @@ def location(files: Sequence[str | os.PathLike[str]]) -> Path | None:
 
 
 def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
-    """Derive :data:`SAVED` from ``con``'s spans (those of the store written to ``files``)
+    """Derive :data:`KEPT` from ``con``'s spans (those of the store written to ``files``)
     and write them beside the store, replacing what was there. ``con`` must be prepared
     (:func:`auditor.audit.prepare`) and hold no derived tables of its own."""
     target = location(files)
@@ -64,8 +67,8 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     try:
-        derive(con, SAVED, rules=False)
-        for name in SAVED:
+        derive(con, KEPT)
+        for name in KEPT:
             con.execute(
                 f"COPY hs_derived_{name} TO $out (FORMAT parquet, COMPRESSION zstd)",
                 {"out": str(partial / f"{name}.parquet")},
@@ -74,7 +77,7 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
             "format": _FORMAT,
             "version": _version(),
             "files": _fingerprint(files),
-            "tables": list(SAVED),
+            "tables": list(KEPT),
         }
         (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         # Replaced whole: a reader sees the old tables or the new ones, never a mix.
@@ -112,7 +115,7 @@ def restore(
     ):
         return ()
     saved = set(manifest.get("tables") or ())
-    wanted = tuple(n for n in SAVED if n in names and n in saved)
+    wanted = tuple(n for n in KEPT if n in names and n in saved)
     if not all((target / f"{n}.parquet").is_file() for n in wanted):
         return ()
     import duckdb
@@ -144,5 +147,5 @@ def _fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]
 
 def _version() -> str:
     """What the saved rows depend on: the table layout and the SQL deriving them."""
-    text = json.dumps([TABLE_VERSION, views_sql(), selects(False)], sort_keys=True)
+    text = json.dumps([TABLE_VERSION, views_sql(), selects(True)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -19,7 +19,7 @@ from auditor import figures, load_traces
 from auditor.audit import prepare
 from auditor.cli import main
 from auditor.derived import derive, derived_names
-from auditor.saved import SAVED, location, restore, save
+from auditor.saved import KEPT, SAVED, location, restore, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces" / "fault-mix"
@@ -77,14 +77,14 @@ def test_compact_saves_the_tables_and_a_store_reads_them_back(
     beside = location([str(store)])
     assert beside == tmp_path / ".store.parquet.derived"
     assert f"saved the derived tables in {beside}" in capsys.readouterr().err
-    assert {p.name for p in beside.iterdir()} == {"manifest.json"} | {f"{n}.parquet" for n in SAVED}
+    assert {p.name for p in beside.iterdir()} == {"manifest.json"} | {f"{n}.parquet" for n in KEPT}
 
     derived = _opened(store)
-    derive(derived.con, SAVED, rules=False)
+    derive(derived.con, KEPT)
     restored = _opened(store)
-    assert restore(restored.con, restored.files) == SAVED
-    assert derived_names(restored.con) == SAVED
-    for name in SAVED:
+    assert restore(restored.con, restored.files, KEPT) == KEPT
+    assert derived_names(restored.con) == KEPT
+    for name in KEPT:
         assert _rows(restored.con, name) == _rows(derived.con, name), name
     assert _figures(restored.con) == _figures(derived.con)
 
@@ -176,7 +176,7 @@ def test_an_audit_of_a_store_reads_its_saved_tables_and_finds_the_same(
     store = _compact(tmp_path)
     asked = _asked(monkeypatch, derived)
     with_saved = audit(load_traces(store))
-    assert asked == [("phases", "transitions")]  # the rules' wider phase spans, and theirs
+    assert asked == [()]  # the store keeps the rules' phase spans and transitions too
 
     shutil.rmtree(location([str(store)]))
     asked.clear()
