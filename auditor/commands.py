@@ -175,6 +175,7 @@ def audit(
       handoffscope audit store.parquet --rule slow-validation --p95-budget 300ms
       handoffscope audit clickhouse://localhost:8123/otel --since 24h
     """
+    from auditor import kept
     from auditor.audit import audit as run_audit
     from auditor.load import load_traces
 
@@ -195,6 +196,12 @@ def audit(
         from auditor.prices import read_prices
 
         read_prices(settings.prices)  # a bad prices file fails before any reading too
+    to_terminal = output is None and sys.stdout.isatty()
+    if width is None:
+        width = shutil.get_terminal_size().columns if to_terminal else 100
+    width = max(60, width)
+    color = to_terminal if color is None else color
+    kept_at = None
     if any(p.startswith(("chdb://", "clickhouse://", "clickhouses://")) for p in paths):
         try:
             from auditor.clickhouse.command import audit_source
@@ -207,21 +214,34 @@ def audit(
     else:
         if table or since or until:
             raise click.UsageError("--table, --since and --until apply to ClickHouse sources")
+        # A compacted store audited before with the same settings and code: its kept report.
+        files = kept.store_files(paths)
+        kept_at = None if files is None else kept.slot(files, settings, fmt, width, color)
+        answer = None if kept_at is None else kept.read(kept_at)
+        if answer is not None:
+            _emit(answer[0], output=output, fmt=fmt)
+            return answer[1]
         with progress("loading traces"):
             traces = load_traces(paths)
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
         with progress("auditing"):
             result = run_audit(traces, settings)
-    to_terminal = output is None and sys.stdout.isatty()
-    if width is None:
-        width = shutil.get_terminal_size().columns if to_terminal else 100
-    text = render(result, fmt, width=max(60, width), color=to_terminal if color is None else color)
+    text = render(result, fmt, width=width, color=color)
+    _emit(text, output=output, fmt=fmt)
+    # Kept only for the store audited: not one rewritten meanwhile (its key changed).
+    same = kept_at is not None and not result.problems
+    if same and kept.slot(result.files, settings, fmt, width, color) == kept_at:
+        kept.keep(kept_at, text, result.exit_code())  # type: ignore[arg-type]
+    return result.exit_code()
+
+
+def _emit(text: str, *, output: str | None, fmt: str) -> None:
+    """The report to stdout, or to ``--output``."""
     if output is None:
         click.echo(text, nl=False)
     else:
         _write_report(Path(output), text)
         click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
-    return result.exit_code()
 
 
 def _write_report(path: Path, text: str) -> None:

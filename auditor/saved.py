@@ -8,8 +8,9 @@ directory walk skips, and ``compact --force`` on a folder removes with it), and 
 opens the store reads them back (:func:`restore`) instead of deriving.
 
 The saved tables are used only when they were saved by the same version of the auditor's
-SQL, from exactly the store's files (names, sizes and modification times): a store written
-again, or tables from another version, are ignored and derived afresh.
+SQL, from exactly the store's files (names, sizes and modification times), with the same
+model prices: a store written again, tables from another version, or an audit pricing tokens
+from another prices file derive them afresh.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from auditor.readers import grown
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KEPT", "SAVED", "location", "restore", "save"]
+__all__ = ["KEPT", "SAVED", "fingerprint", "location", "restore", "save"]
 
 KEPT: Final = DERIVED
 """The derived tables a store keeps: every one, with the phase spans as wide as the rules
@@ -39,7 +40,7 @@ SAVED: Final = tuple(name for name in KEPT if name != "transitions")
 """What the figures (and the dashboard) read of :data:`KEPT`: all but the transitions, which
 only the rules read."""
 
-_FORMAT: Final = 1
+_FORMAT: Final = 2
 _MANIFEST: Final = "manifest.json"
 
 
@@ -68,7 +69,10 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
     partial.mkdir(parents=True)
     try:
         derive(con, KEPT)
+        types: dict[str, list[list[str]]] = {}
         for name in KEPT:
+            described = con.execute(f"DESCRIBE hs_derived_{name}").fetchall()
+            types[name] = [[str(r[0]), str(r[1])] for r in described]
             con.execute(
                 f"COPY hs_derived_{name} TO $out (FORMAT parquet, COMPRESSION zstd)",
                 {"out": str(partial / f"{name}.parquet")},
@@ -76,8 +80,10 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
         manifest = {
             "format": _FORMAT,
             "version": _version(),
-            "files": _fingerprint(files),
+            "files": fingerprint(files),
             "tables": list(KEPT),
+            "types": types,
+            "prices": _prices(con),
         }
         (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         # Replaced whole: a reader sees the old tables or the new ones, never a mix.
@@ -105,13 +111,15 @@ def restore(
         return ()
     try:
         manifest: dict[str, Any] = json.loads((target / _MANIFEST).read_text(encoding="utf-8"))
-        fingerprint = _fingerprint(files)
+        stamp = fingerprint(files)
     except (OSError, ValueError):
         return ()
     if (
         manifest.get("format") != _FORMAT
         or manifest.get("version") != _version()
-        or manifest.get("files") != fingerprint
+        or manifest.get("files") != stamp
+        # Costs estimated from other prices (a --prices file) are not this audit's.
+        or manifest.get("prices") != _prices(con)
     ):
         return ()
     saved = set(manifest.get("tables") or ())
@@ -120,11 +128,13 @@ def restore(
         return ()
     import duckdb
 
+    types = manifest.get("types") or {}
     try:
         for name in wanted:
             grown(
                 con,
-                f"CREATE OR REPLACE TABLE hs_derived_{name} AS SELECT * FROM read_parquet($path)",
+                f"CREATE OR REPLACE TABLE hs_derived_{name} AS"
+                f" SELECT {_columns(types.get(name))} FROM read_parquet($path)",
                 {"path": str(target / f"{name}.parquet")},
             )
     except duckdb.InterruptException:
@@ -137,7 +147,33 @@ def restore(
     return attach(con, names=wanted)
 
 
-def _fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+def _prices(con: duckdb.DuckDBPyConnection) -> str:
+    """A digest of the price table ``con`` estimates costs with (``hs_prices``)."""
+    rows = con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+
+
+def _columns(types: list[list[str]] | None) -> str:
+    """The select list reading a saved table back with its columns' own types: Parquet has
+    no 128-bit integers, so a sum of tokens (HUGEINT) comes back from it as a DOUBLE, and a
+    report would print 2012390.0 where the trace files' audit prints 2012390."""
+    if not types:
+        return "*"
+    return ", ".join(
+        f"CAST({_quoted(column)} AS {kind}) AS {_quoted(column)}"
+        if "HUGEINT" in kind
+        else _quoted(column)
+        for column, kind in types
+    )
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """The name, size and modification time of each of ``files``, sorted: what says a store
+    is the one its saved tables were derived from."""
     out = []
     for path in sorted(Path(f) for f in files):
         stat = path.stat()
