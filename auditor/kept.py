@@ -12,7 +12,7 @@ report depends on (:func:`slot`):
   ``collector`` packages (rules, views, figures, report formats), and DuckDB's version;
 * the settings: every threshold, rule choice, exemption and ``fail-on``, and the content of
   the prices file;
-* the format, and for the table its width and colour.
+* the format, and for the table its width, colour and the terminal's colour variables.
 
 A report is answered from (:func:`read`) only under the same key, so a change of any of
 them renders afresh; ``compact`` writing the store again removes the folder and with it
@@ -75,7 +75,7 @@ def slot(
             "files": list(files),
             "fingerprint": fingerprint(files),
             "settings": _settings(settings),
-            "render": [fmt, width, color] if fmt == "table" else [fmt],
+            "render": [fmt, width, color, _terminal()] if fmt == "table" else [fmt],
         }
     except OSError:
         return None
@@ -125,6 +125,12 @@ def keep(where: Path, text: str, exit_code: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _terminal() -> dict[str, str]:
+    # rich reads these as it draws the table (NO_COLOR drops even forced colours).
+    names = ("NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    return {name: os.environ[name] for name in names if name in os.environ}
 
 
 def _settings(settings: AuditSettings) -> dict[str, object]:
