@@ -284,8 +284,9 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
 
     The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
     like any trace file, without parsing JSON again. The tables derived from the spans for
-    the figures are saved beside it (a hidden `.NAME.derived` folder), so the dashboard
-    opens the store without deriving them.
+    the rules and figures are saved beside it (a hidden `.NAME.derived` folder), so an audit
+    or the dashboard opens the store without deriving them, and an audit keeps its report
+    there: the same audit again answers from it.
 
     \b
     Example:

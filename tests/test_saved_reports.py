@@ -199,3 +199,21 @@ def test_only_the_newest_reports_are_kept(source: Path, tmp_path: Path) -> None:
             main(["audit", str(store), "--p95-budget", budget_ms, "-o", str(tmp_path / "r")]) == 1
         )
     assert len(list(folder.iterdir())) == kept.MOST
+
+
+def test_a_table_depends_on_the_terminals_colour_variables_and_json_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from auditor.settings import AuditSettings
+
+    store = tmp_path / "store.parquet"
+    store.write_bytes(b"")  # a slot needs only the files' names and stat
+    files, settings = [str(store)], AuditSettings()
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    plain = [kept.slot(files, settings, fmt, 100, True) for fmt in ("table", "json")]
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert kept.slot(files, settings, "table", 100, True) != plain[0]
+    assert kept.slot(files, settings, "json", 100, True) == plain[1]
+    assert kept.slot(files, settings, "table", 100, False) != kept.slot(
+        files, settings, "table", 100, True
+    )
