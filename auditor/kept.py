@@ -7,7 +7,8 @@ hand). ``handoffscope audit`` therefore keeps each report it renders for a store
 in the store's hidden folder (``.NAME.derived/reports``), under a key of everything the
 report depends on (:func:`slot`):
 
-* the store's files, as listed in the report, with their sizes and modification times;
+* the store's files, as listed in the report, with their sizes, modification and change
+  times;
 * the code: handoffscope's version and a digest of every file of the ``auditor`` and
   ``collector`` packages (rules, views, figures, report formats), and DuckDB's version;
 * the settings: every threshold, rule choice, exemption and ``fail-on``, and the content of
@@ -74,6 +75,9 @@ def slot(
             "code": code_digest(),
             "files": list(files),
             "fingerprint": fingerprint(files),
+            # A file's change time cannot be set back (`cp -p` and `touch` set only its
+            # modification time): a store replaced in place is always another store.
+            "changed": [[os.stat(f).st_ino, os.stat(f).st_ctime_ns] for f in files],
             "settings": _settings(settings),
             "render": [fmt, width, color, _terminal()] if fmt == "table" else [fmt],
         }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -136,13 +137,23 @@ def _store(context: dict[str, Any]) -> list[str]:
     return []
 
 
+def _replaced(context: dict[str, Any]) -> list[str]:
+    # A copy put in the store's place with its size and modification time (as `cp -p` or
+    # a sync tool would): nothing but the change time says it is another file.
+    store: Path = context["store"]
+    copy = store.with_name("copy.parquet")
+    shutil.copy2(store, copy)
+    os.replace(copy, store)
+    return []
+
+
 def _code(context: dict[str, Any]) -> list[str]:
     context["monkeypatch"].setattr(kept, "code_digest", lambda: "another version")
     return []
 
 
 @pytest.mark.parametrize(
-    "change", [_settings, _rules, _fail_on, _exemptions, _prices, _store, _code]
+    "change", [_settings, _rules, _fail_on, _exemptions, _prices, _store, _replaced, _code]
 )
 def test_a_change_audits_afresh_and_matches_the_trace_files(
     change: Callable[[dict[str, Any]], list[str]],
