@@ -17,6 +17,7 @@ import click
 from auditor.report import FORMATS, render
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
+from collector.errors import HandoffscopeError
 from collector.progress import progress, step
 
 __all__ = ["audit", "compact"]
@@ -285,8 +286,9 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
     like any trace file, without parsing JSON again. The tables derived from the spans for
     the rules and figures are saved beside it (a hidden `.NAME.derived` folder), so an audit
-    or the dashboard opens the store without deriving them, and an audit keeps its report
-    there: the same audit again answers from it.
+    or the dashboard opens the store without deriving them. Each audit of the store keeps
+    its report there too, starting with the JSON report `compact` makes with the settings in
+    force here: the same audit again answers from it at once.
 
     \b
     Example:
@@ -295,6 +297,7 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     """
     import duckdb
 
+    from auditor import kept
     from auditor.audit import prepare
     from auditor.cli import interrupted
     from auditor.compact import check_target, is_single_file, write_parquet
@@ -339,4 +342,16 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
         )
     else:
         click.echo(f"handoffscope: saved the derived tables in {beside}", err=True)
+    del traces  # its spans are in the store now: free them before auditing it
+    try:
+        with progress("compacting"):
+            step("auditing the store, to keep its JSON report")
+            kept_at = kept.audit_ahead(out, resolve(pyproject=find_pyproject()))
+    except (HandoffscopeError, OSError, duckdb.Error) as e:
+        if interrupted(e):
+            raise
+        click.echo(f"handoffscope: the store was not audited ahead ({e})", err=True)
+    else:
+        if kept_at is not None:
+            click.echo(f"handoffscope: kept its JSON report in {kept_at.parent}", err=True)
     return 0

@@ -15,8 +15,10 @@ report depends on (:func:`slot`):
   the prices file;
 * the format, and for the table its width, colour and the terminal's colour variables.
 
-A report is answered from (:func:`read`) only under the same key, so a change of any of
-them renders afresh; ``compact`` writing the store again removes the folder and with it
+``compact`` keeps the JSON report for the settings in force where it runs
+(:func:`audit_ahead`), so even the first ``audit --format json`` of a new store answers at
+once. A report is answered from (:func:`read`) only under the same key, so a change of any
+of them renders afresh; ``compact`` writing the store again removes the folder and with it
 every kept report. Only the newest :data:`MOST` reports are kept.
 """
 
@@ -38,7 +40,7 @@ from auditor.saved import fingerprint, location
 if TYPE_CHECKING:
     from auditor.settings import AuditSettings
 
-__all__ = ["MOST", "keep", "read", "slot", "store_files"]
+__all__ = ["MOST", "audit_ahead", "keep", "read", "slot", "store_files"]
 
 MOST: Final = 8
 """How many reports a store keeps (the newest; older ones are removed)."""
@@ -129,6 +131,25 @@ def keep(where: Path, text: str, exit_code: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
+    """Audit the store ``compact`` wrote to ``target`` as ``handoffscope audit TARGET
+    --format json`` would, with ``settings``, and keep its report; return where it is kept,
+    or None when it could not be."""
+    from auditor.audit import audit
+    from auditor.load import load_traces
+    from auditor.report import render
+
+    files = store_files([target])
+    where = None if files is None else slot(files, settings, "json", 100, False)
+    if where is None:
+        return None
+    result = audit(load_traces([target]), settings)
+    text = render(result, "json")
+    if result.problems or slot(result.files, settings, "json", 100, False) != where:
+        return None
+    return where if keep(where, text, result.exit_code()) else None
 
 
 def _terminal() -> dict[str, str]:

@@ -77,7 +77,8 @@ def test_compact_saves_the_tables_and_a_store_reads_them_back(
     beside = location([str(store)])
     assert beside == tmp_path / ".store.parquet.derived"
     assert f"saved the derived tables in {beside}" in capsys.readouterr().err
-    assert {p.name for p in beside.iterdir()} == {"manifest.json"} | {f"{n}.parquet" for n in KEPT}
+    saved = {"manifest.json", "reports"} | {f"{n}.parquet" for n in KEPT}
+    assert {p.name for p in beside.iterdir()} == saved  # reports: see test_saved_reports.py
 
     derived = _opened(store)
     derive(derived.con, KEPT)

@@ -82,11 +82,11 @@ def test_a_repeated_audit_of_a_store_answers_from_its_kept_report(
     source: Path, tmp_path: Path, audits: list[str]
 ) -> None:
     store = _compact(source, tmp_path / "store.parquet")
-    first = _audit(store, tmp_path / "1.json")
-    assert audits == [str(store)]
+    assert audits == [str(store)]  # compact audited the store ahead and kept its JSON report
     (kept_report,) = _reports(store).iterdir()
+    first = _audit(store, tmp_path / "1.json")
     again = _audit(store, tmp_path / "2.json")
-    assert audits == [str(store)]  # nothing ran: the kept report answered
+    assert audits == [str(store)]  # nothing ran since: the kept report answered
     assert again == first and first[0] == 1
     # Another format is another report; a table of another width too.
     table = main(["audit", str(store), "--width", "80", "--output", str(tmp_path / "t")])
@@ -99,6 +99,18 @@ def test_a_repeated_audit_of_a_store_answers_from_its_kept_report(
     lines = _audit(source, tmp_path / "lines.json")
     assert first[0] == lines[0]
     assert _as_lines_report(first[1]) == _as_lines_report(lines[1])
+
+
+def test_compact_keeps_the_report_for_the_settings_in_force_where_it_runs(
+    source: Path, tmp_path: Path, audits: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HANDOFFSCOPE_P95_BUDGET", "5ms")
+    store = _compact(source, tmp_path / "store.parquet")
+    first = _audit(store, tmp_path / "1.json")
+    assert len(audits) == 1 and json.loads(first[1])["settings"]["p95_budget_ms"] == 5
+    monkeypatch.delenv("HANDOFFSCOPE_P95_BUDGET")
+    _audit(store, tmp_path / "2.json")
+    assert len(audits) == 2  # other settings: audited afresh
 
 
 def _settings(_: dict[str, Any]) -> list[str]:
@@ -168,7 +180,7 @@ def test_a_change_audits_afresh_and_matches_the_trace_files(
     store_arg, prices_arg = str(store), ["--prices", str(prices)]
     before = _audit(store, tmp_path / "before.json", *prices_arg)
     assert _audit(store, tmp_path / "again.json", *prices_arg) == before
-    assert audits == [store_arg]
+    assert audits == [store_arg, store_arg]  # compact's, then the one with --prices
 
     context = {
         "tmp_path": tmp_path,
@@ -178,14 +190,15 @@ def test_a_change_audits_afresh_and_matches_the_trace_files(
         "store": store,
     }
     extra = [*prices_arg, *change(context)]
+    ran = len(audits)  # compacting again audits ahead
     after = _audit(Path(store_arg), tmp_path / "after.json", *extra)
-    assert audits == [store_arg, store_arg]  # audited afresh
+    assert audits[ran:] == [store_arg]  # audited afresh
     lines = _audit(source, tmp_path / "lines.json", *extra)
     assert after[0] == lines[0]
     assert _as_lines_report(after[1]) == _as_lines_report(lines[1])
     # The fresh report is kept in turn.
     assert _audit(Path(store_arg), tmp_path / "kept.json", *extra) == after
-    assert len(audits) == 3
+    assert len(audits) == ran + 2
 
 
 def test_a_damaged_kept_report_is_audited_afresh(
