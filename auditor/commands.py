@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
@@ -23,6 +24,7 @@ from collector.progress import progress, step
 __all__ = ["audit", "compact"]
 
 MAX_PROBLEMS_SHOWN = 20
+_CHUNK = 1 << 20
 
 
 def _report_problems(problems: list, *, quiet: bool, rest: str) -> None:
@@ -218,10 +220,11 @@ def audit(
         # A compacted store audited before with the same settings and code: its kept report.
         files = kept.store_files(paths)
         kept_at = None if files is None else kept.slot(files, settings, fmt, width, color)
-        answer = None if kept_at is None else kept.read(kept_at)
-        if answer is not None:
-            _emit(answer[0], output=output, fmt=fmt)
-            return answer[1]
+        found = None if kept_at is None else kept.open_report(kept_at)
+        if found is not None:
+            with found[0] as report:
+                _emit(report, output=output, fmt=fmt)
+            return found[1]
         with progress("loading traces"):
             traces = load_traces(paths)
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
@@ -236,16 +239,20 @@ def audit(
     return result.exit_code()
 
 
-def _emit(text: str, *, output: str | None, fmt: str) -> None:
-    """The report to stdout, or to ``--output``."""
+def _emit(text: str | BinaryIO, *, output: str | None, fmt: str) -> None:
+    """The report (text, or a kept report's file) to stdout, or to ``--output``."""
     if output is None:
-        click.echo(text, nl=False)
+        if isinstance(text, str):
+            click.echo(text, nl=False)
+        else:
+            sys.stdout.flush()
+            shutil.copyfileobj(text, sys.stdout.buffer, _CHUNK)
     else:
         _write_report(Path(output), text)
         click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
 
 
-def _write_report(path: Path, text: str) -> None:
+def _write_report(path: Path, text: str | BinaryIO) -> None:
     """Write the report, creating missing folders (as ``simulate --out`` does); a failure is
     an error naming the path (exit 2), never a traceback or exit 1, which CI reads as
     findings."""
@@ -253,7 +260,11 @@ def _write_report(path: Path, text: str) -> None:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if isinstance(text, str):
+            path.write_text(text, encoding="utf-8")
+        else:
+            with path.open("wb") as out:
+                shutil.copyfileobj(text, out, _CHUNK)
     except OSError as e:
         raise AuditError(
             f"{path}: could not write the report ({e.strerror or e}); choose another --output",

@@ -17,7 +17,7 @@ report depends on (:func:`slot`):
 
 ``compact`` keeps the JSON report for the settings in force where it runs
 (:func:`audit_ahead`), so even the first ``audit --format json`` of a new store answers at
-once. A report is answered from (:func:`read`) only under the same key, so a change of any
+once. A report is answered from (:func:`open_report`) only under the same key, so a change of any
 of them renders afresh; ``compact`` writing the store again removes the folder and with it
 every kept report. Only the newest :data:`MOST` reports are kept.
 """
@@ -33,14 +33,14 @@ from dataclasses import fields
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, BinaryIO, Final
 
 from auditor.saved import fingerprint, location
 
 if TYPE_CHECKING:
     from auditor.settings import AuditSettings
 
-__all__ = ["MOST", "audit_ahead", "keep", "read", "slot", "store_files"]
+__all__ = ["MOST", "audit_ahead", "keep", "open_report", "slot", "store_files"]
 
 MOST: Final = 8
 """How many reports a store keeps (the newest; older ones are removed)."""
@@ -89,21 +89,22 @@ def slot(
     return folder / _FOLDER / (hashlib.sha256(text.encode()).hexdigest()[:32] + _SUFFIX)
 
 
-def read(where: Path) -> tuple[str, int] | None:
-    """The report kept at ``where`` and the exit code it came with; None when there is none
-    (or it cannot be read)."""
+def open_report(where: Path) -> tuple[BinaryIO, int] | None:
+    """The report kept at ``where``, open for reading, and the exit code it came with; None
+    when there is none (or it cannot be read). The report is copied out as it was written,
+    never decoded: a hundred thousand findings take tens of megabytes."""
     try:
-        data = where.read_bytes()
+        handle = where.open("rb")
     except OSError:
         return None
-    head, newline, body = data.partition(b"\n")
-    words = head.split()
-    if not newline or len(words) != 2 or words[0] != b"exit" or not words[1].isdigit():
-        return None
     try:
-        return body.decode("utf-8"), int(words[1])
-    except UnicodeDecodeError:
+        words = handle.readline(64).split()
+    except OSError:
+        words = []
+    if len(words) != 2 or words[0] != b"exit" or not words[1].isdigit():
+        handle.close()
         return None
+    return handle, int(words[1])
 
 
 def keep(where: Path, text: str, exit_code: int) -> bool:

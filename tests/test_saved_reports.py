@@ -79,7 +79,7 @@ def _as_lines_report(text: str) -> dict[str, Any]:
 
 
 def test_a_repeated_audit_of_a_store_answers_from_its_kept_report(
-    source: Path, tmp_path: Path, audits: list[str]
+    source: Path, tmp_path: Path, audits: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = _compact(source, tmp_path / "store.parquet")
     assert audits == [str(store)]  # compact audited the store ahead and kept its JSON report
@@ -88,6 +88,9 @@ def test_a_repeated_audit_of_a_store_answers_from_its_kept_report(
     again = _audit(store, tmp_path / "2.json")
     assert audits == [str(store)]  # nothing ran since: the kept report answered
     assert again == first and first[0] == 1
+    capsys.readouterr()
+    assert main(["audit", str(store), "--format", "json"]) == 1  # to stdout, as it was kept
+    assert capsys.readouterr().out == first[1] and len(audits) == 1
     # Another format is another report; a table of another width too.
     table = main(["audit", str(store), "--width", "80", "--output", str(tmp_path / "t")])
     assert len(audits) == 2
@@ -209,7 +212,7 @@ def test_a_damaged_kept_report_is_audited_afresh(
     (kept_report,) = _reports(store).iterdir()
     for damage in (b"", b"exit one\n{}", b"\xff\xfe"):
         kept_report.write_bytes(damage)
-        assert kept.read(kept_report) is None
+        assert kept.open_report(kept_report) is None
         assert _audit(store, tmp_path / "2.json") == first
     assert len(audits) == 4
 
