@@ -230,6 +230,8 @@ def audit(
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
         with progress("auditing"):
             result = run_audit(traces, settings)
+        # The report reads none of it: DuckDB's memory is free before rendering takes more.
+        traces.con.close()
     text = render(result, fmt, width=width, color=color)
     _emit(text, output=output, fmt=fmt)
     # Kept only for the store audited: not one rewritten meanwhile (its key changed).

@@ -320,29 +320,37 @@ def measure_store(label: str, python: str, store: Path, *, fresh: bool) -> dict[
         for kept in store.parent.glob(f".{store.name}.derived/reports"):
             shutil.rmtree(kept)
     print(f"bench_audit: {label} audit {store} ...", file=sys.stderr, flush=True)
-    command = [python, "-m", "auditor.cli", "audit", str(store), "--format", "json"]
-    with tempfile.TemporaryFile() as out:
+    # /usr/bin/time reports the child's own peak: a forked child's ru_maxrss starts at this
+    # (large) process's. A neutral folder, so `-m` imports the version ``python`` has.
+    command = [python, "-m", "auditor.cli", "audit", str(store.resolve()), "--format", "json"]
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as out:
+        timing = Path(folder) / "time"
         started = time.perf_counter()
-        child = subprocess.Popen(command, stdout=out, stderr=subprocess.DEVNULL)
-        _, status, usage = os.wait4(child.pid, 0)
+        done = subprocess.run(
+            ["/usr/bin/time", "-f", "%U %S %M", "-o", str(timing), *command],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            cwd=folder,
+            check=False,
+        )
         seconds = time.perf_counter() - started
-        child.returncode = os.waitstatus_to_exitcode(status)
+        user, system, peak_kb = timing.read_text().split()[-3:]
         out.seek(0)
         text = out.read()
-    if child.returncode not in (0, 1):
-        return {"error": f"exit {child.returncode}"}
-    report = json.loads(text)
+    if done.returncode not in (0, 1):
+        return {"error": f"exit {done.returncode}"}
+    report = json.loads(text, parse_int=float)
+    findings = len(report["findings"])
+    del report["files"]  # the store's path
     result = {
         "seconds": seconds,
-        "cpu_seconds": usage.ru_utime + usage.ru_stime,
-        "peak_mb": usage.ru_maxrss / 1024,
-        "exit": child.returncode,
-        "findings": len(report["findings"]),
+        "cpu_seconds": float(user) + float(system),
+        "peak_mb": int(peak_kb) / 1024,
+        "exit": done.returncode,
+        "findings": findings,
         # Integers read as floats: a store whose saved sums came back as floats prints
         # 2012390.0 where another prints 2012390, the same figure.
-        "sha256": hashlib.sha256(
-            json.dumps(json.loads(text, parse_int=float), sort_keys=True).encode()
-        ).hexdigest()[:16],
+        "sha256": hashlib.sha256(json.dumps(report, sort_keys=True).encode()).hexdigest()[:16],
     }
     print(f"bench_audit:   {result}", file=sys.stderr, flush=True)
     return result
