@@ -235,9 +235,9 @@ def audit(
     text = render(result, fmt, width=width, color=color)
     _emit(text, output=output, fmt=fmt)
     # Kept only for the store audited: not one rewritten meanwhile (its key changed).
-    same = kept_at is not None and not result.problems
-    if same and kept.slot(result.files, settings, fmt, width, color) == kept_at:
-        kept.keep(kept_at, text, result.exit_code())  # type: ignore[arg-type]
+    if kept_at is not None and not result.problems:
+        if kept.slot(result.files, settings, fmt, width, color) == kept_at:
+            kept.keep(kept_at, text, result.exit_code())
     return result.exit_code()
 
 
@@ -293,7 +293,15 @@ def _list_rules(ctx: click.Context) -> None:
 )
 @click.option("--force", is_flag=True, help="Replace TARGET if it exists.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
-def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
+@click.option(
+    "--audit/--no-audit",
+    "audit_ahead",
+    default=True,
+    show_default=True,
+    help="Also audit the store with the settings in force here and keep its JSON report "
+    "beside it, so that `audit STORE --format json` answers at once (about one audit's time).",
+)
+def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool, audit_ahead: bool) -> int:
     """Turn trace files into Parquet for fast repeated audits.
 
     The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
@@ -355,7 +363,9 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
         )
     else:
         click.echo(f"handoffscope: saved the derived tables in {beside}", err=True)
-    del traces  # its spans are in the store now: free them before auditing it
+    if not audit_ahead:
+        return 0
+    traces.con.close()  # its spans are in the store now: free them before auditing it
     try:
         with progress("compacting"):
             step("auditing the store, to keep its JSON report")
@@ -363,7 +373,11 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     except (HandoffscopeError, OSError, duckdb.Error) as e:
         if interrupted(e):
             raise
-        click.echo(f"handoffscope: the store was not audited ahead ({e})", err=True)
+        click.echo(
+            f"handoffscope: no report kept beside {out} ({e}); the store is complete, and "
+            "its first audit runs the rules",
+            err=True,
+        )
     else:
         if kept_at is not None:
             click.echo(f"handoffscope: kept its JSON report in {kept_at.parent}", err=True)

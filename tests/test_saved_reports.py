@@ -104,6 +104,12 @@ def test_a_repeated_audit_of_a_store_answers_from_its_kept_report(
     assert _as_lines_report(first[1]) == _as_lines_report(lines[1])
 
 
+def test_compact_no_audit_keeps_no_report(source: Path, tmp_path: Path, audits: list[str]) -> None:
+    store = tmp_path / "store.parquet"
+    assert main(["compact", str(source), "--out", str(store), "--no-audit", "--quiet"]) == 0
+    assert audits == [] and not _reports(store).exists()
+
+
 def test_compact_keeps_the_report_for_the_settings_in_force_where_it_runs(
     source: Path, tmp_path: Path, audits: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
