@@ -30,6 +30,12 @@ def _compact(tmp_path: Path, out: str = "store.parquet", *extra: str) -> Path:
     return tmp_path / out
 
 
+def _beside(store: Path) -> Path:
+    folder = location([str(store)])
+    assert folder is not None
+    return folder
+
+
 def _rows(con: Any, name: str) -> list[tuple[Any, ...]]:
     rows = con.execute(f"SELECT * FROM hs_{name}_all").fetchall()
     return sorted(
@@ -106,7 +112,7 @@ def test_a_store_written_again_or_another_version_derives_afresh(tmp_path: Path)
     assert derived_names(trace_set.con) == ()
 
     store = _compact(tmp_path, "store.parquet", "--force")
-    manifest = location([str(store)]) / "manifest.json"
+    manifest = _beside(store) / "manifest.json"
     assert restore(_opened(store).con, [str(store)]) == SAVED
     saved = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**saved, "version": "older"}))
@@ -120,7 +126,7 @@ def test_a_damaged_saved_table_costs_nothing_but_time(tmp_path: Path) -> None:
 
     store = _compact(tmp_path)
     expected = audit(load_traces(store))
-    (location([str(store)]) / "traces.parquet").write_bytes(b"PAR1 not really parquet")
+    (_beside(store) / "traces.parquet").write_bytes(b"PAR1 not really parquet")
     trace_set = _opened(store)
     assert restore(trace_set.con, trace_set.files) == ()
     assert derived_names(trace_set.con) == ()
@@ -179,7 +185,7 @@ def test_an_audit_of_a_store_reads_its_saved_tables_and_finds_the_same(
     with_saved = audit(load_traces(store))
     assert asked == [()]  # the store keeps the rules' phase spans and transitions too
 
-    shutil.rmtree(location([str(store)]))
+    shutil.rmtree(_beside(store))
     asked.clear()
     derived_here = audit(load_traces(store))
     assert asked == [derived.DERIVED]
