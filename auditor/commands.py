@@ -11,17 +11,20 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import click
 
 from auditor.report import FORMATS, render
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
+from collector.errors import HandoffscopeError
 from collector.progress import progress, step
 
 __all__ = ["audit", "compact"]
 
 MAX_PROBLEMS_SHOWN = 20
+_CHUNK = 1 << 20
 
 
 def _report_problems(problems: list, *, quiet: bool, rest: str) -> None:
@@ -175,6 +178,7 @@ def audit(
       handoffscope audit store.parquet --rule slow-validation --p95-budget 300ms
       handoffscope audit clickhouse://localhost:8123/otel --since 24h
     """
+    from auditor import kept
     from auditor.audit import audit as run_audit
     from auditor.load import load_traces
 
@@ -195,6 +199,12 @@ def audit(
         from auditor.prices import read_prices
 
         read_prices(settings.prices)  # a bad prices file fails before any reading too
+    to_terminal = output is None and sys.stdout.isatty()
+    if width is None:
+        width = shutil.get_terminal_size().columns if to_terminal else 100
+    width = max(60, width)
+    color = to_terminal if color is None else color
+    kept_at = None
     if any(p.startswith(("chdb://", "clickhouse://", "clickhouses://")) for p in paths):
         try:
             from auditor.clickhouse.command import audit_source
@@ -207,24 +217,44 @@ def audit(
     else:
         if table or since or until:
             raise click.UsageError("--table, --since and --until apply to ClickHouse sources")
+        # A compacted store audited before with the same settings and code: its kept report.
+        files = kept.store_files(paths)
+        kept_at = None if files is None else kept.slot(files, settings, fmt, width, color)
+        found = None if kept_at is None else kept.open_report(kept_at)
+        if found is not None:
+            with found[0] as report:
+                _emit(report, output=output, fmt=fmt)
+            return found[1]
         with progress("loading traces"):
             traces = load_traces(paths)
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
         with progress("auditing"):
             result = run_audit(traces, settings)
-    to_terminal = output is None and sys.stdout.isatty()
-    if width is None:
-        width = shutil.get_terminal_size().columns if to_terminal else 100
-    text = render(result, fmt, width=max(60, width), color=to_terminal if color is None else color)
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        _write_report(Path(output), text)
-        click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
+        # The report reads none of it: DuckDB's memory is free before rendering takes more.
+        traces.con.close()
+    text = render(result, fmt, width=width, color=color)
+    _emit(text, output=output, fmt=fmt)
+    # Kept only for the store audited: not one rewritten meanwhile (its key changed).
+    if kept_at is not None and not result.problems:
+        if kept.slot(result.files, settings, fmt, width, color) == kept_at:
+            kept.keep(kept_at, text, result.exit_code())
     return result.exit_code()
 
 
-def _write_report(path: Path, text: str) -> None:
+def _emit(text: str | BinaryIO, *, output: str | None, fmt: str) -> None:
+    """The report (text, or a kept report's file) to stdout, or to ``--output``."""
+    if output is None:
+        if isinstance(text, str):
+            click.echo(text, nl=False)
+        else:
+            sys.stdout.flush()
+            shutil.copyfileobj(text, sys.stdout.buffer, _CHUNK)
+    else:
+        _write_report(Path(output), text)
+        click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
+
+
+def _write_report(path: Path, text: str | BinaryIO) -> None:
     """Write the report, creating missing folders (as ``simulate --out`` does); a failure is
     an error naming the path (exit 2), never a traceback or exit 1, which CI reads as
     findings."""
@@ -232,7 +262,11 @@ def _write_report(path: Path, text: str) -> None:
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if isinstance(text, str):
+            path.write_text(text, encoding="utf-8")
+        else:
+            with path.open("wb") as out:
+                shutil.copyfileobj(text, out, _CHUNK)
     except OSError as e:
         raise AuditError(
             f"{path}: could not write the report ({e.strerror or e}); choose another --output",
@@ -259,13 +293,23 @@ def _list_rules(ctx: click.Context) -> None:
 )
 @click.option("--force", is_flag=True, help="Replace TARGET if it exists.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
-def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
+@click.option(
+    "--audit/--no-audit",
+    "audit_ahead",
+    default=True,
+    show_default=True,
+    help="Also audit the store with the settings in force here and keep its JSON report "
+    "beside it, so that `audit STORE --format json` answers at once (about one audit's time).",
+)
+def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool, audit_ahead: bool) -> int:
     """Turn trace files into Parquet for fast repeated audits.
 
     The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
     like any trace file, without parsing JSON again. The tables derived from the spans for
-    the figures are saved beside it (a hidden `.NAME.derived` folder), so the dashboard
-    opens the store without deriving them.
+    the rules and figures are saved beside it (a hidden `.NAME.derived` folder), so an audit
+    or the dashboard opens the store without deriving them. Each audit of the store keeps
+    its report there too, starting with the JSON report `compact` makes with the settings in
+    force here: the same audit again answers from it at once.
 
     \b
     Example:
@@ -274,6 +318,7 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
     """
     import duckdb
 
+    from auditor import kept
     from auditor.audit import prepare
     from auditor.cli import interrupted
     from auditor.compact import check_target, is_single_file, write_parquet
@@ -318,4 +363,22 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool) -> int:
         )
     else:
         click.echo(f"handoffscope: saved the derived tables in {beside}", err=True)
+    if not audit_ahead:
+        return 0
+    traces.con.close()  # its spans are in the store now: free them before auditing it
+    try:
+        with progress("compacting"):
+            step("auditing the store, to keep its JSON report")
+            kept_at = kept.audit_ahead(out, resolve(pyproject=find_pyproject()))
+    except (HandoffscopeError, OSError, duckdb.Error) as e:
+        if interrupted(e):
+            raise
+        click.echo(
+            f"handoffscope: no report kept beside {out} ({e}); the store is complete, and "
+            "its first audit runs the rules",
+            err=True,
+        )
+    else:
+        if kept_at is not None:
+            click.echo(f"handoffscope: kept its JSON report in {kept_at.parent}", err=True)
     return 0

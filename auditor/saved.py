@@ -1,15 +1,16 @@
 """Derived tables saved beside a compacted Parquet store.
 
-Deriving the tables the figures read (:mod:`auditor.derived`) takes seconds at a million
-spans, and a store is opened far more often than it is written: the dashboard derives them
-each time it loads one. ``handoffscope compact`` therefore also writes them (:func:`save`),
-as Parquet in a hidden folder beside the store's files (which a directory walk skips, and
-``compact --force`` on a folder removes with it), and whoever opens the store reads them
-back (:func:`restore`) instead of deriving.
+Deriving the tables the rules and figures read (:mod:`auditor.derived`) takes seconds at a
+million spans, and a store is opened far more often than it is written: an audit or the
+dashboard derives them each time it loads one. ``handoffscope compact`` therefore also
+writes them (:func:`save`), as Parquet in a hidden folder beside the store's files (which a
+directory walk skips, and ``compact --force`` on a folder removes with it), and whoever
+opens the store reads them back (:func:`restore`) instead of deriving.
 
 The saved tables are used only when they were saved by the same version of the auditor's
-SQL, from exactly the store's files (names, sizes and modification times): a store written
-again, or tables from another version, are ignored and derived afresh.
+SQL, from exactly the store's files (names, sizes and modification times), with the same
+model prices: a store written again, tables from another version, or an audit pricing tokens
+from another prices file derive them afresh.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ from auditor.readers import grown
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["SAVED", "location", "restore", "save"]
+__all__ = ["KEPT", "SAVED", "fingerprint", "location", "restore", "save"]
 
-SAVED: Final = tuple(name for name in DERIVED if name != "transitions")
-"""The derived tables a store keeps: what the figures read (the rules' wider phase spans and
-transitions are derived per audit)."""
+KEPT: Final = DERIVED
+"""The derived tables a store keeps: every one, with the phase spans as wide as the rules
+read them, so that an audit of the store derives nothing from its spans."""
+SAVED: Final = tuple(name for name in KEPT if name != "transitions")
+"""What the figures (and the dashboard) read of :data:`KEPT`: all but the transitions, which
+only the rules read."""
 
-_FORMAT: Final = 1
+_FORMAT: Final = 2
 _MANIFEST: Final = "manifest.json"
 
 
@@ -54,7 +58,7 @@ def location(files: Sequence[str | os.PathLike[str]]) -> Path | None:
 
 
 def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
-    """Derive :data:`SAVED` from ``con``'s spans (those of the store written to ``files``)
+    """Derive :data:`KEPT` from ``con``'s spans (those of the store written to ``files``)
     and write them beside the store, replacing what was there. ``con`` must be prepared
     (:func:`auditor.audit.prepare`) and hold no derived tables of its own."""
     target = location(files)
@@ -64,8 +68,11 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     try:
-        derive(con, SAVED, rules=False)
-        for name in SAVED:
+        derive(con, KEPT)
+        types: dict[str, list[list[str]]] = {}
+        for name in KEPT:
+            described = con.execute(f"DESCRIBE hs_derived_{name}").fetchall()
+            types[name] = [[str(r[0]), str(r[1])] for r in described]
             con.execute(
                 f"COPY hs_derived_{name} TO $out (FORMAT parquet, COMPRESSION zstd)",
                 {"out": str(partial / f"{name}.parquet")},
@@ -73,8 +80,10 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
         manifest = {
             "format": _FORMAT,
             "version": _version(),
-            "files": _fingerprint(files),
-            "tables": list(SAVED),
+            "files": fingerprint(files),
+            "tables": list(KEPT),
+            "types": types,
+            "prices": _prices(con),
         }
         (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         # Replaced whole: a reader sees the old tables or the new ones, never a mix.
@@ -102,26 +111,30 @@ def restore(
         return ()
     try:
         manifest: dict[str, Any] = json.loads((target / _MANIFEST).read_text(encoding="utf-8"))
-        fingerprint = _fingerprint(files)
+        stamp = fingerprint(files)
     except (OSError, ValueError):
         return ()
     if (
         manifest.get("format") != _FORMAT
         or manifest.get("version") != _version()
-        or manifest.get("files") != fingerprint
+        or manifest.get("files") != stamp
+        # Costs estimated from other prices (a --prices file) are not this audit's.
+        or manifest.get("prices") != _prices(con)
     ):
         return ()
     saved = set(manifest.get("tables") or ())
-    wanted = tuple(n for n in SAVED if n in names and n in saved)
+    wanted = tuple(n for n in KEPT if n in names and n in saved)
     if not all((target / f"{n}.parquet").is_file() for n in wanted):
         return ()
     import duckdb
 
+    types = manifest.get("types") or {}
     try:
         for name in wanted:
             grown(
                 con,
-                f"CREATE OR REPLACE TABLE hs_derived_{name} AS SELECT * FROM read_parquet($path)",
+                f"CREATE OR REPLACE TABLE hs_derived_{name} AS"
+                f" SELECT {_columns(types.get(name))} FROM read_parquet($path)",
                 {"path": str(target / f"{name}.parquet")},
             )
     except duckdb.InterruptException:
@@ -134,7 +147,33 @@ def restore(
     return attach(con, names=wanted)
 
 
-def _fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+def _prices(con: duckdb.DuckDBPyConnection) -> str:
+    """A digest of the price table ``con`` estimates costs with (``hs_prices``)."""
+    rows = con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall()
+    return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+
+
+def _columns(types: list[list[str]] | None) -> str:
+    """The select list reading a saved table back with its columns' own types: Parquet has
+    no 128-bit integers, so a sum of tokens (HUGEINT) comes back from it as a DOUBLE, and a
+    report would print 2012390.0 where the trace files' audit prints 2012390."""
+    if not types:
+        return "*"
+    return ", ".join(
+        f"CAST({_quoted(column)} AS {kind}) AS {_quoted(column)}"
+        if "HUGEINT" in kind
+        else _quoted(column)
+        for column, kind in types
+    )
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """The name, size and modification time of each of ``files``, sorted: what says a store
+    is the one its saved tables were derived from."""
     out = []
     for path in sorted(Path(f) for f in files):
         stat = path.stat()
@@ -144,5 +183,5 @@ def _fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]
 
 def _version() -> str:
     """What the saved rows depend on: the table layout and the SQL deriving them."""
-    text = json.dumps([TABLE_VERSION, views_sql(), selects(False)], sort_keys=True)
+    text = json.dumps([TABLE_VERSION, views_sql(), selects(True)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -13,7 +13,15 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
 * ``audit``: ``load_traces`` + ``audit`` (all 18 rules and every figure);
 * ``python``: a straightforward pure-Python audit of the same file (``json.loads`` per line,
   dicts per span, the rules as loops) - what the auditor replaces;
-* ``compact`` then ``parquet``: the same audit from the Parquet that ``compact`` writes.
+* ``compact`` then ``parquet``: the same audit from the Parquet that ``compact`` writes;
+* ``store``: ``handoffscope audit STORE --format json`` as a whole process (interpreter,
+  imports, audit, report on stdout), first with nothing kept beside the store and then
+  repeated (answered from the kept report), and with ``--before CHECKOUT`` the same command
+  of another version side by side (``--before-python`` its interpreter, ``--before-store``
+  a store its own ``compact`` wrote).
+
+    python bench/bench_audit.py --store-only --store /tmp/s/new.parquet --before /tmp/old
+        --before-python /tmp/old/.venv/bin/python --before-store /tmp/s/old.parquet
 
 With ``--json-only`` only the shred and the audit of JSON lines run, and with
 ``--json-before CHECKOUT`` the audit of another version (that checkout's own
@@ -340,6 +348,103 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     return out
 
 
+def measure_store(label: str, python: str, store: Path, *, fresh: bool) -> dict[str, Any]:
+    """``handoffscope audit STORE --format json`` as one whole process of ``python``: wall and
+    CPU seconds and peak memory of that process (``os.wait4``), and a digest of its report.
+    With ``fresh``, the reports kept beside the store are removed first."""
+    import hashlib
+    import shutil
+    import tempfile
+
+    if fresh:
+        for kept in store.parent.glob(f".{store.name}.derived/reports"):
+            shutil.rmtree(kept)
+    print(f"bench_audit: {label} audit {store} ...", file=sys.stderr, flush=True)
+    # /usr/bin/time reports the child's own peak: a forked child's ru_maxrss starts at this
+    # (large) process's. A neutral folder, so `-m` imports the version ``python`` has.
+    command = [python, "-m", "auditor.cli", "audit", str(store.resolve()), "--format", "json"]
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as out:
+        timing = Path(folder) / "time"
+        started = time.perf_counter()
+        done = subprocess.run(
+            ["/usr/bin/time", "-f", "%U %S %M", "-o", str(timing), *command],
+            stdout=out,
+            stderr=subprocess.DEVNULL,
+            cwd=folder,
+            check=False,
+        )
+        seconds = time.perf_counter() - started
+        user, system, peak_kb = timing.read_text().split()[-3:]
+        out.seek(0)
+        text = out.read()
+    if done.returncode not in (0, 1):
+        return {"error": f"exit {done.returncode}"}
+    report = json.loads(text, parse_int=float)
+    findings = len(report["findings"])
+    del report["files"]  # the store's path
+    result = {
+        "seconds": seconds,
+        "cpu_seconds": float(user) + float(system),
+        "peak_mb": int(peak_kb) / 1024,
+        "exit": done.returncode,
+        "findings": findings,
+        # Integers read as floats: a store whose saved sums came back as floats prints
+        # 2012390.0 where another prints 2012390, the same figure.
+        "sha256": hashlib.sha256(json.dumps(report, sort_keys=True).encode()).hexdigest()[:16],
+    }
+    print(f"bench_audit:   {result}", file=sys.stderr, flush=True)
+    return result
+
+
+def measure_stores(args: argparse.Namespace, store: Path) -> dict[str, Any]:
+    """The store audits as whole processes: first and repeated, this version and
+    ``--before``, interleaved so that both see the same load; the best of ``--repeat``."""
+    sides = [("now", sys.executable, store)]
+    if args.before:
+        sides.append(("before", args.before_python, args.before_store or store))
+    runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for _ in range(max(1, args.repeat)):
+        for label, python, path in sides:
+            runs[f"{label}_first"].append(measure_store(label, python, path, fresh=True))
+            runs[f"{label}_again"].append(measure_store(label, python, path, fresh=False))
+    out: dict[str, Any] = {"runs": runs}
+    for key, found in runs.items():
+        ok = [r for r in found if "error" not in r]
+        out[key] = min(ok, key=lambda r: r["seconds"]) if ok else found[0]
+    return out
+
+
+def store_report(figures: dict[str, Any], command: str) -> str:
+    """The store measurements as a Markdown table."""
+    lines = [
+        f"Command: `{command}`",
+        "",
+        "| `handoffscope audit STORE --format json`, whole process | seconds | CPU seconds"
+        " | peak memory | findings |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    names = {
+        "before_first": "before, first audit",
+        "before_again": "before, repeated",
+        "now_first": "now, first audit (nothing kept)",
+        "now_again": "now, repeated (the kept report)",
+    }
+    for key, name in names.items():
+        r = figures.get(key)
+        if r is None:
+            continue
+        if "error" in r:
+            lines.append(f"| {name} | {_failed(r['error'])} | | | |")
+            continue
+        lines.append(
+            f"| {name} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['peak_mb']:.0f} MB"
+            f" | {r['findings']:,} |"
+        )
+    digests = {r["sha256"] for k, r in figures.items() if k in names and "sha256" in r}
+    lines += ["", f"Reports alike (integers read as floats): {len(digests) == 1}.", ""]
+    return "\n".join(lines)
+
+
 def ensure(path: Path, spans: int) -> dict[str, Any]:
     from bench.gen_traces import generate
 
@@ -436,9 +541,21 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="run the shred, parse and audits this many times each and keep the best of each",
     )
+    parser.add_argument("--store", type=Path, help="the store to audit (default: compact one)")
+    parser.add_argument("--store-only", action="store_true", help="measure only the store")
+    parser.add_argument("--before", type=Path, help="a checkout of another version to compare")
+    parser.add_argument("--before-python", default=sys.executable, help="its interpreter")
+    parser.add_argument("--before-store", type=Path, help="a store its own compact wrote")
     args = parser.parse_args(argv)
     if args.child:
         child_main(args.child[0], args.child[1:])
+        return 0
+    command = "python bench/bench_audit.py " + " ".join(argv or sys.argv[1:])
+    if args.store_only:
+        stores = measure_stores(args, args.store)
+        print(json.dumps(stores, indent=2))
+        if args.write:
+            args.write.write_text(store_report(stores, command), encoding="utf-8")
         return 0
     path = args.dir / f"{args.spans}.jsonl"
     info = ensure(path, args.spans)
@@ -459,6 +576,7 @@ def main(argv: list[str] | None = None) -> int:
     store = args.dir / f"{args.spans}.parquet"
     m["compact"] = measure("compact", str(path), str(store))
     m["parquet"] = best(args.repeat, "audit", str(store))
+    m["stores"] = measure_stores(args, store)
     figures: dict[str, Any] = {"machine": machine, "1m": m}
     if args.big:
         big = args.dir / f"{args.big}.jsonl.zst"
@@ -477,10 +595,10 @@ def main(argv: list[str] | None = None) -> int:
         "audit_vs_parse_cpu": ratio(m["audit"], m["parse"], "cpu_seconds"),
     }
     print(json.dumps(figures, indent=2))
-    command = "python bench/bench_audit.py " + " ".join(argv or sys.argv[1:])
     if args.write:
         args.write.parent.mkdir(parents=True, exist_ok=True)
-        args.write.write_text(report(figures, command), encoding="utf-8")
+        text = report(figures, command) + "\n" + store_report(m["stores"], command)
+        args.write.write_text(text, encoding="utf-8")
     return 0
 
 

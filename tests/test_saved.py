@@ -19,7 +19,7 @@ from auditor import figures, load_traces
 from auditor.audit import prepare
 from auditor.cli import main
 from auditor.derived import derive, derived_names
-from auditor.saved import SAVED, location, restore, save
+from auditor.saved import KEPT, SAVED, location, restore, save
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces" / "fault-mix"
@@ -28,6 +28,12 @@ SAMPLES = ROOT / "sample_traces" / "fault-mix"
 def _compact(tmp_path: Path, out: str = "store.parquet", *extra: str) -> Path:
     assert main(["compact", str(SAMPLES), "--out", str(tmp_path / out), *extra]) == 0
     return tmp_path / out
+
+
+def _beside(store: Path) -> Path:
+    folder = location([str(store)])
+    assert folder is not None
+    return folder
 
 
 def _rows(con: Any, name: str) -> list[tuple[Any, ...]]:
@@ -77,14 +83,15 @@ def test_compact_saves_the_tables_and_a_store_reads_them_back(
     beside = location([str(store)])
     assert beside == tmp_path / ".store.parquet.derived"
     assert f"saved the derived tables in {beside}" in capsys.readouterr().err
-    assert {p.name for p in beside.iterdir()} == {"manifest.json"} | {f"{n}.parquet" for n in SAVED}
+    saved = {"manifest.json", "reports"} | {f"{n}.parquet" for n in KEPT}
+    assert {p.name for p in beside.iterdir()} == saved  # reports: see test_saved_reports.py
 
     derived = _opened(store)
-    derive(derived.con, SAVED, rules=False)
+    derive(derived.con, KEPT)
     restored = _opened(store)
-    assert restore(restored.con, restored.files) == SAVED
-    assert derived_names(restored.con) == SAVED
-    for name in SAVED:
+    assert restore(restored.con, restored.files, KEPT) == KEPT
+    assert derived_names(restored.con) == KEPT
+    for name in KEPT:
         assert _rows(restored.con, name) == _rows(derived.con, name), name
     assert _figures(restored.con) == _figures(derived.con)
 
@@ -105,7 +112,7 @@ def test_a_store_written_again_or_another_version_derives_afresh(tmp_path: Path)
     assert derived_names(trace_set.con) == ()
 
     store = _compact(tmp_path, "store.parquet", "--force")
-    manifest = location([str(store)]) / "manifest.json"
+    manifest = _beside(store) / "manifest.json"
     assert restore(_opened(store).con, [str(store)]) == SAVED
     saved = json.loads(manifest.read_text())
     manifest.write_text(json.dumps({**saved, "version": "older"}))
@@ -119,7 +126,7 @@ def test_a_damaged_saved_table_costs_nothing_but_time(tmp_path: Path) -> None:
 
     store = _compact(tmp_path)
     expected = audit(load_traces(store))
-    (location([str(store)]) / "traces.parquet").write_bytes(b"PAR1 not really parquet")
+    (_beside(store) / "traces.parquet").write_bytes(b"PAR1 not really parquet")
     trace_set = _opened(store)
     assert restore(trace_set.con, trace_set.files) == ()
     assert derived_names(trace_set.con) == ()
@@ -176,9 +183,9 @@ def test_an_audit_of_a_store_reads_its_saved_tables_and_finds_the_same(
     store = _compact(tmp_path)
     asked = _asked(monkeypatch, derived)
     with_saved = audit(load_traces(store))
-    assert asked == [("phases", "transitions")]  # the rules' wider phase spans, and theirs
+    assert asked == [()]  # the store keeps the rules' phase spans and transitions too
 
-    shutil.rmtree(location([str(store)]))
+    shutil.rmtree(_beside(store))
     asked.clear()
     derived_here = audit(load_traces(store))
     assert asked == [derived.DERIVED]

@@ -1,0 +1,189 @@
+"""Audit reports kept beside a compacted store, so a repeated audit answers at once.
+
+Running the rules and figures over a store of a million spans takes seconds even with its
+derived tables saved (:mod:`auditor.saved`), and rendering a hundred thousand findings takes
+more; a store is audited again and again with the same settings (in CI, from a dashboard, by
+hand). ``handoffscope audit`` therefore keeps each report it renders for a store (:func:`keep`)
+in the store's hidden folder (``.NAME.derived/reports``), under a key of everything the
+report depends on (:func:`slot`):
+
+* the store's files, as listed in the report, with their sizes, modification and change
+  times;
+* the code: handoffscope's version and a digest of every file of the ``auditor`` and
+  ``collector`` packages (rules, views, figures, report formats), and DuckDB's version;
+* the settings: every threshold, rule choice, exemption and ``fail-on``, and the content of
+  the prices file;
+* the format, and for the table its width, colour and the terminal's colour variables.
+
+``compact`` keeps the JSON report for the settings in force where it runs
+(:func:`audit_ahead`), so even the first ``audit --format json`` of a new store answers at
+once. A report is answered from (:func:`open_report`) only under the same key, so a change of any
+of them renders afresh; ``compact`` writing the store again removes the folder and with it
+every kept report. Only the newest :data:`MOST` reports are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import fields
+from functools import cache
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Final
+
+from auditor.saved import fingerprint, location
+
+if TYPE_CHECKING:
+    from auditor.settings import AuditSettings
+
+__all__ = ["MOST", "audit_ahead", "keep", "open_report", "slot", "store_files"]
+
+MOST: Final = 8
+"""How many reports a store keeps (the newest; older ones are removed)."""
+
+_FORMAT: Final = 1
+_FOLDER: Final = "reports"
+_SUFFIX: Final = ".report"
+
+
+def store_files(paths: Sequence[str]) -> list[str] | None:
+    """The files of the compacted store ``paths`` name, as an audit of them lists them;
+    None when they name anything else (trace files, several stores, a missing path)."""
+    from auditor.load import _one_store  # the loader's own test of what reads as a store
+    from auditor.sources import discover
+
+    sources, missing = discover(paths)
+    if missing or not _one_store(sources):
+        return None
+    return [s.path for s in sources]
+
+
+def slot(
+    files: Sequence[str], settings: AuditSettings, fmt: str, width: int, color: bool
+) -> Path | None:
+    """Where the report of the store made of ``files`` (as the audit lists them) is kept
+    for these settings and this rendering; None when it cannot be told (files from several
+    folders, or a file or the prices file that cannot be read)."""
+    folder = location(files) if files else None
+    if folder is None:
+        return None
+    try:
+        key = {
+            "format": _FORMAT,
+            "code": code_digest(),
+            "files": list(files),
+            "fingerprint": fingerprint(files),
+            # A file's change time cannot be set back (`cp -p` and `touch` set only its
+            # modification time): a store replaced in place is always another store.
+            "changed": [[os.stat(f).st_ino, os.stat(f).st_ctime_ns] for f in files],
+            "settings": _settings(settings),
+            "render": [fmt, width, color, _terminal()] if fmt == "table" else [fmt],
+        }
+    except OSError:
+        return None
+    text = json.dumps(key, sort_keys=True)
+    return folder / _FOLDER / (hashlib.sha256(text.encode()).hexdigest()[:32] + _SUFFIX)
+
+
+def open_report(where: Path) -> tuple[BinaryIO, int] | None:
+    """The report kept at ``where``, open for reading, and the exit code it came with; None
+    when there is none (or it cannot be read). The report is copied out as it was written,
+    never decoded: a hundred thousand findings take tens of megabytes."""
+    try:
+        handle = where.open("rb")
+    except OSError:
+        return None
+    try:
+        words = handle.readline(64).split()
+    except OSError:
+        words = []
+    if len(words) != 2 or words[0] != b"exit" or not words[1].isdigit():
+        handle.close()
+        return None
+    return handle, int(words[1])
+
+
+def keep(where: Path, text: str, exit_code: int) -> bool:
+    """Keep ``text`` (a report that exited with ``exit_code``) at ``where``, dropping the
+    oldest reports beyond :data:`MOST`. Returns whether it was kept: a store in a folder
+    that cannot be written to keeps nothing, and the audit is no worse for it."""
+    folder = where.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        # Written whole, then renamed: a concurrent audit reads the old report or the new.
+        handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(f"exit {exit_code}\n".encode())
+                out.write(text.encode("utf-8"))
+            os.replace(partial, where)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+        reports = sorted(
+            folder.glob("*" + _SUFFIX), key=lambda p: p.stat().st_mtime_ns, reverse=True
+        )
+        for old in reports[MOST:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
+
+
+def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
+    """Audit the store ``compact`` wrote to ``target`` as ``handoffscope audit TARGET
+    --format json`` would, with ``settings``, and keep its report; return where it is kept,
+    or None when it could not be."""
+    from auditor.audit import audit
+    from auditor.load import load_traces
+    from auditor.report import render
+
+    files = store_files([target])
+    where = None if files is None else slot(files, settings, "json", 100, False)
+    if where is None:
+        return None
+    result = audit(load_traces([target]), settings)
+    text = render(result, "json")
+    if result.problems or slot(result.files, settings, "json", 100, False) != where:
+        return None
+    return where if keep(where, text, result.exit_code()) else None
+
+
+def _terminal() -> dict[str, str]:
+    # rich reads these as it draws the table (NO_COLOR drops even forced colours).
+    names = ("NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def _settings(settings: AuditSettings) -> dict[str, object]:
+    values: dict[str, object] = {
+        f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "sources"
+    }
+    if settings.prices is not None:
+        # The same path may hold other prices tomorrow: the content is what counts.
+        values["prices_sha256"] = hashlib.sha256(Path(settings.prices).read_bytes()).hexdigest()
+    return values
+
+
+@cache
+def code_digest() -> str:
+    """A digest of the code a report depends on: handoffscope's and DuckDB's versions and
+    every file of the ``auditor`` and ``collector`` packages."""
+    import auditor
+    import collector
+
+    digest = hashlib.sha256()
+    for version in (collector.__version__, metadata.version("duckdb")):
+        digest.update(version.encode() + b"\0")
+    for package in (auditor, collector):
+        root = Path(package.__file__ or "").parent
+        for path in sorted(root.rglob("*")):
+            if "__pycache__" in path.parts or not path.is_file():
+                continue
+            digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
