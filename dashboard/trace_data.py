@@ -131,12 +131,13 @@ def span_attributes(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str)
     items: list[tuple[str, str, str]] = []
     for row in rows[:1]:
         for key, value in zip(columns, row, strict=True):
-            if value is None or key in _DERIVED:
+            # An empty list is left out as a missing one: ClickHouse has no NULL list.
+            if value is None or (isinstance(value, list) and not value) or key in _DERIVED:
                 continue
             if key == "attributes":
-                items.extend(("attribute", str(k), str(v)) for k, v in sorted(value.items()))
+                items.extend(("attribute", str(k), str(v)) for k, v in _entries(value))
             elif key == "resource_attributes":
-                items.extend(("resource", str(k), str(v)) for k, v in sorted(value.items()))
+                items.extend(("resource", str(k), str(v)) for k, v in _entries(value))
             elif key in ("source_file", "source_line"):
                 items.append(("source", key, str(value)))
             elif "." in key:
@@ -180,6 +181,12 @@ def span_events(con: duckdb.DuckDBPyConnection, trace_id: str, span_id: str) -> 
 _DERIVED = frozenset(
     {"agent", "input_tokens", "output_tokens", "cost_usd", "start_unix_nano", "end_unix_nano"}
 )
+
+
+def _entries(value: Any) -> list[tuple[Any, Any]]:
+    """A map's entries sorted by key: DuckDB gives a map as a dict, Arrow (ClickHouse) as
+    a list of (key, value) pairs."""
+    return sorted(value.items() if isinstance(value, dict) else value)
 
 
 def _text(value: Any) -> str:

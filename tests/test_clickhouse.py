@@ -227,6 +227,11 @@ SCALARS = [
     "SELECT regexp_extract('transfer_to_billing', '^transfer_(?:back_)?to_(.+)$', 1) AS v",
     "SELECT regexp_extract('lookup', '^transfer_(?:back_)?to_(.+)$', 1) AS v",
     "SELECT substr('handoff to billing', 12) AS v",
+    "SELECT epoch_us(TIMESTAMP '2026-01-07 09:05:06') AS v",
+    "SELECT array_to_string(list_transform(map_entries(m), lambda e: e.key || '=' || e.value),"
+    " ', ') AS v FROM spans",
+    "SELECT max(x) * 100 + min(x) * 10 + count(*) AS v FROM spans, unnest([3, 1, 2]) AS t(x)",
+    "SELECT count(*) AS v FROM spans, unnest([]::INTEGER[]) AS t(x)",
 ]
 
 
@@ -248,6 +253,20 @@ def test_union_by_name_with_different_columns_is_refused() -> None:
         dialect.to_clickhouse(
             "SELECT 1 AS a, 2 AS b UNION ALL BY NAME SELECT 2 AS b, 1 AS a", "SELECT 1"
         )
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT x, y FROM spans, unnest([1]) AS t(x), unnest([2]) AS u(y)",
+        "SELECT t.x FROM spans, unnest([1]) AS t(x)",
+        "SELECT x FROM spans LEFT JOIN unnest([1]) AS t(x) ON true",
+        "SELECT * FROM unnest([1, 2])",
+    ],
+)
+def test_an_unnest_other_than_one_list_joined_is_refused(sql: str) -> None:
+    with pytest.raises(dialect.DialectError, match="unnest"):
+        dialect.to_clickhouse(sql, "SELECT 1")
 
 
 def test_a_rule_reads_only_what_it_needs() -> None:

@@ -31,7 +31,7 @@ from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
 from auditor.errors import AuditError  # noqa: E402
 from auditor.load import TraceSet  # noqa: E402
-from dashboard import cache, data  # noqa: E402
+from dashboard import cache, data, trace_data  # noqa: E402
 from dashboard.clickhouse import SOURCE_ENV, ClickHouseSpec  # noqa: E402
 from dashboard.data.scope import ready  # noqa: E402
 from dashboard.selection import Filters  # noqa: E402
@@ -306,10 +306,71 @@ def test_a_bad_source_in_the_app_is_a_message(
     assert "no span in this table and time range" in " ".join(str(c.value) for c in at.code)
 
 
-def test_the_trace_page_says_it_needs_files(apps: _Apps) -> None:
-    at = apps.run(1, lambda at: at.switch_page("views/trace.py").run())
-    assert not at.exception
-    assert "reads its spans from trace files" in " ".join(i.value for i in at.info)
+def _sourceless(frame: pd.DataFrame) -> pd.DataFrame:
+    """A span's details without the ``source`` rows: the exporter keeps no file and line."""
+    return frame[frame["section"] != "source"].reset_index(drop=True)
+
+
+def _picked_traces(traces: TraceSet) -> list[str]:
+    """A few traces worth reading: the first two with failures and the most expensive."""
+    failed = trace_data.trace_list(traces.con, only="failed", limit=2)["trace_id"].tolist()
+    costly = trace_data.trace_list(traces.con, only="expensive", limit=1)["trace_id"].tolist()
+    return list(dict.fromkeys(failed + costly))
+
+
+def test_the_trace_page_queries_give_the_duckdb_answer(sources: tuple[TraceSet, Any]) -> None:
+    traces, remote = sources
+    agent = _filters(traces)["agent"]
+    for only in ("failed", "expensive", "all"):
+        for filters in (Filters(), agent):
+            want = trace_data.trace_list(traces.con, filters=filters, only=only, limit=50)
+            got = trace_data.trace_list(remote, filters=filters, only=only, limit=50)
+            assert len(want) > 0
+            assert _same(want, got, only) == []
+    events = 0
+    for trace_id in _picked_traces(traces):
+        spans = trace_data.trace_spans(traces.con, trace_id)
+        assert len(spans) > 1
+        assert _same(spans, trace_data.trace_spans(remote, trace_id), trace_id) == []
+        for span_id in spans["span_id"]:
+            want = trace_data.span_events(traces.con, trace_id, span_id)
+            assert _same(want, trace_data.span_events(remote, trace_id, span_id), span_id) == []
+            events += int(want["attributes"].str.contains("=").sum())
+            want = _sourceless(trace_data.span_attributes(traces.con, trace_id, span_id))
+            got = trace_data.span_attributes(remote, trace_id, span_id)
+            assert _same(want, got, span_id) == []
+    assert events > 0  # events with attributes were compared
+    assert trace_data.trace_spans(remote, "0" * 32).empty
+
+
+def test_the_trace_page_shows_what_the_duckdb_dashboard_shows(
+    apps: _Apps, sources: tuple[TraceSet, Any]
+) -> None:
+    traces, _ = sources
+    trace_id = _picked_traces(traces)[0]
+    spans = trace_data.trace_spans(traces.con, trace_id)
+    index = next(
+        i
+        for i, span_id in enumerate(spans["span_id"])
+        if not trace_data.span_events(traces.con, trace_id, span_id).empty
+    )
+
+    def open_trace(at: AppTest) -> AppTest:
+        at.switch_page("views/trace.py").run()
+        at.text_input(key="trace").set_value(trace_id).run()
+        return at.selectbox(key="trace_span").set_value(index).run()
+
+    want, got = apps.both(open_trace)
+    assert want["metrics"] and got["metrics"] == want["metrics"]
+    assert got["charts"] == want["charts"] == 1
+    frames = [[d.value for d in apps.apps[i].dataframe] for i in (0, 1)]
+    assert len(frames[0]) == len(frames[1]) == 4  # the list, spans, details, events
+    for ours, theirs in zip(*frames, strict=True):
+        if "section" in ours.columns:
+            ours = _sourceless(ours)
+        assert _same(ours.reset_index(drop=True), theirs.reset_index(drop=True)) == []
+    events = [f for f in frames[1] if "attributes" in f.columns]
+    assert len(events) == 1 and len(events[0]) > 0
 
 
 def test_the_source_travels_to_the_app_in_the_environment(tmp_path: Path) -> None:

@@ -16,7 +16,10 @@ rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
   ``len`` of a list; ``bool_or``; struct literals (named tuples); ``UNION ALL BY NAME``
   when both sides list the same names in the same order; ``split_part`` and
   ``json_extract_string`` (NULL for a missing member); ``regexp_extract`` of group 1;
-  ``x.* EXCLUDE/REPLACE`` in a join; ``WITH RECURSIVE`` with CTE column lists.
+  ``x.* EXCLUDE/REPLACE`` in a join; ``WITH RECURSIVE`` with CTE column lists; ``p.c`` in a
+  join's projection (named ``c``, not ``p.c``); ``FROM r, unnest(r.list) AS t(x)`` (an
+  ``ARRAY JOIN``, and no other table-valued ``unnest``); ``map_entries`` (key/value tuples);
+  ``epoch_us``.
 * the price table ``hs_prices`` is a CTE of the audit's prices (:meth:`Definitions.with_prices`).
 
 Whatever falls outside raises :class:`DialectError` naming the construct, so a rule that

@@ -213,10 +213,62 @@ def _filtered(node: exp.Filter) -> exp.Expr:
     return _call(name + "If", *agg.iter_expressions(), cond)
 
 
+_EPOCH_US: Final = "toUnixTimestamp64Micro(toDateTime64(_t, 6))"
+_MAP_ENTRIES: Final = "arrayMap((k, v) -> tuple(k AS key, v AS value), mapKeys(_m), mapValues(_m))"
+
+
+def _array_join(node: exp.Join) -> exp.Expr:
+    """``FROM r, unnest(r.list) AS t(x)`` as ``FROM r ARRAY JOIN r.list AS x``.
+
+    Both give a row per item and none for an empty list. Mapped only where it means that:
+    the one join of its SELECT, one list, one column name, and ``t`` not read.
+    """
+    unnest = node.this
+    assert isinstance(unnest, exp.Unnest)
+    alias = unnest.args.get("alias")
+    columns = alias.columns if alias is not None else []
+    name = alias.name if alias is not None else ""
+    select = node.parent
+    if (
+        len(unnest.expressions) != 1
+        or len(columns) != 1
+        or unnest.args.get("offset")
+        or node.args.get("on")
+        or node.args.get("using")
+        or node.side
+        or node.kind not in ("", "CROSS")
+        or not isinstance(select, exp.Select)
+        or len(select.args.get("joins") or []) != 1
+        or any(c.table == name for c in select.find_all(exp.Column))
+    ):
+        raise DialectError(
+            "unnest is mapped as the one join of its SELECT only: FROM r, unnest(r.list) AS t(x)"
+        )
+    item = exp.alias_(unnest.expressions[0].copy(), columns[0].copy())
+    return exp.Join(this=item, kind="ARRAY")
+
+
 def rewrite(tree: exp.Expr) -> exp.Expr:
     """Rewrite the DuckDB-only constructs of ``tree`` (see the module docstring)."""
 
     def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Join) and isinstance(node.this, exp.Unnest):
+            return _array_join(node)
+        if isinstance(node, exp.Select) and node.args.get("joins"):
+            # DuckDB names `p.c` in a join's projection `c`; ClickHouse names it `p.c`.
+            node.set(
+                "expressions",
+                [
+                    exp.alias_(e, e.name, quoted=e.this.quoted)
+                    if isinstance(e, exp.Column) and e.table and not isinstance(e.this, exp.Star)
+                    else e
+                    for e in node.expressions
+                ],
+            )
+        if isinstance(node, exp.Unnest) and not isinstance(node.parent, exp.Join):
+            raise DialectError(
+                "unnest is mapped as a join of a list only: FROM r, unnest(r.list) AS t(x)"
+            )
         if isinstance(node, exp.Placeholder) and node.name:
             # A bound parameter: ClickHouse names its type where it is used.
             return _ch(f"{{{node.name}:{PARAMETER_TYPES.get(node.name, 'String')}}}")
@@ -314,6 +366,14 @@ def rewrite(tree: exp.Expr) -> exp.Expr:
                 )
             if name == "isfinite":
                 return _call("isFinite", *node.expressions)
+            if name == "epoch_us" and len(node.expressions) == 1:
+                # A DateTime too (a TIMESTAMP literal becomes one), not only a DateTime64.
+                return _template(
+                    "toUnixTimestamp64Micro(toDateTime64(_t, 6))", t=node.expressions[0]
+                )
+            if name == "map_entries" and len(node.expressions) == 1:
+                # A list of (key, value) structs, named as DuckDB names them.
+                return _template(_MAP_ENTRIES, m=node.expressions[0])
         return node
 
     return _post_order(tree, swap)

@@ -8,15 +8,6 @@ from dashboard import charts, format, trace_data, ui
 
 view = ui.view()
 st.title("Trace")
-if view.loaded.trace_set is None:
-    st.info(
-        "The waterfall of one trace reads its spans from trace files. Over ClickHouse, the "
-        "other pages link a trace id; read its spans where the Collector's traces are "
-        "browsed (SigNoz, ClickStack), or export it and run `handoffscope dashboard FILE`.",
-        icon=":material/info:",
-    )
-    st.stop()
-
 TRACE_KEY = "trace"  # also the URL query parameter, so a trace has a link of its own
 PICK_KEY = "trace_pick"
 LISTS = {"failed": "With failures", "expensive": "Most expensive", "all": "Latest"}
