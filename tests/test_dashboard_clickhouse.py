@@ -343,6 +343,37 @@ def test_the_trace_page_queries_give_the_duckdb_answer(sources: tuple[TraceSet, 
     assert trace_data.trace_spans(remote, "0" * 32).empty
 
 
+def test_a_framework_trace_reads_the_same(chdb_dir: Path, sources: tuple[TraceSet, Any]) -> None:
+    """A trace another framework wrote (its own attributes, events with attributes), in a
+    table of its own beside the module's (chdb opens one data directory per process)."""
+    from dashboard.clickhouse import open_source
+
+    fixture = ROOT / "tests" / "fixtures" / "frameworks" / "langgraph-openinference"
+    traces = load_traces(fixture)
+    ready(traces)
+    engine = ChdbEngine(str(chdb_dir))
+    fill(engine, create_table(engine, "otel", "framework_traces"), traces)
+    engine.close()
+    remote = open_source(ClickHouseSpec(url=f"chdb://{chdb_dir}", table="framework_traces"))
+    try:
+        listed = trace_data.trace_list(traces.con)
+        assert _same(listed, trace_data.trace_list(remote)) == []
+        (trace_id,) = listed["trace_id"]
+        spans = trace_data.trace_spans(traces.con, trace_id)
+        assert _same(spans, trace_data.trace_spans(remote, trace_id)) == []
+        events = 0
+        for span_id in spans["span_id"]:
+            want = trace_data.span_events(traces.con, trace_id, span_id)
+            assert _same(want, trace_data.span_events(remote, trace_id, span_id), span_id) == []
+            events += int(want["attributes"].str.contains("=").sum())
+            want = _sourceless(trace_data.span_attributes(traces.con, trace_id, span_id))
+            got = trace_data.span_attributes(remote, trace_id, span_id)
+            assert _same(want, got, span_id) == []
+        assert events > 0
+    finally:
+        remote.close()
+
+
 def test_the_trace_page_shows_what_the_duckdb_dashboard_shows(
     apps: _Apps, sources: tuple[TraceSet, Any]
 ) -> None:
