@@ -318,6 +318,23 @@ def _picked_traces(traces: TraceSet) -> list[str]:
     return list(dict.fromkeys(failed + costly))
 
 
+def _same_trace(traces: TraceSet, remote: Any, trace_id: str) -> int:
+    """Assert that one trace's spans, and each span's details and events, read the same on
+    both engines; the number of events with attributes compared."""
+    spans = trace_data.trace_spans(traces.con, trace_id)
+    assert len(spans) > 1
+    assert _same(spans, trace_data.trace_spans(remote, trace_id), trace_id) == []
+    events = 0
+    for span_id in spans["span_id"]:
+        want = trace_data.span_events(traces.con, trace_id, span_id)
+        assert _same(want, trace_data.span_events(remote, trace_id, span_id), span_id) == []
+        events += int(want["attributes"].str.contains("=").sum())
+        want = _sourceless(trace_data.span_attributes(traces.con, trace_id, span_id))
+        got = trace_data.span_attributes(remote, trace_id, span_id)
+        assert _same(want, got, span_id) == []
+    return events
+
+
 def test_the_trace_page_queries_give_the_duckdb_answer(sources: tuple[TraceSet, Any]) -> None:
     traces, remote = sources
     agent = _filters(traces)["agent"]
@@ -327,18 +344,7 @@ def test_the_trace_page_queries_give_the_duckdb_answer(sources: tuple[TraceSet, 
             got = trace_data.trace_list(remote, filters=filters, only=only, limit=50)
             assert len(want) > 0
             assert _same(want, got, only) == []
-    events = 0
-    for trace_id in _picked_traces(traces):
-        spans = trace_data.trace_spans(traces.con, trace_id)
-        assert len(spans) > 1
-        assert _same(spans, trace_data.trace_spans(remote, trace_id), trace_id) == []
-        for span_id in spans["span_id"]:
-            want = trace_data.span_events(traces.con, trace_id, span_id)
-            assert _same(want, trace_data.span_events(remote, trace_id, span_id), span_id) == []
-            events += int(want["attributes"].str.contains("=").sum())
-            want = _sourceless(trace_data.span_attributes(traces.con, trace_id, span_id))
-            got = trace_data.span_attributes(remote, trace_id, span_id)
-            assert _same(want, got, span_id) == []
+    events = sum(_same_trace(traces, remote, trace_id) for trace_id in _picked_traces(traces))
     assert events > 0  # events with attributes were compared
     assert trace_data.trace_spans(remote, "0" * 32).empty
 
@@ -354,22 +360,12 @@ def test_a_framework_trace_reads_the_same(chdb_dir: Path, sources: tuple[TraceSe
     engine = ChdbEngine(str(chdb_dir))
     fill(engine, create_table(engine, "otel", "framework_traces"), traces)
     engine.close()
-    remote = open_source(ClickHouseSpec(url=f"chdb://{chdb_dir}", table="framework_traces"))
+    remote: Any = open_source(ClickHouseSpec(url=f"chdb://{chdb_dir}", table="framework_traces"))
     try:
         listed = trace_data.trace_list(traces.con)
         assert _same(listed, trace_data.trace_list(remote)) == []
         (trace_id,) = listed["trace_id"]
-        spans = trace_data.trace_spans(traces.con, trace_id)
-        assert _same(spans, trace_data.trace_spans(remote, trace_id)) == []
-        events = 0
-        for span_id in spans["span_id"]:
-            want = trace_data.span_events(traces.con, trace_id, span_id)
-            assert _same(want, trace_data.span_events(remote, trace_id, span_id), span_id) == []
-            events += int(want["attributes"].str.contains("=").sum())
-            want = _sourceless(trace_data.span_attributes(traces.con, trace_id, span_id))
-            got = trace_data.span_attributes(remote, trace_id, span_id)
-            assert _same(want, got, span_id) == []
-        assert events > 0
+        assert _same_trace(traces, remote, trace_id) > 0
     finally:
         remote.close()
 
