@@ -56,6 +56,13 @@ def store_files(paths: Sequence[str]) -> list[str] | None:
     from auditor.load import _one_store  # the loader's own test of what reads as a store
     from auditor.sources import discover
 
+    # Every audit asks, so trace files are turned away before any is opened: the loader
+    # sniffs them all anyway, and a store is one Parquet file or one folder of them.
+    if len(paths) != 1:
+        return None
+    path = Path(paths[0])
+    if path.is_dir() and next(path.glob("spans_*.parquet"), None) is None:
+        return None
     sources, missing = discover(paths)
     if missing or not _one_store(sources):
         return None
