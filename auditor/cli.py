@@ -147,9 +147,9 @@ def out_of_memory(error: BaseException) -> bool:
 def _one_line(error: BaseException) -> str:
     if not out_of_memory(error):
         return str(error)
-    # DuckDB appends generic tuning advice on further lines; the first says what happened.
-    first = (str(error).strip().splitlines() or ["out of memory"])[0]
-    return f"{first}. {MEMORY_HINT}"
+    from auditor.errors import first_line  # only now: the command line starts light
+
+    return f"{first_line(error)}. {MEMORY_HINT}"
 
 
 def main(argv: list[str] | None = None) -> int:

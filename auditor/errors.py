@@ -10,6 +10,13 @@ from __future__ import annotations
 from collector.errors import HandoffscopeError
 
 
+def first_line(error: BaseException) -> str:
+    """What happened, from an engine's error: DuckDB and ClickHouse append tuning advice
+    and stack traces on further lines, which a one-line message leaves out."""
+    text = str(error).strip()
+    return text.splitlines()[0][:500] if text else type(error).__name__
+
+
 class AuditError(HandoffscopeError):
     """Trace input, a setting or a query could not be used.
 

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from auditor.errors import first_line
 from auditor.json_text import (
     REPLACED_SURROGATE,
     documents,
@@ -447,7 +448,7 @@ class Reader:
                 )
                 return
             except duckdb.Error as e:
-                why = f"not a readable Parquet file ({_first_line(e)})"
+                why = f"not a readable Parquet file ({first_line(e)})"
         self.problems.append(LoadProblem(source.path, None, why))
 
     # ---------------------------------------------------------------- helpers
@@ -624,7 +625,7 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
     grown = min(current * 2, ceiling)
     if grown <= current:
         raise AuditError(
-            f"DuckDB ran out of memory loading the traces ({_first_line(error)})."
+            f"DuckDB ran out of memory loading the traces ({first_line(error)})."
             f" Set {MEMORY_LIMIT_ENV}"
             " (e.g. 4GB) to allow more, or split the input into smaller files.",
             title="out of memory",
@@ -657,11 +658,6 @@ def memory_limit(con: duckdb.DuckDBPyConnection) -> int:
         return int(float(number) * _UNITS[unit])
     except (ValueError, KeyError):
         return 0
-
-
-def _first_line(error: Exception) -> str:
-    # DuckDB appends generic tuning advice on further lines; the first says what happened.
-    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def _size(source: SourceFile) -> int:
@@ -706,7 +702,7 @@ def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | No
     try:
         rows = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])
     except duckdb.Error as e:
-        return f"not a readable Parquet file ({_first_line(e)})"
+        return f"not a readable Parquet file ({first_line(e)})"
     have = {str(r[0]): str(r[1]) for r in rows}
     fix = "; make one with: handoffscope compact TRACES --out store.parquet"
     missing = [c for c, _ in span_types() if c not in have]

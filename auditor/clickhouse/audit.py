@@ -26,7 +26,7 @@ from auditor.clickhouse.engine import (
 )
 from auditor.clickhouse.spans import attributed, spans_select
 from auditor.derived import selects
-from auditor.errors import AuditError
+from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
@@ -148,7 +148,7 @@ class ClickHouseConnection:
             if any(code in str(e) for code in _NOT_ALLOWED):
                 return False
             raise AuditError(
-                f"ClickHouse could not compute {relation}: {_first_line(e)}", title="query failed"
+                f"ClickHouse could not compute {relation}: {first_line(e)}", title="query failed"
             ) from e
         return True
 
@@ -160,7 +160,7 @@ class ClickHouseConnection:
             columns, rows = self.engine.query(text, bound)
         except Exception as e:
             raise AuditError(
-                f"ClickHouse refused a query: {_first_line(e)}", title="query failed"
+                f"ClickHouse refused a query: {first_line(e)}", title="query failed"
             ) from e
         return _Result(columns, [tuple(_plain(v) for v in row) for row in rows])
 
@@ -180,11 +180,6 @@ def _bindable(params: dict[str, Any]) -> dict[str, Any]:
     # ClickHouse binds no NULL for a non-Nullable parameter; the figures' unset filter
     # values are never read when no filter is active.
     return {k: v for k, v in params.items() if v is not None}
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:500] if text else type(error).__name__
 
 
 def audit_engine(

@@ -25,13 +25,13 @@ import sqlglot
 from sqlglot import exp
 
 from auditor.attribution import resolve_sql
-from auditor.clickhouse.audit import TimeRange, _bindable, _first_line
+from auditor.clickhouse.audit import TimeRange, _bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import _ch
 from auditor.clickhouse.spans import attributed, spans_select
 from auditor.derived import Selection, selects
-from auditor.errors import AuditError
+from auditor.errors import AuditError, first_line
 from auditor.table import SPAN_COLUMNS
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class ClickHouseSource:
                 columns, _ = self.engine.query(f"SELECT * FROM {name} LIMIT 0")
             except Exception as e:
                 raise AuditError(
-                    f"ClickHouse could not keep {name}: {_first_line(e)}", title="query failed"
+                    f"ClickHouse could not keep {name}: {first_line(e)}", title="query failed"
                 ) from e
         self._tables[name] = columns
         self._whole = None
@@ -392,7 +392,7 @@ class ClickHouseCursor:
                 return self.source.engine.query_arrow(text, bound)
             except Exception as e:
                 raise AuditError(
-                    f"ClickHouse refused a query: {_first_line(e)}", title="query failed"
+                    f"ClickHouse refused a query: {first_line(e)}", title="query failed"
                 ) from e
 
     def execute(
