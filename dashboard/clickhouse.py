@@ -105,7 +105,7 @@ def check(spec: ClickHouseSpec) -> None:
 def open_source(spec: ClickHouseSpec) -> ClickHouseSource:
     """Connect, check the table, and compute inside ClickHouse what every page reads: the
     derived relations and a row per trace for the filters."""
-    from auditor.clickhouse.audit import TimeRange, _check_table, _ident
+    from auditor.clickhouse.audit import TimeRange, backquoted, check_table
     from auditor.clickhouse.command import parse_moment
     from auditor.clickhouse.cursor import ClickHouseSource
     from auditor.clickhouse.engine import DEFAULT_TABLE, connect, parse_url
@@ -119,9 +119,9 @@ def open_source(spec: ClickHouseSpec) -> ClickHouseSource:
     )
     engine = connect(location)
     try:
-        _check_table(engine, location.database, table, spec.url)
+        check_table(engine, location.database, table, spec.url)
         source = ClickHouseSource(
-            engine, f"{_ident(location.database)}.{_ident(table)}", time_range
+            engine, f"{backquoted(location.database)}.{backquoted(table)}", time_range
         )
         source.derive()
         ((spans,),) = source.cursor().execute("SELECT count(*) FROM spans").fetchall()

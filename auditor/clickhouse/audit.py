@@ -155,7 +155,7 @@ class ClickHouseConnection:
     def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
         """Run the DuckDB query ``sql`` inside ClickHouse."""
         text = to_clickhouse(sql, self._spans, defs=self._defs)
-        bound = {**self.time_range.parameters(), **_bindable(params or {})}
+        bound = {**self.time_range.parameters(), **bindable(params or {})}
         try:
             columns, rows = self.engine.query(text, bound)
         except Exception as e:
@@ -176,7 +176,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _bindable(params: dict[str, Any]) -> dict[str, Any]:
+def bindable(params: dict[str, Any]) -> dict[str, Any]:
     # ClickHouse binds no NULL for a non-Nullable parameter; the figures' unset filter
     # values are never read when no filter is active.
     return {k: v for k, v in params.items() if v is not None}
@@ -227,14 +227,14 @@ def audit_clickhouse(
     location = parse_url(url)
     engine = connect(location)
     try:
-        qualified = f"{_ident(location.database)}.{_ident(table)}"
-        _check_table(engine, location.database, table, url)
+        qualified = f"{backquoted(location.database)}.{backquoted(table)}"
+        check_table(engine, location.database, table, url)
         return audit_engine(engine, qualified, settings, time_range=time_range, source=url)
     finally:
         engine.close()
 
 
-def _check_table(engine: ChdbEngine | ServerEngine, database: str, table: str, url: str) -> None:
+def check_table(engine: ChdbEngine | ServerEngine, database: str, table: str, url: str) -> None:
     """Fail with a message naming the table when it is missing (the common first mistake)."""
     _, rows = engine.query(
         "SELECT name FROM system.tables WHERE database = {db:String}", {"db": database}
@@ -252,5 +252,6 @@ def _check_table(engine: ChdbEngine | ServerEngine, database: str, table: str, u
         )
 
 
-def _ident(name: str) -> str:
+def backquoted(name: str) -> str:
+    """``name`` as a back-quoted ClickHouse identifier."""
     return "`" + name.replace("\\", "\\\\").replace("`", "\\`") + "`"

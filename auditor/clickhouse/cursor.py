@@ -25,11 +25,11 @@ import sqlglot
 from sqlglot import exp
 
 from auditor.attribution import resolve_sql
-from auditor.clickhouse.audit import TimeRange, _bindable
+from auditor.clickhouse.audit import TimeRange, bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
-from auditor.clickhouse.rewrites import _ch
-from auditor.clickhouse.spans import attributed, spans_select
+from auditor.clickhouse.rewrites import clickhouse_expr
+from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
 from auditor.derived import Selection, selects
 from auditor.errors import AuditError, first_line
 from auditor.table import SPAN_COLUMNS
@@ -169,7 +169,8 @@ def _dashboard_construct(node: exp.Expr) -> exp.Expr:
     if isinstance(node, exp.DateBin):
         width = exp.Anonymous(this="toIntervalSecond", expressions=[node.this])
         return exp.Anonymous(
-            this="toStartOfInterval", expressions=[node.expression, width, _ch(_BUCKET_ORIGIN)]
+            this="toStartOfInterval",
+            expressions=[node.expression, width, clickhouse_expr(_BUCKET_ORIGIN)],
         )
     return node
 
@@ -184,10 +185,6 @@ def _value(value: Any, *, chdb: bool) -> Any:
     if chdb and isinstance(value, (list, tuple)):
         return "[" + ", ".join(_quote(str(v)) for v in value) + "]"
     return value
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _quote(text: str) -> str:
@@ -240,9 +237,9 @@ class ClickHouseSource:
         it. Columns go by position: ClickHouse takes arrays named ``handoff.*`` for the
         parts of one Nested structure, which must have equal lengths."""
         physical = f"{self._prefix}_{name}"
-        inner = ", ".join(f"{_ident(c)} AS c{i}" for i, c in enumerate(SPAN_COLUMNS))
+        inner = ", ".join(f"{quoted_ident(c)} AS c{i}" for i, c in enumerate(SPAN_COLUMNS))
         self.create(physical, f"SELECT {inner} FROM ({spans}) AS hs_s{SETTINGS}")
-        outer = ", ".join(f"c{i} AS {_ident(c)}" for i, c in enumerate(SPAN_COLUMNS))
+        outer = ", ".join(f"c{i} AS {quoted_ident(c)}" for i, c in enumerate(SPAN_COLUMNS))
         return f"SELECT {outer} FROM {physical}"
 
     def keep(self, name: str, duckdb_sql: str) -> None:
@@ -279,7 +276,7 @@ class ClickHouseSource:
     ) -> None:
         """:meth:`create` for a DuckDB query over ``spans`` and the derived relations."""
         cursor = self.cursor()
-        self.create(name, cursor.transpile(duckdb_sql), cursor.bindable(params or {}))
+        self.create(name, cursor.transpile(duckdb_sql), cursor.bound_params(params or {}))
 
     def cursor(
         self, selection: Selection | None = None, spans: str | None = None
@@ -379,14 +376,15 @@ class ClickHouseCursor:
             text = self.defs.transpiled[key] = to_clickhouse(sql, self.spans, defs=self.defs)
         return text
 
-    def bindable(self, params: Mapping[str, Any]) -> dict[str, Any]:
+    def bound_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` as this engine binds them."""
         chdb = isinstance(self.source.engine, ChdbEngine)
-        return {k: _value(v, chdb=chdb) for k, v in _bindable(dict(params)).items()}
+        return {k: _value(v, chdb=chdb) for k, v in bindable(dict(params)).items()}
 
     def run(self, sql: str, params: Mapping[str, Any]) -> pa.Table:
         """Run the DuckDB query ``sql``; its result."""
         text = self.transpile(sql)
-        bound = {**self.source.time_range.parameters(), **self.bindable(params)}
+        bound = {**self.source.time_range.parameters(), **self.bound_params(params)}
         with self.source.lock:
             try:
                 return self.source.engine.query_arrow(text, bound)

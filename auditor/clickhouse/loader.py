@@ -13,6 +13,7 @@ from __future__ import annotations
 from importlib import resources
 from typing import TYPE_CHECKING, Final
 
+from auditor.clickhouse.spans import quoted_ident
 from auditor.table import ATTRIBUTE_COLUMNS
 
 if TYPE_CHECKING:
@@ -62,8 +63,8 @@ def table_ddl(table: str, *, cluster: str = "", engine: str = "MergeTree()", ttl
 
 def create_table(con: ChdbEngine | ServerEngine, database: str, table: str) -> str:
     """Create ``database`` and the exporter's ``table`` in it if missing; the qualified name."""
-    qualified = f"{_ident(database)}.{_ident(table)}"
-    con.command(f"CREATE DATABASE IF NOT EXISTS {_ident(database)}")
+    qualified = f"{quoted_ident(database)}.{quoted_ident(table)}"
+    con.command(f"CREATE DATABASE IF NOT EXISTS {quoted_ident(database)}")
     con.command(table_ddl(qualified))
     return qualified
 
@@ -80,7 +81,7 @@ def _as_text(column: str, typ: str) -> str:
 def _exporter_select() -> str:
     """DuckDB SQL turning ``spans`` rows into rows of the exporter's table."""
     typed = ", ".join(
-        f"{{'key': '{key}', 'value': {_as_text(_ident(key), typ)}}}"
+        f"{{'key': '{key}', 'value': {_as_text(quoted_ident(key), typ)}}}"
         for key, typ in ATTRIBUTE_COLUMNS
     )
     attributes = (
@@ -128,7 +129,3 @@ def fill(con: ChdbEngine | ServerEngine, table: str, traces: TraceSet) -> int:
     if data.num_rows:
         con.insert_arrow(table, data)
     return data.num_rows
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'

@@ -54,7 +54,7 @@ def _post_order(tree: exp.Expr, fn: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
     return tree
 
 
-def _ch(text: str) -> exp.Expr:
+def clickhouse_expr(text: str) -> exp.Expr:
     return sqlglot.parse_one(text, read="clickhouse")
 
 
@@ -90,7 +90,7 @@ def _format(node: exp.Expr) -> exp.Expr:
 
 def _template(text: str, **args: exp.Expr) -> exp.Expr:
     """ClickHouse expression ``text`` with its columns ``_a``, ``_b`` ... set to ``args``."""
-    return substitute(_ch(text), {f"_{k}": v for k, v in args.items()})
+    return substitute(clickhouse_expr(text), {f"_{k}": v for k, v in args.items()})
 
 
 _FLOAT_TEXT: Final = (
@@ -271,7 +271,7 @@ def rewrite(tree: exp.Expr) -> exp.Expr:
             )
         if isinstance(node, exp.Placeholder) and node.name:
             # A bound parameter: ClickHouse names its type where it is used.
-            return _ch(f"{{{node.name}:{PARAMETER_TYPES.get(node.name, 'String')}}}")
+            return clickhouse_expr(f"{{{node.name}:{PARAMETER_TYPES.get(node.name, 'String')}}}")
         if isinstance(node, exp.Table) and isinstance(node.this, exp.Anonymous):
             name = str(node.this.this)
             return exp.Table(this=exp.to_identifier(name), alias=node.args.get("alias"))

@@ -99,7 +99,7 @@ def spans_select(table: str) -> str:
     """
     typed = "[" + ", ".join(_quote(k) for k in sorted(TYPED_KEYS)) + "]"
     attr_cols = ",\n".join(
-        f"    CAST({_typed(_text(key), typ)} AS {CLICKHOUSE_TYPES[typ]}) AS {_ident(key)}"
+        f"    CAST({_typed(_text(key), typ)} AS {CLICKHOUSE_TYPES[typ]}) AS {quoted_ident(key)}"
         for key, typ in ATTRIBUTE_COLUMNS
     )
     service = "nullIf(ServiceName, '')"
@@ -150,7 +150,9 @@ def attributed(spans: str, resolved: str) -> str:
     ``resolved`` (a relation of trace_id, span_id, agent: :func:`auditor.attribution.
     resolve_sql`) gives it, where it gives one."""
     columns = ",\n    ".join(
-        "coalesce(r.agent, s.agent) AS agent" if c == "agent" else f"s.{_ident(c)} AS {_ident(c)}"
+        "coalesce(r.agent, s.agent) AS agent"
+        if c == "agent"
+        else f"s.{quoted_ident(c)} AS {quoted_ident(c)}"
         for c in SPAN_COLUMNS
     )
     return f"""SELECT
@@ -162,5 +164,6 @@ LEFT JOIN (
 ) AS r ON r.trace_id = s.trace_id AND r.span_id = s.span_id"""
 
 
-def _ident(name: str) -> str:
+def quoted_ident(name: str) -> str:
+    """``name`` as a double-quoted ClickHouse identifier."""
     return '"' + name.replace('"', '""') + '"'
