@@ -70,7 +70,50 @@ _FILE_LINES: Final = (
     "SELECT filename AS source_file, ordinality::BIGINT AS source_line, line AS text"
     f" FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY"
 )
-"""One file's lines, streamed (line numbers straight from the scan)."""
+"""One file's lines, streamed (line numbers straight from the scan). Numbering the lines as
+they are read keeps the whole statement on one thread, so this is the exact path only."""
+_UNNUMBERED_LINES: Final = (
+    "SELECT filename AS source_file, NULL::BIGINT AS source_line, line AS text"
+    f" FROM read_csv($1, {_CSV_OPTIONS})"
+)
+"""Every file's lines, unnumbered: the scan, parse and flatten run on every thread."""
+_FAST_COLUMNS_SQL: Final = ", ".join(
+    "line_start::BIGINT" if c == "source_line" else f'"{c}"' for c in SPAN_COLUMNS
+)
+"""The columns of ``spans``, with ``source_line`` holding 1 where a line's spans start."""
+_NONBLANK_LINES: Final = (
+    "CREATE OR REPLACE TEMP TABLE _hs_lines AS"
+    " SELECT source_file, source_line,"
+    "        row_number() OVER (PARTITION BY source_file ORDER BY source_line) AS nth"
+    " FROM (SELECT filename AS source_file,"
+    "         (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT"
+    "             AS source_line, strlen(line) > 0 AS nonblank"
+    f"       FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY)"
+    " WHERE nonblank"
+)
+"""The number of every non-blank line of the files, with its rank among them (``nth``).
+
+Numbering needs one thread, but this scan only splits lines: it costs a small part of the
+parse."""
+_LINE_STARTS: Final = """
+    SELECT l.source_file, coalesce(s.starts, 0) = l.lines
+    FROM (SELECT source_file, count(*) AS lines FROM _hs_lines GROUP BY ALL) AS l
+    LEFT JOIN (SELECT source_file, sum(source_line) AS starts FROM spans
+               WHERE list_contains($1, source_file) GROUP BY ALL) AS s USING (source_file)
+"""
+"""Per file: does every non-blank line start a run of spans (each line its own run)?"""
+_NUMBER_LINES: Final = """
+    UPDATE spans SET source_line = n.source_line FROM (
+        SELECT r.row, l.source_line FROM (
+            SELECT rowid AS row, source_file,
+                   sum(source_line) OVER (PARTITION BY source_file ORDER BY rowid
+                                          ROWS UNBOUNDED PRECEDING) AS nth
+            FROM spans WHERE list_contains($1, source_file)) AS r
+        JOIN _hs_lines AS l USING (source_file, nth)) AS n
+    WHERE spans.rowid = n.row
+"""
+"""Give each span the number of its line: the n-th run of spans in a file (rows keep the
+order they were read in) came from its n-th non-blank line."""
 _BATCH_LINES: Final = (
     "SELECT filename AS source_file,"
     " (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT AS source_line,"
@@ -337,7 +380,62 @@ class Reader:
         self.add_lines(source.path, batch, explicit=source.explicit, source=source)
 
     def _read_files(self, sources: list[SourceFile]) -> None:
-        """Read JSON-lines files of one compression with DuckDB, in one statement."""
+        """Read JSON-lines files of one compression with DuckDB, on every thread.
+
+        The lines are parsed unnumbered and numbered afterwards (see :data:`_NUMBER_LINES`).
+        A file where that cannot be done soundly, because a line yielded no span or does
+        not start with one, is read again by the exact path, which finds out why.
+        """
+        import duckdb
+
+        paths = [s.path for s in sources]
+        params = [paths, sources[0].compression, MAX_LINE_BYTES]
+        if not _keeps_order(self.con):
+            self._read_exact(sources)
+            return
+        run(self.con, "BEGIN TRANSACTION")
+        try:
+            try:
+                run(
+                    self.con,
+                    f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
+                    f" FROM ({flatten_sql(_UNNUMBERED_LINES)})",
+                    params,
+                )
+                run(self.con, _NONBLANK_LINES, params)
+                numbered = dict(run(self.con, _LINE_STARTS, [paths]))
+                run(self.con, _NUMBER_LINES, [[p for p in paths if numbered.get(p, True)]])
+                again = [s for s in sources if not numbered.get(s.path, True)]
+                if again:
+                    run(
+                        self.con,
+                        "DELETE FROM spans WHERE list_contains($1, source_file)",
+                        [[s.path for s in again]],
+                    )
+                run(self.con, "DROP TABLE _hs_lines")
+            except duckdb.OutOfMemoryException as e:
+                _rollback(self.con)
+                grow_memory_limit(self.con, e)
+                self._read_files(sources)
+                return
+            except duckdb.Error:
+                # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): the
+                # exact path reads the files one by one, so only bad lines are lost.
+                _rollback(self.con)
+                self._read_exact(sources)
+                return
+            run(self.con, "COMMIT")
+        except Exception:
+            _rollback(self.con)
+            raise
+        read = [s.path for s in sources if s not in again]
+        if read:
+            self._check_ids("spans", "list_contains($paths, source_file)", {"paths": read})
+        if again:
+            self._read_exact(again)
+
+    def _read_exact(self, sources: list[SourceFile]) -> None:
+        """Read JSON-lines files of one compression with DuckDB, numbering lines as it goes."""
         import duckdb
 
         paths = [s.path for s in sources]
@@ -354,7 +452,7 @@ class Reader:
             except duckdb.OutOfMemoryException as e:
                 _rollback(self.con)
                 grow_memory_limit(self.con, e)
-                self._read_files(sources)
+                self._read_exact(sources)
                 return
             except duckdb.Error:
                 # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): read the
@@ -362,7 +460,7 @@ class Reader:
                 _rollback(self.con)
                 if len(sources) > 1:
                     for source in sources:
-                        self._read_files([source])
+                        self._read_exact([source])
                 else:
                     self._read_lines_in_python(sources[0])
                     self.flush()
@@ -589,6 +687,13 @@ def _id_fault(field: str, value: object, digits: int) -> str | None:
     if len(text) == digits and all(c in "0123456789abcdef" for c in text):
         return None
     return f"{field} {text[:40]!r} is not {digits} hex digits"
+
+
+def _keeps_order(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when DuckDB stores rows in the order they were read (its default), which
+    numbering lines after a parallel read relies on."""
+    setting = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
+    return bool(setting)
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -290,6 +290,12 @@ def flatten_sql(source: str) -> str:
     OTLP JSON document per row). Text that is not an OTLP trace document yields no row; the
     loader finds those lines afterwards (lines with no span) and reports them.
 
+    Besides the columns of ``spans``, each row has ``line_start``: true for the first span
+    of the first scope of the first resource of its line. Every line that yields spans
+    starts with such a row unless its first resource or scope holds none, so a loader that
+    reads lines in parallel without numbering them can number them afterwards
+    (:mod:`auditor.readers`).
+
     Attribute lists are turned into parallel key and value lists once per span; typed
     columns look their key up there, which is much cheaper than building a MAP of every
     attribute (only the attributes without a column of their own go into ``attributes``).
@@ -312,18 +318,26 @@ def flatten_sql(source: str) -> str:
         f"CASE WHEN {typed_found} = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {_map(rest)} END"
     )
     return f"""
-WITH resources AS (
+WITH documents AS (
     SELECT source_file, source_line,
-           unnest(try(from_json(text, '{DOCUMENT_STRUCTURE}')).resourceSpans) AS rs
+           try(from_json(text, '{DOCUMENT_STRUCTURE}')).resourceSpans AS rss
     FROM ({source}) AS src
     WHERE text IS NOT NULL
-), scopes AS (
-    SELECT source_file, source_line, {_map("rs.resource.attributes")} AS rm,
-           unnest(coalesce(rs.scopeSpans, list_transform(rs.instrumentationLibrarySpans,
-               lambda il: {{'scope': il.instrumentationLibrary, 'spans': il.spans}}))) AS ss
+), resources AS (
+    SELECT source_file, source_line, unnest(rss) AS rs, generate_subscripts(rss, 1) AS rs_i
+    FROM documents
+), scope_lists AS (
+    SELECT source_file, source_line, rs_i, {_map("rs.resource.attributes")} AS rm,
+           coalesce(rs.scopeSpans, list_transform(rs.instrumentationLibrarySpans,
+               lambda il: {{'scope': il.instrumentationLibrary, 'spans': il.spans}})) AS sss
     FROM resources
+), scopes AS (
+    SELECT source_file, source_line, rm, unnest(sss) AS ss,
+           rs_i = 1 AND generate_subscripts(sss, 1) = 1 AS first_scope
+    FROM scope_lists
 ), raw AS (
-    SELECT source_file, source_line, rm, ss.scope AS scope, unnest(ss.spans) AS sp
+    SELECT source_file, source_line, rm, ss.scope AS scope, unnest(ss.spans) AS sp,
+           first_scope AND generate_subscripts(ss.spans, 1) = 1 AS line_start
     FROM scopes
 ), spans_only AS (
     -- Something that is not a span object (a number, a string) in a spans list yields no row.
@@ -369,6 +383,7 @@ SELECT
         'attributes': {_map("lk.attributes")}}}) AS links,
     rm AS resource_attributes,
     source_file,
-    source_line
+    source_line,
+    line_start
 FROM located
 """

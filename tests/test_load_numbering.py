@@ -1,0 +1,151 @@
+"""Line numbers of spans read in parallel: the same rows as the exact (numbering) path.
+
+JSON-lines files are parsed on every thread without line numbers, then numbered from the
+order the rows were stored in. These tests compare that with the path that numbers lines
+as it reads them, and check that a file which cannot be numbered soundly takes that path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_load import export, span_json
+
+from auditor import load_traces, readers
+from auditor.readers import Reader
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def exact_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The files read by the exact path, in order."""
+    seen: list[str] = []
+    original = Reader._read_exact
+
+    def spy(self: Reader, sources: list[readers.SourceFile]) -> None:
+        seen.extend(s.path for s in sources)
+        original(self, sources)
+
+    monkeypatch.setattr(Reader, "_read_exact", spy)
+    return seen
+
+
+def rows(path: Path | list[Path]) -> list[tuple[object, ...]]:
+    ts = load_traces(path)
+    return ts.con.execute(
+        "SELECT source_file, source_line, span_id, name FROM spans ORDER BY ALL"
+    ).fetchall()
+
+
+def all_columns_differ(
+    path: Path, out: Path, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> int:
+    """Rows in one path's ``spans`` and not the other's (both ways), over every column."""
+    fast = load_traces(path)
+    assert exact_reads == []  # else the comparison below compares the exact path with itself
+    with monkeypatch.context() as m:
+        m.setattr(readers, "_keeps_order", lambda con: False)
+        exact = load_traces(path)
+    exact.con.execute("COPY spans TO ? (FORMAT parquet)", [str(out)])
+    one = fast.con.execute(
+        "SELECT count(*) FROM (SELECT * FROM spans EXCEPT ALL SELECT * FROM read_parquet(?))",
+        [str(out)],
+    ).fetchone()
+    other = fast.con.execute(
+        "SELECT count(*) FROM (SELECT * FROM read_parquet(?) EXCEPT ALL SELECT * FROM spans)",
+        [str(out)],
+    ).fetchone()
+    assert fast.problems == exact.problems
+    assert fast.duplicate_count == exact.duplicate_count
+    assert one is not None and other is not None
+    return int(one[0]) + int(other[0])
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["sample_traces", "tests/fixtures/otlp", "tests/fixtures/frameworks", "tests/fixtures"],
+)
+def test_every_bundled_trace_file_reads_the_same_on_both_paths(
+    folder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> None:
+    out = tmp_path / "exact.parquet"
+    assert all_columns_differ(ROOT / folder, out, monkeypatch, exact_reads) == 0
+    assert exact_reads  # the second load did take the exact path
+
+
+def test_blank_and_repeated_lines_are_numbered_without_the_exact_path(
+    tmp_path: Path, exact_reads: list[str]
+) -> None:
+    one = export(span_json("00000000000000a1"), span_json("00000000000000a2"))
+    two = export(span_json("00000000000000b1"))
+    # Line 4 repeats line 3: the same text, so the runs of spans sit side by side.
+    lines = ["", one, two, two, "", "", export(span_json("00000000000000c1")), ""]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "b.jsonl").write_text(two + "\n\n" + one + "\n")
+    ts = load_traces(tmp_path)
+    assert exact_reads == []
+    got = ts.con.execute(
+        "SELECT parse_filename(source_file), source_line, span_id FROM spans ORDER BY ALL"
+    ).fetchall()
+    # b.jsonl repeats a.jsonl's spans: the first file read keeps them.
+    assert got == [
+        ("a.jsonl", 2, "00000000000000a1"),
+        ("a.jsonl", 2, "00000000000000a2"),
+        ("a.jsonl", 3, "00000000000000b1"),
+        ("a.jsonl", 7, "00000000000000c1"),
+    ]
+    assert ts.duplicate_count == 4
+
+
+def test_a_line_whose_first_resource_has_no_span_takes_the_exact_path(
+    tmp_path: Path, exact_reads: list[str]
+) -> None:
+    late = json.loads(export(span_json("00000000000000d1")))
+    late["resourceSpans"].insert(0, {"resource": {}, "scopeSpans": []})
+    (tmp_path / "a.jsonl").write_text(
+        export(span_json("00000000000000a1")) + "\n" + json.dumps(late) + "\n"
+    )
+    (tmp_path / "b.jsonl").write_text(export(span_json("00000000000000b1")) + "\n")
+    assert rows(tmp_path) == [
+        (str(tmp_path / "a.jsonl"), 1, "00000000000000a1", "handoff.validate"),
+        (str(tmp_path / "a.jsonl"), 2, "00000000000000d1", "handoff.validate"),
+        (str(tmp_path / "b.jsonl"), 1, "00000000000000b1", "handoff.validate"),
+    ]
+    assert exact_reads == [str(tmp_path / "a.jsonl")]
+
+
+def test_a_bad_line_sends_only_its_file_down_the_exact_path(
+    tmp_path: Path, exact_reads: list[str]
+) -> None:
+    (tmp_path / "a.jsonl").write_text(
+        export(span_json("00000000000000a1")) + "\n{oops\n" + export(span_json("00000000000000a2"))
+    )
+    (tmp_path / "b.jsonl").write_text("\n" + export(span_json("00000000000000b1")) + "\n")
+    ts = load_traces(tmp_path)
+    assert exact_reads == [str(tmp_path / "a.jsonl")]
+    assert [(Path(p.file).name, p.line) for p in ts.problems] == [("a.jsonl", 2)]
+    assert ts.con.execute(
+        "SELECT parse_filename(source_file), source_line FROM spans ORDER BY ALL"
+    ).fetchall() == [("a.jsonl", 1), ("a.jsonl", 3), ("b.jsonl", 2)]
+
+
+def test_a_connection_that_may_reorder_rows_reads_by_the_exact_path(
+    tmp_path: Path, exact_reads: list[str]
+) -> None:
+    import duckdb
+
+    from auditor import connect
+
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")
+    (tmp_path / "a.jsonl").write_text(
+        "\n".join(export(span_json(f"{i:016x}")) for i in range(1, 40)) + "\n"
+    )
+    ts = load_traces(tmp_path, con=connect(con))
+    assert exact_reads == [str(tmp_path / "a.jsonl")]
+    assert ts.con.execute(
+        "SELECT count(*) FROM spans WHERE source_line = ('0x' || span_id)::BIGINT"
+    ).fetchone() == (39,)
