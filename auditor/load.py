@@ -57,9 +57,12 @@ class TraceSet:
 
 
 LARGE_INPUT_BYTES: Final = 256 * 1024 * 1024
-"""Input (decompressed, estimated) above which a new connection keeps its data on disk."""
+"""Input (decompressed, estimated) above which a new connection compresses its tables and
+may spill them to disk."""
 MEMORY_LIMIT_ENV: Final = "HANDOFFSCOPE_MEMORY_LIMIT"
 """Environment variable setting DuckDB's memory limit for large inputs (default 640MB)."""
+LARGE_DATABASE: Final = "handoffscope"
+"""The compressed in-memory database a connection for a large input keeps its tables in."""
 DEFAULT_MEMORY_LIMIT: Final = "640MB"
 """DuckDB's memory limit for large inputs. DuckDB also holds the JSON it is parsing outside
 this limit, so the whole audit of a million spans peaks under 1 GB. A smaller limit saves
@@ -68,22 +71,24 @@ spends its work for nothing before it runs again with twice the limit."""
 
 
 def connect(
-    con: duckdb.DuckDBPyConnection | None = None, *, on_disk: bool = False
+    con: duckdb.DuckDBPyConnection | None = None, *, large: bool = False
 ) -> duckdb.DuckDBPyConnection:
     """Return ``con`` (or a new connection) with the ``spans`` table created.
 
-    A new connection is in memory, or with ``on_disk`` backed by a temporary database file
-    (removed when the connection is garbage collected or the process exits) under a memory
-    limit, so that inputs larger than memory still load.
+    A new connection is in memory. With ``large`` its tables are compressed in memory, as
+    a database file would be, under a memory limit, spilling to a temporary folder (removed
+    when the connection is garbage collected or the process exits), so that inputs larger
+    than memory still load. A database file is not used: writing and syncing it made a
+    large load wait on the disk for longer than the parse took.
     """
     import duckdb
 
-    if con is None and on_disk:
-        folder = tempfile.mkdtemp(prefix="handoffscope-")
-        con = duckdb.connect(os.path.join(folder, "spans.duckdb"))
-        _limit_memory(con, folder)
-    elif con is None:
+    if con is None:
         con = duckdb.connect(":memory:")
+        if large:
+            run(con, f"ATTACH ':memory:' AS {LARGE_DATABASE} (COMPRESS)")
+            run(con, f"USE {LARGE_DATABASE}")
+            _limit_memory(con, tempfile.mkdtemp(prefix="handoffscope-"))
     # DuckDB draws a progress bar on the terminal for long queries; reports own stdout.
     run(con, "SET enable_progress_bar = false")
     run(con, SPANS_DDL)
@@ -127,7 +132,7 @@ def load_traces(
         if store is not None:
             return store
     large = sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES
-    ts = TraceSet(con=connect(con, on_disk=con is None and large))
+    ts = TraceSet(con=connect(con, large=con is None and large))
     for message in missing:
         where, _, what = message.partition(": ")
         ts.problems.append(LoadProblem(where, None, what))

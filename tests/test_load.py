@@ -704,3 +704,19 @@ def test_a_command_that_runs_out_of_memory_says_so_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "Possible solutions" not in err
     assert "failed to pin block" in err and MEMORY_LIMIT_ENV in err
+
+
+def test_a_large_input_gets_a_compressed_database_and_the_same_audit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from auditor import audit
+    from auditor.load import LARGE_DATABASE
+    from auditor.report.json_report import render_json
+
+    expected = audit(load_traces(_FAULT_MIX))
+    monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
+    traces = load_traces(_FAULT_MIX)
+    assert traces.con.execute("SELECT current_database()").fetchone() == (LARGE_DATABASE,)
+    assert round(_limit_mib(traces.con)) == 610  # 640MB, in MiB
+    result = audit(traces)
+    assert render_json(result) == render_json(expected)
