@@ -87,11 +87,13 @@ _NONBLANK_LINES: Final = (
     "        row_number() OVER (PARTITION BY source_file ORDER BY source_line) AS nth"
     " FROM (SELECT filename AS source_file,"
     "         (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT"
-    "             AS source_line, strlen(line) > 0 AS nonblank"
-    f"       FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY)"
+    "             AS source_line, nonblank"
+    "       FROM (SELECT filename, ordinality, strlen(line) > 0 AS nonblank"
+    f"             FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY))"
     " WHERE nonblank"
 )
 """The number of every non-blank line of the files, with its rank among them (``nth``).
+(The text is dropped before the window, which would otherwise hold every line.)
 
 Numbering needs one thread, but this scan only splits lines: it costs a small part of the
 parse."""
