@@ -401,7 +401,7 @@ class Reader:
                 run(
                     self.con,
                     f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
-                    f" FROM ({flatten_sql(_UNNUMBERED_LINES)})",
+                    f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
                     params,
                 )
                 run(self.con, _NONBLANK_LINES, params)

@@ -164,10 +164,14 @@ _SPAN = (
     '"status":{"code":"VARCHAR","message":"VARCHAR"}}'
 )
 _SCOPE = '{"name":"VARCHAR","version":"VARCHAR"}'
+_RESOURCE = '{"resource":{"attributes":' + _KV + '},"scopeSpans":[{"scope":' + _SCOPE
 DOCUMENT_STRUCTURE: Final = (
-    '{"resourceSpans":[{"resource":{"attributes":' + _KV + "},"
-    '"scopeSpans":[{"scope":' + _SCOPE + ',"spans":[' + _SPAN + "]}],"
-    '"instrumentationLibrarySpans":[{"instrumentationLibrary":'
+    '{"resourceSpans":['
+    + _RESOURCE
+    + ',"spans":['
+    + _SPAN
+    + "]}],"
+    + '"instrumentationLibrarySpans":[{"instrumentationLibrary":'
     + _SCOPE
     + ',"spans":['
     + _SPAN
@@ -178,6 +182,9 @@ DOCUMENT_STRUCTURE: Final = (
 Scalars are read as text and cast afterwards, so a producer that writes an int64 as a string
 or as a number, or an enum as a name or as an integer, is read the same way.
 """
+CURRENT_STRUCTURE: Final = '{"resourceSpans":[' + _RESOURCE + ',"spans":[' + _SPAN + "]}]}]}"
+""":data:`DOCUMENT_STRUCTURE` without the ``instrumentationLibrarySpans`` of OTLP before
+0.15 (a line holding only those yields no span under it)."""
 
 _ARRAY_STRUCTURE = '{"values":[' + _VALUE + "]}"
 
@@ -283,8 +290,13 @@ def _first(keys: tuple[str, ...], typ: str) -> str:
     return "coalesce(" + ", ".join(_typed(_lookup(k), typ) for k in keys) + ")"
 
 
-def flatten_sql(source: str) -> str:
+def flatten_sql(source: str, *, legacy: bool = True) -> str:
     """SQL selecting typed ``spans`` rows from ``source``.
+
+    With ``legacy=False`` the ``instrumentationLibrarySpans`` of OTLP before 0.15 are not
+    read (:data:`CURRENT_STRUCTURE`): choosing between them and ``scopeSpans`` copies every
+    span, and the loader's parallel path leaves the rare lines that hold them to its exact
+    path.
 
     ``source`` is a relation with columns ``source_file``, ``source_line`` and ``text`` (one
     OTLP JSON document per row). Text that is not an OTLP trace document yields no row; the
@@ -300,6 +312,13 @@ def flatten_sql(source: str) -> str:
     columns look their key up there, which is much cheaper than building a MAP of every
     attribute (only the attributes without a column of their own go into ``attributes``).
     """
+    structure = DOCUMENT_STRUCTURE if legacy else CURRENT_STRUCTURE
+    scopes = "rs.scopeSpans"
+    if legacy:
+        scopes = (
+            "coalesce(rs.scopeSpans, list_transform(rs.instrumentationLibrarySpans,"
+            " lambda il: {'scope': il.instrumentationLibrary, 'spans': il.spans}))"
+        )
     typed_list = "[" + ", ".join(f"'{k}'" for k in sorted(TYPED_KEYS)) + "]"
     looked_up = "[" + ", ".join(f"'{k}'" for k in LOOKED_UP) + "]"
     attr_cols = ",\n".join(
@@ -320,7 +339,7 @@ def flatten_sql(source: str) -> str:
     return f"""
 WITH documents AS (
     SELECT source_file, source_line,
-           try(from_json(text, '{DOCUMENT_STRUCTURE}')).resourceSpans AS rss
+           try(from_json(text, '{structure}')).resourceSpans AS rss
     FROM ({source}) AS src
     WHERE text IS NOT NULL
 ), resources AS (
@@ -328,8 +347,7 @@ WITH documents AS (
     FROM documents
 ), scope_lists AS (
     SELECT source_file, source_line, rs_i, {_map("rs.resource.attributes")} AS rm,
-           coalesce(rs.scopeSpans, list_transform(rs.instrumentationLibrarySpans,
-               lambda il: {{'scope': il.instrumentationLibrary, 'spans': il.spans}})) AS sss
+           {scopes} AS sss
     FROM resources
 ), scopes AS (
     SELECT source_file, source_line, rm, unnest(sss) AS ss,

@@ -149,3 +149,37 @@ def test_a_connection_that_may_reorder_rows_reads_by_the_exact_path(
     assert ts.con.execute(
         "SELECT count(*) FROM spans WHERE source_line = ('0x' || span_id)::BIGINT"
     ).fetchone() == (39,)
+
+
+def _legacy(line: str) -> str:
+    """The same export as OTLP before 0.15 wrote it (instrumentationLibrarySpans)."""
+    doc = json.loads(line)
+    for resource in doc["resourceSpans"]:
+        resource["instrumentationLibrarySpans"] = [
+            {"instrumentationLibrary": s["scope"], "spans": s["spans"]}
+            for s in resource.pop("scopeSpans")
+        ]
+    return json.dumps(doc)
+
+
+def test_lines_of_otlp_before_0_15_load_like_current_ones(
+    tmp_path: Path, exact_reads: list[str]
+) -> None:
+    lines = [export(span_json(f"{i:016x}", name=f"s{i}")) for i in range(1, 5)]
+    (tmp_path / "current.jsonl").write_text("\n".join(lines) + "\n")
+    mixed = [_legacy(lines[0]), lines[1], "", _legacy(lines[2]), lines[3]]
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "mixed.jsonl").write_text("\n".join(mixed) + "\n")
+    (tmp_path / "old" / "legacy.jsonl").write_text("\n".join(map(_legacy, lines)) + "\n")
+    columns = "source_line, span_id, name, scope_name, service_name"
+    current = load_traces(tmp_path / "current.jsonl")
+    assert exact_reads == []
+    want = current.con.execute(f"SELECT {columns} FROM spans ORDER BY ALL").fetchall()
+    assert len(want) == 4 and want[0][3] == "handoffscope"
+    for name, numbers in (("legacy.jsonl", [1, 2, 3, 4]), ("mixed.jsonl", [1, 2, 4, 5])):
+        got = load_traces(tmp_path / "old" / name)
+        rows = got.con.execute(f"SELECT {columns} FROM spans ORDER BY ALL").fetchall()
+        assert [r[0] for r in rows] == numbers
+        assert [r[1:] for r in rows] == [w[1:] for w in want]
+        assert got.problems == []
+    assert exact_reads == [str(tmp_path / "old" / n) for n in ("legacy.jsonl", "mixed.jsonl")]
