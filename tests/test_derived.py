@@ -24,6 +24,7 @@ from auditor.derived import (
     derived_names,
     for_rules,
     forget,
+    uncompressed,
 )
 from auditor.load import append_lines
 from auditor.macros import unfiltered
@@ -216,6 +217,33 @@ def test_an_audit_spends_nothing_compressing_tables_it_drops() -> None:
     con.execute("CREATE TABLE later AS SELECT 1 AS x")
     stored = con.execute(compression, ["hs_derived_phases"]).fetchall()[0][0]
     assert stored != ["Uncompressed"]
+
+
+def test_overlapping_blocks_put_the_checkpoint_threshold_back() -> None:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET checkpoint_threshold = '1KB'")
+    cursor = con.cursor()
+
+    def threshold() -> str:
+        return str(con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0])
+
+    outer, inner = uncompressed(con), uncompressed(cursor)
+    outer.__enter__()
+    raised = threshold()
+    assert raised != "1000 bytes"
+    inner.__enter__()
+    inner.__exit__(None, None, None)  # the cursor's block ends first: still raised
+    assert threshold() == raised
+    outer.__exit__(None, None, None)
+    assert threshold() == "1000 bytes"
+    outer, inner = uncompressed(con), uncompressed(cursor)
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)  # the block that raised it ends first
+    inner.__exit__(None, None, None)
+    assert threshold() == "1000 bytes"
 
 
 def test_unknown_derived_names_are_refused(con: Any) -> None:
