@@ -47,6 +47,7 @@ __all__ = [
     "for_rules",
     "forget",
     "selects",
+    "uncompressed",
 ]
 
 DERIVED: Final = (
@@ -280,13 +281,50 @@ def for_rules(
         n for n in DERIVED if (figures or any(_reads(r, n) for r in wanted)) and n not in kept
     )
     temporary = bool(_main_names(con))
+    with uncompressed(con):
+        try:
+            derive(con, names, temporary=temporary)
+            attach(con, names=names)
+            yield
+        finally:
+            forget(con, temporary=temporary)
+            attach(con, selection=selection)
+
+
+@contextmanager
+def uncompressed(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Write no checkpoint of ``con``'s database during the block, for tables that are
+    dropped before its end.
+
+    DuckDB checkpoints a database once enough has been written since the last checkpoint,
+    and an in-memory database attached with ``COMPRESS`` compresses its tables then.
+    Compressing the derived tables of an audit, dropped again at its end, takes about as
+    long as every rule and figure reading them, and makes none of them quicker.
+    Uncompressed they spill to the temporary directory when they outgrow the memory
+    limit, as any table does. The setting is global to the DuckDB instance: its other
+    connections write no checkpoint during the block either.
+    """
+    import duckdb
+
+    threshold = "SELECT current_setting('checkpoint_threshold')"
+    before = run(con, threshold)[0][0]
+    run(con, f"SET checkpoint_threshold = '{_NEVER}'")
+    # A block running beside this one (another cursor's) found the setting raised: the
+    # block that raised it puts it back.
+    if before == run(con, threshold)[0][0]:
+        yield
+        return
     try:
-        derive(con, names, temporary=temporary)
-        attach(con, names=names)
         yield
     finally:
-        forget(con, temporary=temporary)
-        attach(con, selection=selection)
+        try:
+            run(con, "SET checkpoint_threshold = ?", [before])
+        except duckdb.Error:
+            pass  # an interrupted connection: the error that interrupted it is the one to see
+
+
+_NEVER: Final = "1000TB"
+"""A checkpoint threshold no audit reaches."""
 
 
 def _reads(rule: Rule, name: str) -> bool:

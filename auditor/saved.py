@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.compact import TABLE_VERSION
-from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects
+from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects, uncompressed
 from auditor.macros import views_sql
 from auditor.readers import grown
 
@@ -67,34 +67,36 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    try:
-        derive(con, KEPT)
-        types: dict[str, list[list[str]]] = {}
-        for name in KEPT:
-            described = con.execute(f"DESCRIBE hs_derived_{name}").fetchall()
-            types[name] = [[str(r[0]), str(r[1])] for r in described]
-            con.execute(
-                f"COPY hs_derived_{name} TO $out (FORMAT parquet, COMPRESSION zstd)",
-                {"out": str(partial / f"{name}.parquet")},
-            ).fetchall()
-        manifest = {
-            "format": _FORMAT,
-            "version": _version(),
-            "files": fingerprint(files),
-            "tables": list(KEPT),
-            "types": types,
-            "prices": _prices(con),
-        }
-        (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-        # Replaced whole: a reader sees the old tables or the new ones, never a mix.
-        shutil.rmtree(target, ignore_errors=True)
-        partial.rename(target)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
-    finally:
-        if derived_names(con):
-            forget(con)
+    # The tables are dropped once written: compressing them would be work for nothing.
+    with uncompressed(con):
+        try:
+            derive(con, KEPT)
+            types: dict[str, list[list[str]]] = {}
+            for name in KEPT:
+                described = con.execute(f"DESCRIBE hs_derived_{name}").fetchall()
+                types[name] = [[str(r[0]), str(r[1])] for r in described]
+                con.execute(
+                    f"COPY hs_derived_{name} TO $out (FORMAT parquet, COMPRESSION zstd)",
+                    {"out": str(partial / f"{name}.parquet")},
+                ).fetchall()
+            manifest = {
+                "format": _FORMAT,
+                "version": _version(),
+                "files": fingerprint(files),
+                "tables": list(KEPT),
+                "types": types,
+                "prices": _prices(con),
+            }
+            (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
+            # Replaced whole: a reader sees the old tables or the new ones, never a mix.
+            shutil.rmtree(target, ignore_errors=True)
+            partial.rename(target)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+        finally:
+            if derived_names(con):
+                forget(con)
     return target
 
 

@@ -24,6 +24,7 @@ from auditor.derived import (
     derived_names,
     for_rules,
     forget,
+    uncompressed,
 )
 from auditor.load import append_lines
 from auditor.macros import unfiltered
@@ -190,6 +191,59 @@ def test_appending_spans_drops_derived_tables(con: Any, tmp_path: Path) -> None:
     derive(trace_set.con)
     append_lines(trace_set, [(1, _moved("e" * 32))], file=str(tmp_path / "y"))
     assert derived_names(trace_set.con) == ()
+
+
+def test_an_audit_spends_nothing_compressing_tables_it_drops() -> None:
+    # A compressed in-memory database checkpoints (compressing what was written) whenever
+    # enough was written since the last checkpoint; here after every statement.
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("ATTACH ':memory:' AS hs (COMPRESS)")
+    con.execute("USE hs")
+    load_traces([SAMPLES, FRAMEWORK], con=con)
+    prepare(con)
+    con.execute("SET checkpoint_threshold = '1KB'")
+    compression = "SELECT list(DISTINCT compression) FROM pragma_storage_info(?)"
+    with for_rules(con, select_rules((), ()), figures=True):
+        for name in DERIVED:
+            stored = con.execute(compression, [f"hs_derived_{name}"]).fetchall()[0][0]
+            assert stored == ["Uncompressed"], name
+    assert con.execute("SELECT current_setting('checkpoint_threshold')").fetchall() == [
+        ("1000 bytes",)
+    ]
+    # Outside the block the database checkpoints as before (a table kept is compressed).
+    derive(con, ("phases",))
+    con.execute("CREATE TABLE later AS SELECT 1 AS x")
+    stored = con.execute(compression, ["hs_derived_phases"]).fetchall()[0][0]
+    assert stored != ["Uncompressed"]
+
+
+def test_overlapping_blocks_put_the_checkpoint_threshold_back() -> None:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute("SET checkpoint_threshold = '1KB'")
+    cursor = con.cursor()
+
+    def threshold() -> str:
+        return str(con.execute("SELECT current_setting('checkpoint_threshold')").fetchall()[0][0])
+
+    outer, inner = uncompressed(con), uncompressed(cursor)
+    outer.__enter__()
+    raised = threshold()
+    assert raised != "1000 bytes"
+    inner.__enter__()
+    inner.__exit__(None, None, None)  # the cursor's block ends first: still raised
+    assert threshold() == raised
+    outer.__exit__(None, None, None)
+    assert threshold() == "1000 bytes"
+    outer, inner = uncompressed(con), uncompressed(cursor)
+    outer.__enter__()
+    inner.__enter__()
+    outer.__exit__(None, None, None)  # the block that raised it ends first
+    inner.__exit__(None, None, None)
+    assert threshold() == "1000 bytes"
 
 
 def test_unknown_derived_names_are_refused(con: Any) -> None:
