@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.report.values import jsonable
+from auditor.report.values import jsonable, no_gc
 
 if TYPE_CHECKING:
     from auditor.audit import AuditResult, Finding
@@ -67,14 +68,23 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
 def _findings(
     findings: list[Finding], exponent: Callable[[float], Any] | None
 ) -> list[dict[str, Any]]:
+    from auditor.audit import FINDING_FIELDS
+
+    values_of = attrgetter(*FINDING_FIELDS)
     out = []
-    for finding in findings:
-        record = finding.to_dict()
-        for name, value in record.items():
-            if value is not None and type(value) is not str and type(value) is not int:
-                record[name] = jsonable(value, exponent=exponent)
-        out.append(record)
+    with no_gc():
+        for values in map(values_of, findings):
+            record = dict(zip(FINDING_FIELDS, values, strict=True))
+            if not _PLAIN.issuperset(map(type, values)):
+                for name, value in record.items():
+                    if type(value) not in _PLAIN:
+                        record[name] = jsonable(value, exponent=exponent)
+            out.append(record)
     return out
+
+
+_PLAIN: Final = frozenset({str, int, bool, type(None)})
+"""What jsonable leaves as it is."""
 
 
 def render_json(result: AuditResult) -> str:
