@@ -71,14 +71,26 @@ def _findings(
     from auditor.audit import FINDING_FIELDS
 
     values_of = attrgetter(*FINDING_FIELDS)
+    at = FINDING_FIELDS.index("value")
     out = []
     with no_gc():
         for values in map(values_of, findings):
             record = dict(zip(FINDING_FIELDS, values, strict=True))
-            if not _PLAIN.issuperset(map(type, values)):
-                for name, value in record.items():
-                    if type(value) not in _PLAIN:
-                        record[name] = jsonable(value, exponent=exponent)
+            # Most findings carry a figure (a float) and text: each checked as jsonable
+            # would treat it, without walking the record.
+            value = values[at]
+            if type(value) is float and value - value == 0:  # not NaN nor infinite
+                rounded = float(f"{value:.12g}")  # as jsonable rounds it
+                if exponent is not None and "e" in repr(rounded):
+                    record["value"] = exponent(rounded)
+                else:
+                    record["value"] = rounded
+            elif value is not None:
+                record["value"] = jsonable(value, exponent=exponent)
+            if not _PLAIN.issuperset(map(type, values[:at] + values[at + 1 :])):
+                for name, field in record.items():
+                    if name != "value" and type(field) not in _PLAIN:
+                        record[name] = jsonable(field, exponent=exponent)
             out.append(record)
     return out
 
