@@ -87,6 +87,13 @@ def rows(relation: duckdb.DuckDBPyRelation) -> list[dict[str, Any]]:
     return [dict(zip(names, r, strict=True)) for r in relation.fetchall()]
 
 
+def _first(relation: duckdb.DuckDBPyRelation, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` rows of ``relation`` as dicts; over DuckDB a top-N, not a sort
+    of every row (the ClickHouse audit's results are already read whole)."""
+    limit = getattr(relation, "limit", None)
+    return rows(relation if limit is None else limit(count))[:count]
+
+
 def _by(items: list[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], dict[str, Any]]:
     return {tuple(i[k] for k in keys): i for i in items}
 
@@ -105,7 +112,8 @@ def figure_rows(
         "edge_reliability": rows(edge_reliability(con, filters=filters)),
         "edge_latency": rows(validation_latency(con, by="edge", filters=filters)),
         "end_to_end": rows(end_to_end(con, filters=filters)),
-        "workflows": rows(workflow_spend(con, filters=filters)),
+        # Only the report's top workflows, not one row per workflow (tens of thousands).
+        "workflows": _first(workflow_spend(con, filters=filters), TOP_WORKFLOWS),
         "phases": rows(agent_phase_spend(con, filters=filters)),
         "workflow_costs": rows(workflow_cost_summary(con, filters=filters)),
     }
