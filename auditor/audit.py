@@ -10,11 +10,12 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from auditor import derived
 from auditor.errors import AuditError
-from auditor.figures import Figures, compute_figures
+from auditor.figures import Figures, compute_figures, figure_rows
+from auditor.kept_parts import Parts
 from auditor.macros import views_sql
 from auditor.prices import install_prices, read_prices
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
@@ -52,10 +53,11 @@ class Finding:
         """JSON-ready dict (the ``findings[]`` items of the JSON report)."""
         # What asdict() returns, field by field: every field is a scalar, and asdict's deep
         # copy took 2 of the 3.5 s a report of 100,000 findings took to render.
-        return {name: getattr(self, name) for name in _FINDING_FIELDS}
+        return {name: getattr(self, name) for name in FINDING_FIELDS}
 
 
-_FINDING_FIELDS = tuple(f.name for f in fields(Finding))
+FINDING_FIELDS: Final = tuple(f.name for f in fields(Finding))
+"""The fields of a :class:`Finding`, in order (the keys of a JSON report's finding)."""
 
 
 @dataclass
@@ -160,29 +162,79 @@ def run_rule(
     return out
 
 
-def audit(trace_set: TraceSet, settings: AuditSettings | None = None) -> AuditResult:
-    """Run the selected rules and compute the figures over ``trace_set``."""
+def audit(
+    trace_set: TraceSet, settings: AuditSettings | None = None, *, store: bool = False
+) -> AuditResult:
+    """Run the selected rules and compute the figures over ``trace_set``.
+
+    With ``store``, ``trace_set`` is a compacted store just as it was loaded: the findings of
+    each rule and the figures' rows are kept beside it (:mod:`auditor.kept_parts`), and what
+    was kept before for the same settings is used instead of running again.
+    """
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
-    con = trace_set.con
-    prepare(con)
-    if settings.prices is not None:
-        install_prices(con, read_prices(settings.prices))
-    # A store `compact` wrote carries every derived table: nothing is derived from its spans.
-    kept = restore(con, trace_set.files, KEPT)
-    findings: list[Finding] = []
-    step("deriving handoffs, attempts and workflow runs")
-    with derived.for_rules(con, rules, figures=True, kept=kept):
-        for number, rule in enumerate(rules):
-            step(f"rule {rule.id}", done=number, total=len(rules))
-            findings.extend(run_rule(con, rule, settings))
-        step("spend and reliability figures")
-        figures = compute_figures(con, settings=settings, trace_set=trace_set)
+    parts = Parts.of(trace_set.files, settings) if store and not trace_set.problems else None
+    found: dict[str, list[Finding]] = {}
+    kept_rows = None
+    if parts is not None:
+        for rule in rules:
+            kept_findings = parts.findings(rule)
+            if kept_findings is not None:
+                found[rule.id] = kept_findings
+        kept_rows = parts.figures()
+    todo = [r for r in rules if r.id not in found]
+    if todo or kept_rows is None:
+        fresh = _run(trace_set, settings, todo, figures=kept_rows is None, found=found, parts=parts)
+        kept_rows = kept_rows if fresh is None else fresh
+    figures = compute_figures(
+        trace_set.con, settings=settings, trace_set=trace_set, found=kept_rows
+    )
     return AuditResult(
-        findings=findings,
+        findings=[f for rule in rules for f in found[rule.id]],
         rules=rules,
         settings=settings,
         figures=figures,
         problems=list(trace_set.problems),
         files=list(trace_set.files),
     )
+
+
+def _reads(rule: Rule, name: str) -> bool:
+    # As derived.for_rules tells: a table a rule reads only through another is derived.
+    return f"hs_{name}_all" in rule.sql
+
+
+def _run(
+    trace_set: TraceSet,
+    settings: AuditSettings,
+    rules: list[Rule],
+    *,
+    figures: bool,
+    found: dict[str, list[Finding]],
+    parts: Parts | None,
+) -> dict[str, list[dict[str, Any]]] | None:
+    """Run ``rules`` into ``found``, and with ``figures`` the figures' queries, whose rows
+    it returns; each is kept in ``parts``."""
+    con = trace_set.con
+    prepare(con)
+    if settings.prices is not None:
+        install_prices(con, read_prices(settings.prices))
+    # A store `compact` wrote carries every derived table: nothing is derived from its spans.
+    # Only those read are read back (the figures read all): a rule or two, run again for
+    # a new threshold, read one or two of them.
+    wanted = KEPT if figures else tuple(n for n in KEPT if any(_reads(r, n) for r in rules))
+    kept = restore(con, trace_set.files, wanted)
+    step("deriving handoffs, attempts and workflow runs")
+    with derived.for_rules(con, rules, figures=figures, kept=kept):
+        for number, rule in enumerate(rules):
+            step(f"rule {rule.id}", done=number, total=len(rules))
+            found[rule.id] = run_rule(con, rule, settings)
+            if parts is not None:
+                parts.keep_findings(rule, found[rule.id])
+        if figures:
+            step("spend and reliability figures")
+            rows = figure_rows(con)
+            if parts is not None:
+                parts.keep_figures(rows)
+            return rows
+    return None

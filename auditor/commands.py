@@ -229,7 +229,7 @@ def audit(
             traces = load_traces(paths)
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
         with progress("auditing"):
-            result = run_audit(traces, settings)
+            result = run_audit(traces, settings, store=files is not None)
         # The report reads none of it: DuckDB's memory is free before rendering takes more.
         traces.con.close()
     text = render(result, fmt, width=width, color=color)

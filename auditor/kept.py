@@ -40,7 +40,16 @@ from auditor.saved import fingerprint, location
 if TYPE_CHECKING:
     from auditor.settings import AuditSettings
 
-__all__ = ["MOST", "audit_ahead", "keep", "open_report", "slot", "store_files"]
+__all__ = [
+    "MOST",
+    "audit_ahead",
+    "keep",
+    "open_report",
+    "prices_digest",
+    "slot",
+    "store_files",
+    "store_key",
+]
 
 MOST: Final = 8
 """How many reports a store keeps (the newest; older ones are removed)."""
@@ -80,13 +89,7 @@ def slot(
         return None
     try:
         key = {
-            "format": _FORMAT,
-            "code": code_digest(),
-            "files": list(files),
-            "fingerprint": fingerprint(files),
-            # A file's change time cannot be set back (`cp -p` and `touch` set only its
-            # modification time): a store replaced in place is always another store.
-            "changed": [[os.stat(f).st_ino, os.stat(f).st_ctime_ns] for f in files],
+            **store_key(files),
             "settings": _settings(settings),
             "render": [fmt, width, color, _terminal()] if fmt == "table" else [fmt],
         }
@@ -94,6 +97,28 @@ def slot(
         return None
     text = json.dumps(key, sort_keys=True)
     return folder / _FOLDER / (hashlib.sha256(text.encode()).hexdigest()[:32] + _SUFFIX)
+
+
+def store_key(files: Sequence[str]) -> dict[str, object]:
+    """What says which store ``files`` are and which code audits them: the part of a kept
+    report's key that is not the settings. Raises OSError when a file cannot be read."""
+    return {
+        "format": _FORMAT,
+        "code": code_digest(),
+        "files": list(files),
+        "fingerprint": fingerprint(files),
+        # A file's change time cannot be set back (`cp -p` and `touch` set only its
+        # modification time): a store replaced in place is always another store.
+        "changed": [[os.stat(f).st_ino, os.stat(f).st_ctime_ns] for f in files],
+    }
+
+
+def prices_digest(settings: AuditSettings) -> str | None:
+    """A digest of the content of the prices file of ``settings`` (None for none): the same
+    path may hold other prices tomorrow. Raises OSError when it cannot be read."""
+    if settings.prices is None:
+        return None
+    return hashlib.sha256(Path(settings.prices).read_bytes()).hexdigest()
 
 
 def open_report(where: Path) -> tuple[BinaryIO, int] | None:
@@ -153,7 +178,7 @@ def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
     where = None if files is None else slot(files, settings, "json", 100, False)
     if where is None:
         return None
-    result = audit(load_traces([target]), settings)
+    result = audit(load_traces([target]), settings, store=True)
     text = render(result, "json")
     if result.problems or slot(result.files, settings, "json", 100, False) != where:
         return None
@@ -171,8 +196,7 @@ def _settings(settings: AuditSettings) -> dict[str, object]:
         f.name: getattr(settings, f.name) for f in fields(settings) if f.name != "sources"
     }
     if settings.prices is not None:
-        # The same path may hold other prices tomorrow: the content is what counts.
-        values["prices_sha256"] = hashlib.sha256(Path(settings.prices).read_bytes()).hexdigest()
+        values["prices_sha256"] = prices_digest(settings)
     return values
 
 

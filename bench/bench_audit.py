@@ -19,6 +19,8 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
   repeated (answered from the kept report), and with ``--before CHECKOUT`` the same command
   of another version side by side (``--before-python`` its interpreter, ``--before-store``
   a store its own ``compact`` wrote).
+  Between them, first audits with new settings (a new ``--validation-timeout``, then
+  ``--fail-on never``) of a store whose rules' findings and figures are kept beside it.
 
     python bench/bench_audit.py --store-only --store /tmp/s/new.parquet --before /tmp/old
         --before-python /tmp/old/.venv/bin/python --before-store /tmp/s/old.parquet
@@ -348,10 +350,24 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     return out
 
 
-def measure_store(label: str, python: str, store: Path, *, fresh: bool) -> dict[str, Any]:
+_THRESHOLD = iter(range(1001, 1_000_000))
+"""A --validation-timeout no audit has used before (ms), one per measurement."""
+
+
+def measure_store(
+    label: str,
+    python: str,
+    store: Path,
+    *,
+    fresh: bool,
+    parts: bool = False,
+    extra: tuple[str, ...] = (),
+) -> dict[str, Any]:
     """``handoffscope audit STORE --format json`` as one whole process of ``python``: wall and
     CPU seconds and peak memory of that process (``os.wait4``), and a digest of its report.
-    With ``fresh``, the reports kept beside the store are removed first."""
+    With ``fresh``, the reports kept beside the store are removed first, and without
+    ``parts`` each rule's findings and the figures' rows kept there too. ``extra`` options
+    are passed on."""
     import hashlib
     import shutil
     import tempfile
@@ -359,10 +375,14 @@ def measure_store(label: str, python: str, store: Path, *, fresh: bool) -> dict[
     if fresh:
         for kept in store.parent.glob(f".{store.name}.derived/reports"):
             shutil.rmtree(kept)
-    print(f"bench_audit: {label} audit {store} ...", file=sys.stderr, flush=True)
+        for kept in store.parent.glob(f".{store.name}.derived/parts"):
+            if not parts:
+                shutil.rmtree(kept)
+    print(f"bench_audit: {label} audit {store} {' '.join(extra)}...", file=sys.stderr, flush=True)
     # /usr/bin/time reports the child's own peak: a forked child's ru_maxrss starts at this
     # (large) process's. A neutral folder, so `-m` imports the version ``python`` has.
     command = [python, "-m", "auditor.cli", "audit", str(store.resolve()), "--format", "json"]
+    command += extra
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as out:
         timing = Path(folder) / "time"
         started = time.perf_counter()
@@ -407,6 +427,19 @@ def measure_stores(args: argparse.Namespace, store: Path) -> dict[str, Any]:
         for label, python, path in sides:
             runs[f"{label}_first"].append(measure_store(label, python, path, fresh=True))
             runs[f"{label}_again"].append(measure_store(label, python, path, fresh=False))
+            if label != "now":
+                continue
+            # First audits with new settings, each rule's findings and the figures kept by
+            # the first audit above: a new threshold (two rules run again), a new --fail-on
+            # (none). Their reports differ from the others in those settings alone.
+            threshold = ("--validation-timeout", f"{next(_THRESHOLD)}ms")
+            runs["now_threshold"].append(
+                measure_store(label, python, path, fresh=True, parts=True, extra=threshold)
+            )
+            fail_on = ("--fail-on", "never")
+            runs["now_fail_on"].append(
+                measure_store(label, python, path, fresh=True, parts=True, extra=fail_on)
+            )
     out: dict[str, Any] = {"runs": runs}
     for key, found in runs.items():
         ok = [r for r in found if "error" not in r]
@@ -428,6 +461,8 @@ def store_report(figures: dict[str, Any], command: str) -> str:
         "before_again": "before, repeated",
         "now_first": "now, first audit (nothing kept)",
         "now_again": "now, repeated (the kept report)",
+        "now_threshold": "now, first audit with a new --validation-timeout (rules' findings kept)",
+        "now_fail_on": "now, first audit with --fail-on never (rules' findings kept)",
     }
     for key, name in names.items():
         r = figures.get(key)
@@ -440,7 +475,8 @@ def store_report(figures: dict[str, Any], command: str) -> str:
             f"| {name} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['peak_mb']:.0f} MB"
             f" | {r['findings']:,} |"
         )
-    digests = {r["sha256"] for k, r in figures.items() if k in names and "sha256" in r}
+    same = ("before_first", "before_again", "now_first", "now_again")
+    digests = {r["sha256"] for k, r in figures.items() if k in same and "sha256" in r}
     lines += ["", f"Reports alike (integers read as floats): {len(digests) == 1}.", ""]
     return "\n".join(lines)
 

@@ -9,11 +9,15 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditor import AuditResult, audit, load_traces
 from auditor.report import FORMATS, render
+from auditor.report.json_report import report_dict
 from auditor.report.markdown import cell
 from auditor.report.values import count, money, ms, percent
 
@@ -207,3 +211,49 @@ def test_the_table_report_never_cuts_a_number(width: int, results: dict[str, Aud
     assert others
     for value in others:
         assert whole(value, lines), f"{value} at width {width}"
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True, allow_infinity=True),
+    # Surrogates too: text from a broken trace that is not Unicode.
+    st.text(st.characters(exclude_categories=())),
+    st.datetimes(),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=st.lists(_SCALARS, max_size=6),
+    figure=st.dictionaries(st.text(max_size=5), _SCALARS, max_size=4),
+    value=st.one_of(st.none(), st.floats()),
+    text=st.text(),
+)
+def test_the_fast_json_report_is_json_dumps_to_the_byte(
+    values: list[Any], figure: dict[str, Any], value: float | None, text: str
+) -> None:
+    # orjson writes the report; json.dumps(indent=2, ensure_ascii=False) defines it: small
+    # floats, integers beyond 64 bits, lone surrogates, control characters and times included.
+    result = _result(values, figure, value, text)
+    assert render(result, "json") == (
+        json.dumps(report_dict(result), indent=2, ensure_ascii=False) + "\n"
+    )
+
+
+def _result(values: list[Any], figure: dict[str, Any], value: float | None, text: str) -> Any:
+    from auditor.audit import Finding
+    from auditor.figures import Figures
+    from auditor.rules import all_rules
+    from auditor.settings import AuditSettings
+
+    rule = all_rules()[0]
+    finding = Finding(rule.id, rule.severity, text, text, None, "t", None, "a", "b", value, 2)
+    return AuditResult(
+        findings=[finding, finding],
+        rules=(rule,),
+        settings=AuditSettings(),
+        figures=Figures(summary={"values": values, **figure}, agents=[figure], spend={"x": value}),
+        files=[text],
+    )

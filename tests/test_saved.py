@@ -83,8 +83,9 @@ def test_compact_saves_the_tables_and_a_store_reads_them_back(
     beside = location([str(store)])
     assert beside == tmp_path / ".store.parquet.derived"
     assert f"saved the derived tables in {beside}" in capsys.readouterr().err
-    saved = {"manifest.json", "reports"} | {f"{n}.parquet" for n in KEPT}
-    assert {p.name for p in beside.iterdir()} == saved  # reports: see test_saved_reports.py
+    saved = {"manifest.json", "reports", "parts"} | {f"{n}.parquet" for n in KEPT}
+    # reports and parts: see test_saved_reports.py
+    assert {p.name for p in beside.iterdir()} == saved
 
     derived = _opened(store)
     derive(derived.con, KEPT)

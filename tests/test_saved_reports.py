@@ -44,9 +44,9 @@ def audits(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     ran: list[str] = []
     real = module.audit
 
-    def counted(trace_set: Any, settings: Any = None) -> Any:
+    def counted(trace_set: Any, settings: Any = None, **options: Any) -> Any:
         ran.append(" ".join(trace_set.files))
-        return real(trace_set, settings)
+        return real(trace_set, settings, **options)
 
     monkeypatch.setattr(module, "audit", counted)
     return ran
@@ -173,6 +173,33 @@ def _code(context: dict[str, Any]) -> list[str]:
     return []
 
 
+def _changed(
+    change: Callable[[dict[str, Any]], list[str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    prices: Path,
+    source: Path,
+    store: Path,
+) -> list[str]:
+    """Make ``change``; returns the options it adds."""
+    context = {
+        "tmp_path": tmp_path,
+        "monkeypatch": monkeypatch,
+        "prices": prices,
+        "source": source,
+        "store": store,
+    }
+    return change(context)
+
+
+def _assert_as_trace_files(
+    report: tuple[int, str], source: Path, tmp_path: Path, extra: list[str]
+) -> None:
+    lines = _audit(source, tmp_path / "lines.json", *extra)
+    assert report[0] == lines[0]
+    assert _as_lines_report(report[1]) == _as_lines_report(lines[1])
+
+
 @pytest.mark.parametrize(
     "change", [_settings, _rules, _fail_on, _exemptions, _prices, _store, _replaced, _code]
 )
@@ -191,20 +218,11 @@ def test_a_change_audits_afresh_and_matches_the_trace_files(
     assert _audit(store, tmp_path / "again.json", *prices_arg) == before
     assert audits == [store_arg, store_arg]  # compact's, then the one with --prices
 
-    context = {
-        "tmp_path": tmp_path,
-        "monkeypatch": monkeypatch,
-        "prices": prices,
-        "source": source,
-        "store": store,
-    }
-    extra = [*prices_arg, *change(context)]
+    extra = [*prices_arg, *_changed(change, tmp_path, monkeypatch, prices, source, store)]
     ran = len(audits)  # compacting again audits ahead
     after = _audit(Path(store_arg), tmp_path / "after.json", *extra)
     assert audits[ran:] == [store_arg]  # audited afresh
-    lines = _audit(source, tmp_path / "lines.json", *extra)
-    assert after[0] == lines[0]
-    assert _as_lines_report(after[1]) == _as_lines_report(lines[1])
+    _assert_as_trace_files(after, source, tmp_path, extra)
     # The fresh report is kept in turn.
     assert _audit(Path(store_arg), tmp_path / "kept.json", *extra) == after
     assert len(audits) == ran + 2
@@ -250,3 +268,122 @@ def test_a_table_depends_on_the_terminals_colour_variables_and_json_does_not(
     assert kept.slot(files, settings, "table", 100, False) != kept.slot(
         files, settings, "table", 100, True
     )
+
+
+# Parts: each rule's findings and the figures' rows, kept for the settings they depend on.
+
+
+@pytest.fixture
+def queries(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The rules run and the figures computed (``figures``), in order, by any audit."""
+    module = importlib.import_module("auditor.audit")
+    ran: list[str] = []
+    run_rule, figure_rows = module.run_rule, module.figure_rows
+
+    def rule(con: Any, chosen: Any, settings: Any = None) -> Any:
+        ran.append(chosen.id)
+        return run_rule(con, chosen, settings)
+
+    def figures(con: Any, **options: Any) -> Any:
+        ran.append("figures")
+        return figure_rows(con, **options)
+
+    monkeypatch.setattr(module, "run_rule", rule)
+    monkeypatch.setattr(module, "figure_rows", figures)
+    return ran
+
+
+def _with_params(*names: str) -> list[str]:
+    from auditor.rules import all_rules
+
+    return sorted(r.id for r in all_rules() if set(r.params) & set(names))
+
+
+def _everything() -> list[str]:
+    from auditor.rules import all_rules
+
+    return sorted(["figures", *(r.id for r in all_rules())])
+
+
+@pytest.mark.parametrize(
+    ("change", "rerun"),
+    [
+        (_fail_on, []),
+        (lambda _: ["--skip", "slow-validation"], []),
+        (lambda _: ["--validation-timeout", "100ms"], _with_params("validation_timeout_ms")),
+        (lambda _: ["--p95-budget", "50ms"], _with_params("p95_budget_ms")),
+        (lambda _: ["--max-attempts", "1"], _with_params("default_max_attempts")),
+        (_exemptions, _with_params("exempt_receivers", "exempt_edges")),
+        (_prices, None),
+        (_store, None),
+        (_replaced, None),
+        (_code, None),
+    ],
+)
+def test_a_new_setting_runs_only_the_rules_it_touches_and_matches_the_trace_files(
+    change: Callable[[dict[str, Any]], list[str]],
+    rerun: list[str] | None,
+    source: Path,
+    tmp_path: Path,
+    queries: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = _compact(source, tmp_path / "store.parquet")
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES.format("2.50"))
+    prices_arg = ["--prices", str(prices)]
+    del queries[:]  # compact's audit ahead, without these prices
+    # The first audit with these prices runs everything; the same with another fail-on,
+    # nothing (its report is another, its parts the same).
+    _audit(store, tmp_path / "before.json", *prices_arg)
+    assert sorted(queries) == _everything()
+    del queries[:]
+    _audit(store, tmp_path / "other.json", *prices_arg, "--fail-on", "error")
+    assert queries == []
+    extra = [*prices_arg, *_changed(change, tmp_path, monkeypatch, prices, source, store)]
+    del queries[:]  # compacting again audits ahead
+    after = _audit(store, tmp_path / "after.json", *extra)
+    assert sorted(queries) == (_everything() if rerun is None else rerun)
+    _assert_as_trace_files(after, source, tmp_path, extra)
+
+
+def _parts(store: Path) -> Path:
+    beside = location([str(store)])
+    assert beside is not None
+    return beside / "parts"
+
+
+def test_damaged_parts_are_computed_afresh(
+    source: Path, tmp_path: Path, queries: list[str]
+) -> None:
+    store = _compact(source, tmp_path / "store.parquet")
+    del queries[:]  # compact's audit ahead
+    first = _audit(store, tmp_path / "1.json", "--fail-on", "error")
+    assert queries == [] and len(list(_parts(store).iterdir())) == len(_everything())
+    parts = sorted(_parts(store).iterdir())
+    # Another key, a row of another length under the right key, bytes that are not text.
+    for part, damage in zip(parts, [b"", b"\n[[1]]", b"\n\xff\xfe"], strict=False):
+        key = part.read_bytes().split(b"\n", 1)[0] if damage else b""
+        part.write_bytes(key + damage)
+    for fail_on in ("never", "warning"):
+        again = _audit(store, tmp_path / "2.json", "--fail-on", fail_on)
+        assert _as_lines_report(again[1])["findings"] == _as_lines_report(first[1])["findings"]
+        assert _as_lines_report(again[1])["agents"] == _as_lines_report(first[1])["agents"]
+    assert len(queries) == 3  # each damaged part once, then kept again
+
+
+def test_only_the_newest_parts_are_kept(
+    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from auditor import kept_parts
+
+    monkeypatch.setattr(kept_parts, "MOST", 25)
+    store = _compact(source, tmp_path / "store.parquet")
+    for budget in range(1, 10):
+        main(["audit", str(store), "--p95-budget", f"{budget}ms", "-o", str(tmp_path / "r")])
+    assert len(list(_parts(store).iterdir())) == 25
+
+
+def test_an_audit_of_trace_files_keeps_no_parts(source: Path, tmp_path: Path) -> None:
+    assert main(["audit", str(source), "-o", str(tmp_path / "r")]) == 1
+    assert not list(source.rglob("parts"))

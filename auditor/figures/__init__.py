@@ -53,6 +53,7 @@ __all__ = [
     "edge_reliability",
     "edge_spend",
     "end_to_end",
+    "figure_rows",
     "summary",
     "validation_latency",
     "voided_spend",
@@ -86,20 +87,54 @@ def rows(relation: duckdb.DuckDBPyRelation) -> list[dict[str, Any]]:
     return [dict(zip(names, r, strict=True)) for r in relation.fetchall()]
 
 
+def _first(relation: duckdb.DuckDBPyRelation, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` rows of ``relation`` as dicts; over DuckDB a top-N, not a sort
+    of every row (the ClickHouse audit's results are already read whole)."""
+    limit = getattr(relation, "limit", None)
+    return rows(relation if limit is None else limit(count))[:count]
+
+
 def _by(items: list[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], dict[str, Any]]:
     return {tuple(i[k] for k in keys): i for i in items}
 
 
+def figure_rows(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The rows of every query :func:`compute_figures` reads, by name: all that the figures
+    of a report take from the traces (the settings and the trace set add the rest)."""
+    return {
+        "summary": rows(summary(con, filters=filters)),
+        "agent_spend": rows(agent_spend(con, filters=filters)),
+        "agent_reliability": rows(agent_reliability(con, filters=filters)),
+        "receiver_latency": rows(validation_latency(con, by="receiver", filters=filters)),
+        "edge_spend": rows(edge_spend(con, filters=filters)),
+        "edge_reliability": rows(edge_reliability(con, filters=filters)),
+        "edge_latency": rows(validation_latency(con, by="edge", filters=filters)),
+        "end_to_end": rows(end_to_end(con, filters=filters)),
+        # Only the report's top workflows, not one row per workflow (tens of thousands).
+        "workflows": _first(workflow_spend(con, filters=filters), TOP_WORKFLOWS),
+        "phases": rows(agent_phase_spend(con, filters=filters)),
+        "workflow_costs": rows(workflow_cost_summary(con, filters=filters)),
+    }
+
+
 def compute_figures(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection | None,
     *,
     settings: AuditSettings,
     trace_set: TraceSet | None = None,
     filters: Filters | None = None,
+    found: dict[str, list[dict[str, Any]]] | None = None,
 ) -> Figures:
-    """Every figure, merged per agent and per edge, for a report."""
+    """Every figure, merged per agent and per edge, for a report; from the rows ``found``
+    (:func:`figure_rows`, which are used up) when given, else from ``con``."""
+    if found is None:
+        if con is None:
+            raise ValueError("compute_figures needs a connection or the rows found")
+        found = figure_rows(con, filters=filters)
     budget_ms = settings.p95_budget_s * 1000
-    head = rows(summary(con, filters=filters))[0]
+    head = found["summary"][0]
     if trace_set is not None:
         head.update(
             files=len(trace_set.files) - len(trace_set.skipped),
@@ -107,9 +142,9 @@ def compute_figures(
             problems=len(trace_set.problems),
             duplicate_spans=trace_set.duplicate_count,
         )
-    spend = rows(agent_spend(con, filters=filters))
-    reliab = _by(rows(agent_reliability(con, filters=filters)), "agent")
-    lat_r = _by(rows(validation_latency(con, by="receiver", filters=filters)), "receiver")
+    spend = found["agent_spend"]
+    reliab = _by(found["agent_reliability"], "agent")
+    lat_r = _by(found["receiver_latency"], "receiver")
     agents = []
     names = sorted(
         {a["agent"] for a in spend} | {k[0] for k in reliab} | {k[0] for k in lat_r},
@@ -126,9 +161,9 @@ def compute_figures(
         )
         agents.append(row)
     agents.sort(key=lambda a: (-(a.get("cost_usd") or 0.0), a["agent"] or ""))
-    e_spend = _by(rows(edge_spend(con, filters=filters)), "sender", "receiver")
-    e_rel = _by(rows(edge_reliability(con, filters=filters)), "sender", "receiver")
-    e_lat = _by(rows(validation_latency(con, by="edge", filters=filters)), "sender", "receiver")
+    e_spend = _by(found["edge_spend"], "sender", "receiver")
+    e_rel = _by(found["edge_reliability"], "sender", "receiver")
+    e_lat = _by(found["edge_latency"], "sender", "receiver")
     edges = []
     for key in sorted(
         set(e_spend) | set(e_rel) | set(e_lat), key=lambda k: tuple(x or "" for x in k)
@@ -144,7 +179,7 @@ def compute_figures(
         )
         edges.append(row)
     edges.sort(key=lambda e: (-(e.get("cost_usd") or 0.0), e["sender"] or "", e["receiver"] or ""))
-    e2e = rows(end_to_end(con, filters=filters))[0]
+    e2e = found["end_to_end"][0]
     receivers = [{**v, "over_budget": (v["p95_ms"] or 0) > budget_ms} for v in lat_r.values()]
     receivers.sort(key=lambda v: -(v["p95_ms"] or 0))
     latency = {
@@ -153,10 +188,10 @@ def compute_figures(
         "receivers": receivers,
         "edges": list(e_lat.values()),
     }
-    workflows = rows(workflow_spend(con, filters=filters))
+    workflows = found["workflows"]
     spend_figures = {
-        "phases": rows(agent_phase_spend(con, filters=filters)),
-        "workflows": rows(workflow_cost_summary(con, filters=filters))[0],
+        "phases": found["phases"],
+        "workflows": found["workflow_costs"][0],
         "top_workflows": workflows[:TOP_WORKFLOWS],
     }
     return Figures(

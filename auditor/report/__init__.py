@@ -8,24 +8,21 @@ text: markup, HTML or XML in an agent name can never change the report.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from importlib import import_module
 from typing import TYPE_CHECKING, Final
-
-from auditor.report.json_report import render_json
-from auditor.report.junit import render_junit
-from auditor.report.markdown import render_markdown
-from auditor.report.table import render_table
 
 if TYPE_CHECKING:
     from auditor.audit import AuditResult
 
 __all__ = ["FORMATS", "render"]
 
-_RENDERERS: Final[dict[str, Callable[..., str]]] = {
-    "table": render_table,
-    "json": render_json,
-    "markdown": render_markdown,
-    "junit": render_junit,
+# Each format's module is imported when it renders: the table's pulls in rich, which a JSON
+# report (the one CI and scripts ask for) never needs.
+_RENDERERS: Final[dict[str, tuple[str, str]]] = {
+    "table": ("auditor.report.table", "render_table"),
+    "json": ("auditor.report.json_report", "render_json"),
+    "markdown": ("auditor.report.markdown", "render_markdown"),
+    "junit": ("auditor.report.junit", "render_junit"),
 }
 FORMATS: Final = tuple(_RENDERERS)
 """Output formats of ``handoffscope audit --format``."""
@@ -35,6 +32,8 @@ def render(
     result: AuditResult, fmt: str = "table", *, width: int = 100, color: bool = False
 ) -> str:
     """``result`` as text in format ``fmt`` (``width`` and ``color`` apply to ``table``)."""
+    module, name = _RENDERERS[fmt]
+    renderer = getattr(import_module(module), name)
     if fmt == "table":
-        return render_table(result, width=width, color=color)
-    return _RENDERERS[fmt](result)
+        return str(renderer(result, width=width, color=color))
+    return str(renderer(result))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -88,14 +91,15 @@ def short_id(value: str | None) -> str:
     return "" if not value else clean(value)[:8]
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any, *, exponent: Callable[[float], Any] | None = None) -> Any:
     """``value`` ready for ``json.dumps``: datetimes as ISO text in UTC with a ``Z`` (the
     spans' times are UTC; a reader must not take them for local time), tuples as lists,
-    floats to 12 significant digits, NaN and infinities as null."""
+    floats to 12 significant digits, NaN and infinities as null. ``exponent``, when given,
+    replaces each float Python writes with an exponent (``1e-05``, ``1e+16``)."""
     if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v, exponent=exponent) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
+        return [jsonable(v, exponent=exponent) for v in value]
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(UTC).replace(tzinfo=None)
@@ -106,5 +110,22 @@ def jsonable(value: Any) -> Any:
         if value != value or value in (float("inf"), float("-inf")):
             return None
         # Parallel sums differ in the last bits from run to run; 12 significant digits do not.
-        return float(f"{value:.12g}")
+        rounded = float(f"{value:.12g}")
+        if exponent is not None and "e" in repr(rounded):
+            return exponent(rounded)
+        return rounded
     return value
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small acyclic records (the
+    findings of a large report): each collection it runs meanwhile walks every object the
+    process holds, and reference counting frees such records anyway."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()

@@ -4,21 +4,33 @@
 -- why: Spend per agent and per phase is only as good as the spans it is added up from. An
 --   executed commit with no agent, model, tokens or cost, tokens with no cost (a model
 --   missing from the price table), or a cost with no agent, leaves money unaccounted for.
-WITH checked AS (
+WITH framework_paid AS (
+    -- Executed commits whose work ran in an agent framework (collector.integrations): it
+    -- leaves its tokens on the framework's model spans of the receiver, during the commit.
+    -- Found for the executed commits alone, not asked of every phase span, and keyed by
+    -- what the finding depends on: the trace, the receiver and the commit's time span.
+    SELECT DISTINCT c.trace_id, c."handoff.receiver" AS receiver, c.start_unix_nano,
+                    c.end_unix_nano
+    FROM hs_phases_all AS c
+    JOIN spans AS m
+      ON m.trace_id = c.trace_id
+     AND m.agent = c."handoff.receiver"
+     AND m.start_unix_nano >= c.start_unix_nano
+     AND m.end_unix_nano <= c.end_unix_nano
+    WHERE c.name = 'handoff.commit' AND c."handoff.commit.outcome" = 'executed'
+      AND NOT starts_with(m.name, 'handoff')
+      AND (m.input_tokens IS NOT NULL OR m.output_tokens IS NOT NULL)
+), checked AS (
     SELECT
         *,
         CASE
             WHEN name = 'handoff.commit' AND "handoff.commit.outcome" = 'executed'
-                 -- Work run in an agent framework (collector.integrations) leaves its tokens
-                 -- on the framework's model spans of the receiver, during the commit.
                  AND NOT EXISTS (
-                     SELECT 1 FROM spans AS m
-                     WHERE m.trace_id = hs_phases_all.trace_id
-                       AND m.agent = hs_phases_all."handoff.receiver"
-                       AND NOT starts_with(m.name, 'handoff')
-                       AND (m.input_tokens IS NOT NULL OR m.output_tokens IS NOT NULL)
-                       AND m.start_unix_nano >= hs_phases_all.start_unix_nano
-                       AND m.end_unix_nano <= hs_phases_all.end_unix_nano)
+                     SELECT 1 FROM framework_paid AS f
+                     WHERE f.trace_id = hs_phases_all.trace_id
+                       AND f.receiver = hs_phases_all."handoff.receiver"
+                       AND f.start_unix_nano = hs_phases_all.start_unix_nano
+                       AND f.end_unix_nano = hs_phases_all.end_unix_nano)
                  AND ("gen_ai.agent.name" IS NULL OR "gen_ai.request.model" IS NULL
                       OR input_tokens IS NULL OR output_tokens IS NULL OR cost_usd IS NULL)
                 THEN 'an executed commit without ' || array_to_string(list_filter([

@@ -5,8 +5,11 @@
 --   why. A partial or failed result that flows on unexamined is how one agent's gap becomes
 --   the whole workflow's wrong answer.
 WITH consumers AS (
-    -- Each handoff's first span (its first propose, or its first commit when it has none).
-    SELECT *
+    -- Each handoff's first span (its first propose, or its first commit when it has none),
+    -- with only the columns read below: the window carries every column it is given.
+    SELECT trace_id, span_id, handoff_key, attempt_no, start_unix_nano, "handoff.task_id",
+           "handoff.idempotency_key", "handoff.sender", "handoff.receiver",
+           "handoff.consumed.task_id", "handoff.consumed.status"
     FROM hs_phases_all
     WHERE name IN ('handoff.propose', 'handoff.commit')
     QUALIFY row_number() OVER (PARTITION BY handoff_key
