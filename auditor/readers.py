@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -45,7 +46,7 @@ from auditor.sources import (
 from auditor.table import SPAN_COLUMNS, SPANS_DDL, flatten_sql
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     import duckdb
 
@@ -77,45 +78,69 @@ _UNNUMBERED_LINES: Final = (
     f" FROM read_csv($1, {_CSV_OPTIONS})"
 )
 """Every file's lines, unnumbered: the scan, parse and flatten run on every thread."""
+_TAGGED: Final = 1 << 62
+"""Added to every line tag, so that a tag is never a line number."""
 _FAST_COLUMNS_SQL: Final = ", ".join(
-    "line_start::BIGINT" if c == "source_line" else f'"{c}"' for c in SPAN_COLUMNS
+    f"({_TAGGED} + line_key * 2 + line_start::UBIGINT)::BIGINT" if c == "source_line" else f'"{c}"'
+    for c in SPAN_COLUMNS
 )
-"""The columns of ``spans``, with ``source_line`` holding 1 where a line's spans start."""
+"""The columns of ``spans``, with ``source_line`` holding a tag of the row's line: its
+61-bit hash (``line_key``) and whether the row starts it (the lowest bit)."""
 _NONBLANK_LINES: Final = (
     "CREATE OR REPLACE TEMP TABLE _hs_lines AS"
-    " SELECT source_file, source_line,"
-    "        row_number() OVER (PARTITION BY source_file ORDER BY source_line) AS nth"
-    " FROM (SELECT filename AS source_file,"
-    "         (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT"
-    "             AS source_line, nonblank"
-    "       FROM (SELECT filename, ordinality, strlen(line) > 0 AS nonblank"
-    f"             FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY))"
-    " WHERE nonblank"
+    " SELECT filename AS source_file,"
+    "        (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT"
+    "            AS source_line, line_key"
+    " FROM (SELECT filename, ordinality, hash(line) >> 3 AS line_key,"
+    "              strlen(line) > 0 AS nonblank"
+    f"      FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY)"
+    " QUALIFY nonblank"
 )
-"""The number of every non-blank line of the files, with its rank among them (``nth``).
-(The text is dropped before the window, which would otherwise hold every line.)
-
-Numbering needs one thread, but this scan only splits lines: it costs a small part of the
-parse."""
-_LINE_STARTS: Final = """
-    SELECT l.source_file, coalesce(s.starts, 0) = l.lines
-    FROM (SELECT source_file, count(*) AS lines FROM _hs_lines GROUP BY ALL) AS l
-    LEFT JOIN (SELECT source_file, sum(source_line) AS starts FROM spans
-               WHERE list_contains($1, source_file) GROUP BY ALL) AS s USING (source_file)
+"""The number and hash of every non-blank line of the files. Numbering needs one thread,
+but this scan only splits and hashes lines: a small part of the cost of parsing them.
+(Only the hash reaches the window, which would otherwise hold every line.)"""
+_LINE_STARTS: Final = f"""
+    WITH lines AS (
+        SELECT source_file, line_key, count(*) AS copies FROM _hs_lines GROUP BY ALL
+    ), starts AS (
+        SELECT source_file, (source_line - {_TAGGED}) // 2 AS line_key,
+               sum(source_line % 2) AS starts
+        FROM spans WHERE list_contains($1, source_file) AND source_line >= {_TAGGED}
+        GROUP BY ALL
+    )
+    SELECT coalesce(l.source_file, s.source_file),
+           bool_and(coalesce(l.copies, -1) = coalesce(s.starts, 0))
+    FROM lines AS l FULL JOIN starts AS s USING (source_file, line_key)
+    GROUP BY ALL
 """
-"""Per file: does every non-blank line start a run of spans (each line its own run)?"""
-_NUMBER_LINES: Final = """
+"""Per file: did each non-blank line yield spans, exactly one of them starting it (lines
+with the same text counted together)?"""
+_NUMBER_LINES: Final = f"""
+    UPDATE spans SET source_line = l.source_line
+    FROM (SELECT source_file, line_key, min(source_line) AS source_line FROM _hs_lines
+          WHERE list_contains($1, source_file) GROUP BY ALL HAVING count(*) = 1) AS l
+    WHERE list_contains($1, spans.source_file) AND spans.source_line >= {_TAGGED}
+      AND spans.source_file = l.source_file
+      AND (spans.source_line - {_TAGGED}) // 2 = l.line_key
+"""
+"""Give each span the number of its line, found by the line's hash."""
+_NUMBER_COPIES: Final = f"""
     UPDATE spans SET source_line = n.source_line FROM (
-        SELECT r.row, l.source_line FROM (
-            SELECT rowid AS row, source_file,
-                   sum(source_line) OVER (PARTITION BY source_file ORDER BY rowid
-                                          ROWS UNBOUNDED PRECEDING) AS nth
-            FROM spans WHERE list_contains($1, source_file)) AS r
-        JOIN _hs_lines AS l USING (source_file, nth)) AS n
+        SELECT row, lines[1 + (row_number() OVER (
+            PARTITION BY source_file, tag, content ORDER BY row) - 1) % len(lines)]
+            AS source_line
+        FROM (SELECT s.rowid AS row, s.source_file, s.source_line AS tag, hash(s) AS content,
+                     l.lines
+              FROM spans AS s JOIN (
+                  SELECT source_file, line_key, list(source_line ORDER BY source_line) AS lines
+                  FROM _hs_lines WHERE list_contains($1, source_file)
+                  GROUP BY ALL HAVING count(*) > 1) AS l
+              ON s.source_file = l.source_file AND (s.source_line - {_TAGGED}) // 2 = l.line_key
+              WHERE list_contains($1, s.source_file) AND s.source_line >= {_TAGGED})) AS n
     WHERE spans.rowid = n.row
 """
-"""Give each span the number of its line: the n-th run of spans in a file (rows keep the
-order they were read in) came from its n-th non-blank line."""
+"""Number the spans of lines that appear more than once in a file with the same text (an
+exporter's retry): their spans are alike, so each line gets one of every alike span."""
 _BATCH_LINES: Final = (
     "SELECT filename AS source_file,"
     " (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT AS source_line,"
@@ -384,29 +409,31 @@ class Reader:
     def _read_files(self, sources: list[SourceFile]) -> None:
         """Read JSON-lines files of one compression with DuckDB, on every thread.
 
-        The lines are parsed unnumbered and numbered afterwards (see :data:`_NUMBER_LINES`).
-        A file where that cannot be done soundly, because a line yielded no span or does
-        not start with one, is read again by the exact path, which finds out why.
+        The lines are parsed without numbers, each span tagged with its line's hash, and
+        numbered afterwards from a scan that only numbers and hashes lines (see
+        :data:`_NUMBER_LINES`). A file where that cannot be done soundly, because a line
+        yielded no span or does not start with one, is read again by the exact path, which
+        finds out why.
         """
         import duckdb
 
         paths = [s.path for s in sources]
         params = [paths, sources[0].compression, MAX_LINE_BYTES]
-        if not _keeps_order(self.con):
-            self._read_exact(sources)
-            return
         run(self.con, "BEGIN TRANSACTION")
         try:
             try:
-                run(
-                    self.con,
-                    f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
-                    f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
-                    params,
-                )
+                with _any_order(self.con):
+                    run(
+                        self.con,
+                        f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
+                        f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
+                        params,
+                    )
                 run(self.con, _NONBLANK_LINES, params)
                 numbered = dict(run(self.con, _LINE_STARTS, [paths]))
-                run(self.con, _NUMBER_LINES, [[p for p in paths if numbered.get(p, True)]])
+                good = [p for p in paths if numbered.get(p, True)]
+                run(self.con, _NUMBER_LINES, [good])
+                run(self.con, _NUMBER_COPIES, [good])
                 again = [s for s in sources if not numbered.get(s.path, True)]
                 if again:
                     run(
@@ -691,11 +718,16 @@ def _id_fault(field: str, value: object, digits: int) -> str | None:
     return f"{field} {text[:40]!r} is not {digits} hex digits"
 
 
-def _keeps_order(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when DuckDB stores rows in the order they were read (its default), which
-    numbering lines after a parallel read relies on."""
-    setting = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
-    return bool(setting)
+@contextmanager
+def _any_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Let DuckDB store rows in any order during the block: kept in order, a large insert
+    waits on its slowest thread whenever the memory limit is near, and runs on one."""
+    before = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
+    run(con, "SET preserve_insertion_order = false")
+    try:
+        yield
+    finally:
+        run(con, "SET preserve_insertion_order = ?", [before])
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -302,10 +302,11 @@ def flatten_sql(source: str, *, legacy: bool = True) -> str:
     OTLP JSON document per row). Text that is not an OTLP trace document yields no row; the
     loader finds those lines afterwards (lines with no span) and reports them.
 
-    Besides the columns of ``spans``, each row has ``line_start``: true for the first span
-    of the first scope of the first resource of its line. Every line that yields spans
-    starts with such a row unless its first resource or scope holds none, so a loader that
-    reads lines in parallel without numbering them can number them afterwards
+    Besides the columns of ``spans``, each row has ``line_key``, a 61-bit hash of its line's
+    text, and ``line_start``: true for the first span of the first scope of the first
+    resource of its line. Every line that yields spans has exactly one such row unless its
+    first resource or scope holds none, so a loader that reads lines on every thread, in
+    no order and without numbering them, can number them afterwards
     (:mod:`auditor.readers`).
 
     Attribute lists are turned into parallel key and value lists once per span; typed
@@ -338,23 +339,24 @@ def flatten_sql(source: str, *, legacy: bool = True) -> str:
     )
     return f"""
 WITH documents AS (
-    SELECT source_file, source_line,
+    SELECT source_file, source_line, hash(text) >> 3 AS line_key,
            try(from_json(text, '{structure}')).resourceSpans AS rss
     FROM ({source}) AS src
     WHERE text IS NOT NULL
 ), resources AS (
-    SELECT source_file, source_line, unnest(rss) AS rs, generate_subscripts(rss, 1) AS rs_i
+    SELECT source_file, source_line, line_key,
+           unnest(rss) AS rs, generate_subscripts(rss, 1) AS rs_i
     FROM documents
 ), scope_lists AS (
-    SELECT source_file, source_line, rs_i, {_map("rs.resource.attributes")} AS rm,
+    SELECT source_file, source_line, line_key, rs_i, {_map("rs.resource.attributes")} AS rm,
            {scopes} AS sss
     FROM resources
 ), scopes AS (
-    SELECT source_file, source_line, rm, unnest(sss) AS ss,
+    SELECT source_file, source_line, line_key, rm, unnest(sss) AS ss,
            rs_i = 1 AND generate_subscripts(sss, 1) = 1 AS first_scope
     FROM scope_lists
 ), raw AS (
-    SELECT source_file, source_line, rm, ss.scope AS scope, unnest(ss.spans) AS sp,
+    SELECT source_file, source_line, line_key, rm, ss.scope AS scope, unnest(ss.spans) AS sp,
            first_scope AND generate_subscripts(ss.spans, 1) = 1 AS line_start
     FROM scopes
 ), spans_only AS (
@@ -402,6 +404,7 @@ SELECT
     rm AS resource_attributes,
     source_file,
     source_line,
+    line_key,
     line_start
 FROM located
 """

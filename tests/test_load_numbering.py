@@ -47,7 +47,7 @@ def all_columns_differ(
     fast = load_traces(path)
     assert exact_reads == []  # else the comparison below compares the exact path with itself
     with monkeypatch.context() as m:
-        m.setattr(readers, "_keeps_order", lambda con: False)
+        m.setattr(Reader, "_read_files", Reader._read_exact)
         exact = load_traces(path)
     exact.con.execute("COPY spans TO ? (FORMAT parquet)", [str(out)])
     one = fast.con.execute(
@@ -132,23 +132,60 @@ def test_a_bad_line_sends_only_its_file_down_the_exact_path(
     ).fetchall() == [("a.jsonl", 1), ("a.jsonl", 3), ("b.jsonl", 2)]
 
 
-def test_a_connection_that_may_reorder_rows_reads_by_the_exact_path(
+def test_a_connection_that_may_reorder_rows_reads_the_same_and_keeps_its_setting(
     tmp_path: Path, exact_reads: list[str]
 ) -> None:
     import duckdb
 
     from auditor import connect
 
-    con = duckdb.connect()
-    con.execute("SET preserve_insertion_order = false")
-    (tmp_path / "a.jsonl").write_text(
-        "\n".join(export(span_json(f"{i:016x}")) for i in range(1, 40)) + "\n"
-    )
-    ts = load_traces(tmp_path, con=connect(con))
-    assert exact_reads == [str(tmp_path / "a.jsonl")]
+    for order in ("true", "false"):
+        con = duckdb.connect()
+        con.execute(f"SET preserve_insertion_order = {order}")
+        (tmp_path / "a.jsonl").write_text(
+            "\n".join(export(span_json(f"{i:016x}")) for i in range(1, 40)) + "\n"
+        )
+        ts = load_traces(tmp_path, con=connect(con))
+        assert exact_reads == []
+        assert ts.con.execute(
+            "SELECT count(*) FROM spans WHERE source_line = ('0x' || span_id)::BIGINT"
+        ).fetchone() == (39,)
+        assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (
+            order == "true",
+        )
+
+
+def test_lines_repeated_anywhere_in_a_file_each_get_their_spans(
+    tmp_path: Path, exact_reads: list[str]
+) -> None:
+    """An exporter's retry writes the same line again, later or at once; spans without ids
+    are kept from every copy, each with its own line. A line may even hold a span twice."""
+    no_ids = span_json(name="anonymous")
+    del no_ids["traceId"], no_ids["spanId"]
+    twice = span_json("00000000000000e1")
+    one = export(span_json("00000000000000a1"), no_ids, twice, twice)
+    two = export(span_json("00000000000000b1"), span_json("00000000000000b2"))
+    lines = [one, two, one, "", two, one, export(span_json("00000000000000c1")), one]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    ts = load_traces(tmp_path)
+    assert exact_reads == []
+    anonymous = ts.con.execute(
+        "SELECT source_line FROM spans WHERE span_id IS NULL ORDER BY ALL"
+    ).fetchall()
+    assert anonymous == [(1,), (3,), (6,), (8,)]
     assert ts.con.execute(
-        "SELECT count(*) FROM spans WHERE source_line = ('0x' || span_id)::BIGINT"
-    ).fetchone() == (39,)
+        "SELECT span_id, source_line FROM spans WHERE span_id IS NOT NULL ORDER BY ALL"
+    ).fetchall() == [
+        ("00000000000000a1", 1),
+        ("00000000000000b1", 2),
+        ("00000000000000b2", 2),
+        ("00000000000000c1", 7),
+        ("00000000000000e1", 1),
+    ]
+    # Copies beyond the first: a1 x3, e1 x7 (twice in each of 4 lines, one kept), b1/b2 x1.
+    assert ts.duplicate_count == 3 + 7 + 2
+    # The spans without ids are reported, each at its own line.
+    assert [p.line for p in ts.problems if "no traceId" in p.message] == [1, 3, 6, 8]
 
 
 def _legacy(line: str) -> str:
