@@ -722,12 +722,20 @@ def _id_fault(field: str, value: object, digits: int) -> str | None:
 def _any_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """Let DuckDB store rows in any order during the block: kept in order, a large insert
     waits on its slowest thread whenever the memory limit is near, and runs on one."""
+    import duckdb
+
     before = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
     run(con, "SET preserve_insertion_order = false")
     try:
         yield
     finally:
-        run(con, "SET preserve_insertion_order = ?", [before])
+        try:
+            run(con, "SET preserve_insertion_order = ?", [before])
+        except duckdb.TransactionException:
+            # The statement that failed aborted the transaction, which then refuses even
+            # settings: it must be rolled back anyway (the error raised is the statement's).
+            _rollback(con)
+            run(con, "SET preserve_insertion_order = ?", [before])
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

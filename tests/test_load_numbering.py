@@ -220,3 +220,24 @@ def test_lines_of_otlp_before_0_15_load_like_current_ones(
         assert [r[1:] for r in rows] == [w[1:] for w in want]
         assert got.problems == []
     assert exact_reads == [str(tmp_path / "old" / n) for n in ("legacy.jsonl", "mixed.jsonl")]
+
+
+def test_running_out_of_memory_mid_read_grows_the_limit_and_keeps_the_parallel_path(
+    exact_reads: list[str],
+) -> None:
+    import duckdb
+
+    from auditor import connect
+
+    folder = ROOT / "sample_traces" / "fault-mix"
+    expected = rows(folder)
+    con = connect(duckdb.connect())
+    # DuckDB's line buffers alone are larger than this: the first read runs out.
+    con.execute("SET memory_limit = '16MB'")
+    ts = load_traces(folder, con=con)
+    assert exact_reads == []
+    got = ts.con.execute(
+        "SELECT source_file, source_line, span_id, name FROM spans ORDER BY ALL"
+    ).fetchall()
+    assert got == expected
+    assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (True,)
