@@ -447,6 +447,8 @@ class Reader:
                 grow_memory_limit(self.con, e)
                 self._read_files(sources)
                 return
+            except duckdb.InterruptException:
+                raise  # Ctrl-C: not a file DuckDB refused (the outer handler rolls back)
             except duckdb.Error:
                 # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): the
                 # exact path reads the files one by one, so only bad lines are lost.
@@ -483,6 +485,8 @@ class Reader:
                 grow_memory_limit(self.con, e)
                 self._read_exact(sources)
                 return
+            except duckdb.InterruptException:
+                raise  # Ctrl-C: not a file DuckDB refused (the outer handler rolls back)
             except duckdb.Error:
                 # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): read the
                 # files one by one, and a refused one in Python, so only bad lines are lost.

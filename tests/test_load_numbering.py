@@ -241,3 +241,36 @@ def test_running_out_of_memory_mid_read_grows_the_limit_and_keeps_the_parallel_p
     ).fetchall()
     assert got == expected
     assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (True,)
+
+
+@pytest.mark.parametrize("fault", ["interrupt", "runtime"])
+def test_an_interrupted_read_is_not_taken_for_a_refused_file(
+    fault: str, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> None:
+    """Ctrl-C during the parallel read reaches the caller (DuckDB raises its
+    InterruptException, or a RuntimeError); the insertion-order setting is restored."""
+    import duckdb
+
+    from auditor import connect
+
+    real_run = readers.run
+
+    def interrupted(con, sql, params=None):  # type: ignore[no-untyped-def]
+        if sql.startswith("INSERT INTO spans SELECT"):
+            # Fail the statement for real first, so the transaction is aborted as it is
+            # after an interrupt.
+            with pytest.raises(duckdb.Error):
+                real_run(con, "SELECT error('interrupted')")
+            if fault == "interrupt":
+                raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+            raise RuntimeError("Query interrupted")
+        return real_run(con, sql, params)
+
+    monkeypatch.setattr(readers, "run", interrupted)
+    con = connect(duckdb.connect())
+    expected = duckdb.InterruptException if fault == "interrupt" else RuntimeError
+    with pytest.raises(expected):
+        load_traces(ROOT / "sample_traces" / "fault-mix", con=con)
+    assert exact_reads == []
+    monkeypatch.setattr(readers, "run", real_run)
+    assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (True,)
