@@ -220,10 +220,31 @@ def _run(
     if settings.prices is not None:
         install_prices(con, read_prices(settings.prices))
     # A store `compact` wrote carries every derived table: nothing is derived from its spans.
-    # Only those read are read back (the figures read all): a rule or two, run again for
-    # a new threshold, read one or two of them.
+    # Only those read are wanted (the figures read all): a rule or two, run again for a new
+    # threshold, read one or two of them.
     wanted = KEPT if figures else tuple(n for n in KEPT if any(_reads(r, n) for r in rules))
-    kept = restore(con, trace_set.files, wanted)
+    # An audit reads each saved table once or twice: read them where they lie, each query
+    # only the columns and row groups it needs, rather than read them all in first.
+    kept = restore(con, trace_set.files, wanted, lazy=True)
+    try:
+        return _query(con, settings, rules, figures=figures, found=found, parts=parts, kept=kept)
+    except Exception as e:
+        if not kept or not _failed_query(e):
+            raise
+    # A saved file damaged inside (its footer was sound): derive the tables instead.
+    return _query(con, settings, rules, figures=figures, found=found, parts=parts, kept=())
+
+
+def _query(
+    con: duckdb.DuckDBPyConnection,
+    settings: AuditSettings,
+    rules: list[Rule],
+    *,
+    figures: bool,
+    found: dict[str, list[Finding]],
+    parts: Parts | None,
+    kept: tuple[str, ...],
+) -> dict[str, list[dict[str, Any]]] | None:
     step("deriving handoffs, attempts and workflow runs")
     with derived.for_rules(con, rules, figures=figures, kept=kept):
         for number, rule in enumerate(rules):
@@ -238,3 +259,12 @@ def _run(
                 parts.keep_figures(rows)
             return rows
     return None
+
+
+def _failed_query(error: Exception) -> bool:
+    """Whether ``error`` is DuckDB failing a query (as itself, or as the AuditError of a rule
+    that could not run), and not a Ctrl-C."""
+    import duckdb
+
+    cause = error.__cause__ if isinstance(error, AuditError) else error
+    return isinstance(cause, duckdb.Error) and not isinstance(cause, duckdb.InterruptException)

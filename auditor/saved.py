@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from auditor.compact import TABLE_VERSION
 from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects, uncompressed
 from auditor.macros import views_sql
-from auditor.readers import grown
+from auditor.readers import grown, run
 
 if TYPE_CHECKING:
     import duckdb
@@ -101,12 +101,23 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
 
 
 def restore(
-    con: duckdb.DuckDBPyConnection, files: Sequence[str], names: Sequence[str] = SAVED
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[str],
+    names: Sequence[str] = SAVED,
+    *,
+    lazy: bool = False,
 ) -> tuple[str, ...]:
     """Read the saved tables ``names`` of the store made of ``files`` into ``con``'s database
     and point its views at them (:func:`auditor.derived.attach`). Returns the names read:
     none when nothing was saved, when it was saved from other files or by another version,
     or when a saved file cannot be read.
+
+    With ``lazy``, nothing is read: ``con``'s views read the saved Parquet files where they
+    lie, each query only the columns and row groups it needs. That suits a connection that
+    reads each table once or twice (an audit); one that queries them again and again (the
+    dashboard) is quicker with them read in. Only each file's footer is checked then, so a
+    file damaged inside fails the query that reads it (:func:`auditor.audit.audit` derives
+    the tables then).
     ``con`` must be prepared."""
     target = location(files) if files else None
     if target is None:
@@ -133,12 +144,17 @@ def restore(
     types = manifest.get("types") or {}
     try:
         for name in wanted:
-            grown(
-                con,
-                f"CREATE OR REPLACE TABLE hs_derived_{name} AS"
-                f" SELECT {_columns(types.get(name))} FROM read_parquet($path)",
-                {"path": str(target / f"{name}.parquet")},
-            )
+            path = str(target / f"{name}.parquet")
+            if lazy:
+                # The footer: a file cut short, or not Parquet at all, fails here.
+                run(con, "SELECT count(*) FROM parquet_metadata($path)", {"path": path})
+            else:
+                grown(
+                    con,
+                    f"CREATE OR REPLACE TABLE hs_derived_{name} AS"
+                    f" SELECT {_columns(types.get(name))} FROM read_parquet($path)",
+                    {"path": path},
+                )
     except duckdb.InterruptException:
         raise  # Ctrl-C, not a damaged file: the command line reports it (exit 130)
     except duckdb.Error:
@@ -146,7 +162,17 @@ def restore(
         for name in wanted:
             con.execute(f"DROP TABLE IF EXISTS hs_derived_{name}").fetchall()
         return ()
-    return attach(con, names=wanted)
+    if not lazy:
+        return attach(con, names=wanted)
+    for name in wanted:
+        # A view cannot take parameters: the path is written into it as a string literal.
+        literal = "'" + str(target / f"{name}.parquet").replace("'", "''") + "'"
+        run(
+            con,
+            f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS"
+            f" SELECT {_columns(types.get(name))} FROM read_parquet({literal})",
+        )
+    return wanted
 
 
 def _prices(con: duckdb.DuckDBPyConnection) -> str:

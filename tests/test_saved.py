@@ -205,3 +205,46 @@ def _tree(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_tree(v) for v in value]
     return value
+
+
+def test_an_audit_reads_the_saved_tables_where_they_lie(tmp_path: Path) -> None:
+    from auditor import audit
+
+    folder = tmp_path / "it's here"  # a quote in the path: written into each view's SQL
+    folder.mkdir()
+    store = _compact(folder)
+    trace_set = load_traces(store)
+    found = audit(trace_set)
+    # Nothing was read in: the rules and figures read the Parquet files beside the store.
+    assert derived_names(trace_set.con) == ()
+    (view,) = trace_set.con.execute(
+        "SELECT sql FROM duckdb_views() WHERE view_name = 'hs_phases_all'"
+    ).fetchall()[0]
+    assert "read_parquet" in view and "phases.parquet" in view
+    shutil.rmtree(_beside(store))
+    expected = audit(load_traces(store))  # derived from the store's spans
+    assert [f.to_dict() for f in found.findings] == [f.to_dict() for f in expected.findings]
+    assert _tree(found.figures.to_dict()) == _tree(expected.figures.to_dict())
+
+
+def test_a_saved_table_damaged_inside_is_derived_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from auditor import audit, derived
+    from auditor.settings import AuditSettings
+
+    store = _compact(tmp_path)
+    settings = AuditSettings(validation_timeout_s=1.7)
+    phases = _beside(store) / "phases.parquet"
+    data = bytearray(phases.read_bytes())
+    # Its footer stays sound (so restoring finds nothing wrong); its pages do not.
+    damaged = slice(len(data) // 4, len(data) // 4 + 20_000)
+    data[damaged] = bytes((b * 7 + 13) % 256 for b in data[damaged])
+    phases.write_bytes(bytes(data))
+    asked = _asked(monkeypatch, derived)
+    found = audit(load_traces(store), settings)
+    assert asked == [(), derived.DERIVED]  # read where they lie, failed, then derived
+    shutil.rmtree(_beside(store))
+    expected = audit(load_traces(store), settings)
+    assert [f.to_dict() for f in found.findings] == [f.to_dict() for f in expected.findings]
+    assert _tree(found.figures.to_dict()) == _tree(expected.figures.to_dict())
