@@ -20,73 +20,164 @@ see ``configure_telemetry``)::
     )
     assert outcome.committed and outcome.result.result == {"draft": "about otters"}
 
-Importing this package loads only the OpenTelemetry API (never the SDK): applications choose
-their SDK and exporters, or call ``configure_telemetry()`` (which needs the ``[sdk]`` extra).
+Importing this package loads none of its modules: each name loads its own on first use, and
+none loads more than the OpenTelemetry API (never the SDK). Applications choose their SDK and
+exporters, or call ``configure_telemetry()`` (which needs the ``[sdk]`` extra).
 """
 
 from __future__ import annotations
 
+import sys
+from importlib import import_module
+from types import ModuleType
+from typing import TYPE_CHECKING, Final
+
 from collector import schema
-from collector.agents import AgentRole
-from collector.channel import Channel, InProcessChannel
-from collector.clock import Clock, SystemClock, VirtualClock
-from collector.envelope import (
-    CommitmentEnvelope,
-    Finding,
-    HandoffMessage,
-    SafeStop,
-    envelope_executor,
-)
-from collector.errors import (
-    CommitWithoutAccept,
-    ConfigurationError,
-    HandoffscopeError,
-    IdempotencyConflict,
-    IllegalTransition,
-    MessageError,
-    ProtocolError,
-    RetryCapExceeded,
-    StoreError,
-)
-from collector.handoff import Handoff
-from collector.idempotency import Acceptance, Claim, IdempotencyStore, MemoryStore, StoredResult
-from collector.messages import (
-    Ack,
-    Answer,
-    CommitRequest,
-    CommitResult,
-    OutputSchema,
-    Proposal,
-    Usage,
-    VoidNotice,
-    decode,
-    fingerprint,
-)
-from collector.policy import Decision, OrchestratorPolicy
-from collector.pricing import Price, PriceTable, default_prices, set_default_prices
-from collector.protocol import RejectReason, StateMachine, is_on_time
-from collector.receiving import Receiver
-from collector.sender import HandoffOutcome, Sender
-from collector.sweeping import Sweeper
-from collector.telemetry import Telemetry
-from collector.work import Verdict, Work, accept, reject
-from collector.workflow import Workflow, workflow
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from collector.agents import AgentRole
+    from collector.channel import Channel, InProcessChannel
+    from collector.clock import Clock, SystemClock, VirtualClock
+    from collector.configure import configure_telemetry
+    from collector.envelope import (
+        CommitmentEnvelope,
+        Finding,
+        HandoffMessage,
+        SafeStop,
+        envelope_executor,
+    )
+    from collector.errors import (
+        CommitWithoutAccept,
+        ConfigurationError,
+        HandoffscopeError,
+        IdempotencyConflict,
+        IllegalTransition,
+        MessageError,
+        ProtocolError,
+        RetryCapExceeded,
+        StoreError,
+    )
+    from collector.handoff import Handoff
+    from collector.idempotency import Acceptance, Claim, IdempotencyStore, MemoryStore, StoredResult
+    from collector.messages import (
+        Ack,
+        Answer,
+        CommitRequest,
+        CommitResult,
+        OutputSchema,
+        Proposal,
+        Usage,
+        VoidNotice,
+        decode,
+        fingerprint,
+    )
+    from collector.policy import Decision, OrchestratorPolicy
+    from collector.pricing import Price, PriceTable, default_prices, set_default_prices
+    from collector.protocol import RejectReason, StateMachine, is_on_time
+    from collector.receiving import Receiver
+    from collector.sender import HandoffOutcome, Sender
+    from collector.sqlite_store import SQLiteStore
+    from collector.sweeping import Sweeper
+    from collector.telemetry import Telemetry
+    from collector.work import Verdict, Work, accept, reject
+    from collector.workflow import Workflow, workflow
+
+# Each public name is imported from its module on first use, so that `import collector`
+# (and `import collector.schema`, which every auditor command does) loads only what is used:
+# the handshake machinery pulls in the OpenTelemetry API and asyncio, the SQLite store
+# sqlite3, the SDK setup the SDK.
+_HOMES: Final[dict[str, str]] = {
+    "Acceptance": "collector.idempotency",
+    "Ack": "collector.messages",
+    "AgentRole": "collector.agents",
+    "Answer": "collector.messages",
+    "Channel": "collector.channel",
+    "Claim": "collector.idempotency",
+    "Clock": "collector.clock",
+    "CommitRequest": "collector.messages",
+    "CommitResult": "collector.messages",
+    "CommitWithoutAccept": "collector.errors",
+    "CommitmentEnvelope": "collector.envelope",
+    "ConfigurationError": "collector.errors",
+    "Decision": "collector.policy",
+    "Finding": "collector.envelope",
+    "Handoff": "collector.handoff",
+    "HandoffMessage": "collector.envelope",
+    "HandoffOutcome": "collector.sender",
+    "HandoffscopeError": "collector.errors",
+    "IdempotencyConflict": "collector.errors",
+    "IdempotencyStore": "collector.idempotency",
+    "IllegalTransition": "collector.errors",
+    "InProcessChannel": "collector.channel",
+    "MemoryStore": "collector.idempotency",
+    "MessageError": "collector.errors",
+    "OrchestratorPolicy": "collector.policy",
+    "OutputSchema": "collector.messages",
+    "Price": "collector.pricing",
+    "PriceTable": "collector.pricing",
+    "Proposal": "collector.messages",
+    "ProtocolError": "collector.errors",
+    "Receiver": "collector.receiving",
+    "RejectReason": "collector.protocol",
+    "RetryCapExceeded": "collector.errors",
+    "SQLiteStore": "collector.sqlite_store",
+    "SafeStop": "collector.envelope",
+    "Sender": "collector.sender",
+    "StateMachine": "collector.protocol",
+    "StoreError": "collector.errors",
+    "StoredResult": "collector.idempotency",
+    "Sweeper": "collector.sweeping",
+    "SystemClock": "collector.clock",
+    "Telemetry": "collector.telemetry",
+    "Usage": "collector.messages",
+    "Verdict": "collector.work",
+    "VirtualClock": "collector.clock",
+    "VoidNotice": "collector.messages",
+    "Work": "collector.work",
+    "Workflow": "collector.workflow",
+    "accept": "collector.work",
+    "configure_telemetry": "collector.configure",
+    "decode": "collector.messages",
+    "default_prices": "collector.pricing",
+    "envelope_executor": "collector.envelope",
+    "fingerprint": "collector.messages",
+    "is_on_time": "collector.protocol",
+    "reject": "collector.work",
+    "set_default_prices": "collector.pricing",
+    "workflow": "collector.workflow",
+}
+
 
 def __getattr__(name: str) -> object:
-    # Names whose modules need more than the API load on first use, so `import collector`
-    # stays light: the SQLite store (sqlite3) and the SDK setup.
-    if name == "SQLiteStore":
-        from collector.sqlite_store import SQLiteStore
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'collector' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value  # found directly from now on
+    return value
 
-        return SQLiteStore
-    if name == "configure_telemetry":
-        from collector.configure import configure_telemetry
 
-        return configure_telemetry
-    raise AttributeError(f"module 'collector' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Package(ModuleType):
+    """This package as a module whose ``workflow`` stays the public decorator.
+
+    ``workflow`` also names a submodule, and the import system sets a package's attribute to
+    each submodule it loads: once imported by its own name, the module would shadow the
+    decorator for ``from collector import workflow``.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if name == "workflow" and isinstance(value, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

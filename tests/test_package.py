@@ -111,3 +111,28 @@ def test_the_http_package_loads_neither_the_server_runner_nor_the_sdk():
     banned = ["uvicorn", *(h for h in HEAVY if h != "click")]
     offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in banned)]
     assert offenders == []
+
+
+def test_the_auditor_loads_only_the_collector_modules_it_uses():
+    # Every command imports the auditor; the handshake machinery (asyncio, the OpenTelemetry
+    # API) is collector's, loaded when one of its names is first used.
+    code = (
+        "import sys, json, auditor.audit, auditor.commands, auditor.load;"
+        " print(json.dumps(sorted(m for m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    assert [m for m in loaded if m.split(".")[0] in ("asyncio", "opentelemetry")] == []
+    assert "collector.handoff" not in loaded
+
+
+def test_a_public_name_is_its_modules_own_even_when_the_module_was_imported_first():
+    code = (
+        "import collector.workflow, collector.sender, json, sys;"
+        " from collector import workflow, Sender;"
+        " module = sys.modules['collector.workflow'];"
+        " print(json.dumps([workflow is module.workflow, Sender is collector.sender.Sender,"
+        " callable(workflow) and not isinstance(workflow, type(module))]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [True, True, True]
