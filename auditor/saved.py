@@ -5,7 +5,8 @@ million spans, and a store is opened far more often than it is written: an audit
 dashboard derives them each time it loads one. ``handoffscope compact`` therefore also
 writes them (:func:`save`), as Parquet in a hidden folder beside the store's files (which a
 directory walk skips, and ``compact --force`` on a folder removes with it), and whoever
-opens the store reads them back (:func:`restore`) instead of deriving.
+opens the store reads them back, or (an audit) queries them where they lie
+(:func:`restore`), instead of deriving.
 
 The saved tables are used only when they were saved by the same version of the auditor's
 SQL, from exactly the store's files (names, sizes and modification times), with the same
