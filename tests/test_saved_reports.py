@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,23 +174,44 @@ def _code(context: dict[str, Any]) -> list[str]:
     return []
 
 
+@dataclass(frozen=True)
+class _Priced:
+    """A store and a prices file of its own to audit it with."""
+
+    store: Path
+    prices: Path
+
+    @property
+    def options(self) -> list[str]:
+        return ["--prices", str(self.prices)]
+
+
+@pytest.fixture
+def priced(source: Path, tmp_path: Path) -> _Priced:
+    """A store compacted from ``source`` (its audit ahead counted by any fixture before this
+    one), and a prices file to audit it with."""
+    store = _compact(source, tmp_path / "store.parquet")
+    prices = tmp_path / "prices.toml"
+    prices.write_text(PRICES.format("2.50"))
+    return _Priced(store, prices)
+
+
 def _changed(
     change: Callable[[dict[str, Any]], list[str]],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    prices: Path,
+    priced: _Priced,
     source: Path,
-    store: Path,
 ) -> list[str]:
-    """Make ``change``; returns the options it adds."""
+    """Make ``change``; returns the options it adds to ``priced``'s."""
     context = {
         "tmp_path": tmp_path,
         "monkeypatch": monkeypatch,
-        "prices": prices,
+        "prices": priced.prices,
         "source": source,
-        "store": store,
+        "store": priced.store,
     }
-    return change(context)
+    return [*priced.options, *change(context)]
 
 
 def _assert_as_trace_files(
@@ -208,17 +230,15 @@ def test_a_change_audits_afresh_and_matches_the_trace_files(
     source: Path,
     tmp_path: Path,
     audits: list[str],
+    priced: _Priced,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    store = _compact(source, tmp_path / "store.parquet")
-    prices = tmp_path / "prices.toml"
-    prices.write_text(PRICES.format("2.50"))
-    store_arg, prices_arg = str(store), ["--prices", str(prices)]
-    before = _audit(store, tmp_path / "before.json", *prices_arg)
-    assert _audit(store, tmp_path / "again.json", *prices_arg) == before
+    store, store_arg = priced.store, str(priced.store)
+    before = _audit(store, tmp_path / "before.json", *priced.options)
+    assert _audit(store, tmp_path / "again.json", *priced.options) == before
     assert audits == [store_arg, store_arg]  # compact's, then the one with --prices
 
-    extra = [*prices_arg, *_changed(change, tmp_path, monkeypatch, prices, source, store)]
+    extra = _changed(change, tmp_path, monkeypatch, priced, source)
     ran = len(audits)  # compacting again audits ahead
     after = _audit(Path(store_arg), tmp_path / "after.json", *extra)
     assert audits[ran:] == [store_arg]  # audited afresh
@@ -326,21 +346,19 @@ def test_a_new_setting_runs_only_the_rules_it_touches_and_matches_the_trace_file
     source: Path,
     tmp_path: Path,
     queries: list[str],
+    priced: _Priced,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    store = _compact(source, tmp_path / "store.parquet")
-    prices = tmp_path / "prices.toml"
-    prices.write_text(PRICES.format("2.50"))
-    prices_arg = ["--prices", str(prices)]
+    store = priced.store
     del queries[:]  # compact's audit ahead, without these prices
     # The first audit with these prices runs everything; the same with another fail-on,
     # nothing (its report is another, its parts the same).
-    _audit(store, tmp_path / "before.json", *prices_arg)
+    _audit(store, tmp_path / "before.json", *priced.options)
     assert sorted(queries) == _everything()
     del queries[:]
-    _audit(store, tmp_path / "other.json", *prices_arg, "--fail-on", "error")
+    _audit(store, tmp_path / "other.json", *priced.options, "--fail-on", "error")
     assert queries == []
-    extra = [*prices_arg, *_changed(change, tmp_path, monkeypatch, prices, source, store)]
+    extra = _changed(change, tmp_path, monkeypatch, priced, source)
     del queries[:]  # compacting again audits ahead
     after = _audit(store, tmp_path / "after.json", *extra)
     assert sorted(queries) == (_everything() if rerun is None else rerun)
