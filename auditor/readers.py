@@ -116,15 +116,29 @@ _LINE_STARTS: Final = f"""
 """
 """Per file: did each non-blank line yield spans, exactly one of them starting it (lines
 with the same text counted together)?"""
+_VALID_IDS: Final = (
+    "(trace_id IS NOT NULL AND span_id IS NOT NULL"
+    " AND regexp_full_match(trace_id, '[0-9a-f]{32}')"
+    " AND regexp_full_match(span_id, '[0-9a-f]{16}')"
+    " AND regexp_full_match(coalesce(parent_span_id, '0000000000000000'), '[0-9a-f]{16}'))"
+)
+"""True for a span whose ids are all there and what OTLP allows (lowercase hex once read)."""
 _NUMBER_LINES: Final = f"""
     UPDATE spans SET source_line = l.source_line
-    FROM (SELECT source_file, line_key, min(source_line) AS source_line FROM _hs_lines
-          WHERE list_contains($1, source_file) GROUP BY ALL HAVING count(*) = 1) AS l
+    FROM (SELECT source_file, line_key, min(source_line) AS source_line, count(*) = 1 AS once
+          FROM _hs_lines WHERE list_contains($1, source_file) GROUP BY ALL) AS l
     WHERE list_contains($1, spans.source_file) AND spans.source_line >= {_TAGGED}
       AND spans.source_file = l.source_file
       AND (spans.source_line - {_TAGGED}) // 2 = l.line_key
+      AND (l.once OR {_VALID_IDS})
 """
-"""Give each span the number of its line, found by the line's hash."""
+"""Give each span the number of its line, found by the line's hash.
+
+A span with valid ids from a line that recurs with the same text takes the first copy's
+number: its copies from the other lines are the same span again, of which the load keeps
+only the first read (``auditor.load``), so the table ends up as if each copy had been
+numbered, and no problem names them. Spans without valid ids are kept from every copy and
+reported by line, so :data:`_NUMBER_COPIES` numbers those one copy per line."""
 _NUMBER_COPIES: Final = f"""
     UPDATE spans SET source_line = n.source_line FROM (
         SELECT row, lines[1 + (row_number() OVER (
@@ -193,10 +207,7 @@ _BAD_IDS: Final = """
     SELECT source_file, source_line, name, trace_id, span_id, parent_span_id,
            count(*) OVER (PARTITION BY source_file) AS total
     FROM {relation}
-    WHERE {where} AND (trace_id IS NULL OR span_id IS NULL
-        OR NOT regexp_full_match(trace_id, '[0-9a-f]{{32}}')
-        OR NOT regexp_full_match(span_id, '[0-9a-f]{{16}}')
-        OR NOT regexp_full_match(coalesce(parent_span_id, '0000000000000000'), '[0-9a-f]{{16}}'))
+    WHERE {where} AND NOT {valid}
     QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= $max
     ORDER BY source_file, source_line
 """
@@ -593,7 +604,7 @@ class Reader:
         """Report the spans of ``relation`` (those matching ``where``) whose trace id or span
         id is missing or invalid: they are kept, but cannot be joined to their trace or told
         apart, and a user must hear of it rather than have them counted silently."""
-        sql = _BAD_IDS.format(relation=relation, where=where)
+        sql = _BAD_IDS.format(relation=relation, where=where, valid=_VALID_IDS)
         rows = grown(self.con, sql, {**params, "max": MAX_PROBLEMS_PER_FILE})
         listed: dict[str, tuple[int, int]] = {}
         for file, line, name, trace_id, span_id, parent, total in rows:
