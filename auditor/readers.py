@@ -22,7 +22,7 @@ import os
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from auditor.errors import first_line
 from auditor.json_text import (
@@ -46,7 +46,7 @@ from auditor.sources import (
 from auditor.table import SPAN_COLUMNS, SPANS_DDL, flatten_sql
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     import duckdb
 
@@ -57,6 +57,7 @@ BATCH_FILES: Final = 256
 BATCH_BYTES: Final = 64 * 1024 * 1024
 """In-memory text sent to DuckDB in one statement."""
 BATCH_LINES: Final = 50_000
+_T = TypeVar("_T")
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 """Longest JSON line DuckDB reads; a file with a longer line is read in Python instead.
 
@@ -115,15 +116,29 @@ _LINE_STARTS: Final = f"""
 """
 """Per file: did each non-blank line yield spans, exactly one of them starting it (lines
 with the same text counted together)?"""
+_VALID_IDS: Final = (
+    "(trace_id IS NOT NULL AND span_id IS NOT NULL"
+    " AND regexp_full_match(trace_id, '[0-9a-f]{32}')"
+    " AND regexp_full_match(span_id, '[0-9a-f]{16}')"
+    " AND regexp_full_match(coalesce(parent_span_id, '0000000000000000'), '[0-9a-f]{16}'))"
+)
+"""True for a span whose ids are all there and what OTLP allows (lowercase hex once read)."""
 _NUMBER_LINES: Final = f"""
     UPDATE spans SET source_line = l.source_line
-    FROM (SELECT source_file, line_key, min(source_line) AS source_line FROM _hs_lines
-          WHERE list_contains($1, source_file) GROUP BY ALL HAVING count(*) = 1) AS l
+    FROM (SELECT source_file, line_key, min(source_line) AS source_line, count(*) = 1 AS once
+          FROM _hs_lines WHERE list_contains($1, source_file) GROUP BY ALL) AS l
     WHERE list_contains($1, spans.source_file) AND spans.source_line >= {_TAGGED}
       AND spans.source_file = l.source_file
       AND (spans.source_line - {_TAGGED}) // 2 = l.line_key
+      AND (l.once OR {_VALID_IDS})
 """
-"""Give each span the number of its line, found by the line's hash."""
+"""Give each span the number of its line, found by the line's hash.
+
+A span with valid ids from a line that recurs with the same text takes the first copy's
+number: its copies from the other lines are the same span again, of which the load keeps
+only the first read (``auditor.load``), so the table ends up as if each copy had been
+numbered, and no problem names them. Spans without valid ids are kept from every copy and
+reported by line, so :data:`_NUMBER_COPIES` numbers those one copy per line."""
 _NUMBER_COPIES: Final = f"""
     UPDATE spans SET source_line = n.source_line FROM (
         SELECT row, lines[1 + (row_number() OVER (
@@ -192,10 +207,7 @@ _BAD_IDS: Final = """
     SELECT source_file, source_line, name, trace_id, span_id, parent_span_id,
            count(*) OVER (PARTITION BY source_file) AS total
     FROM {relation}
-    WHERE {where} AND (trace_id IS NULL OR span_id IS NULL
-        OR NOT regexp_full_match(trace_id, '[0-9a-f]{{32}}')
-        OR NOT regexp_full_match(span_id, '[0-9a-f]{{16}}')
-        OR NOT regexp_full_match(coalesce(parent_span_id, '0000000000000000'), '[0-9a-f]{{16}}'))
+    WHERE {where} AND NOT {valid}
     QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= $max
     ORDER BY source_file, source_line
 """
@@ -415,50 +427,38 @@ class Reader:
         yielded no span or does not start with one, is read again by the exact path, which
         finds out why.
         """
-        import duckdb
-
         paths = [s.path for s in sources]
         params = [paths, sources[0].compression, MAX_LINE_BYTES]
-        run(self.con, "BEGIN TRANSACTION")
-        try:
-            try:
-                with _any_order(self.con):
-                    run(
-                        self.con,
-                        f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
-                        f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
-                        params,
-                    )
-                run(self.con, _NONBLANK_LINES, params)
-                numbered = dict(run(self.con, _LINE_STARTS, [paths]))
-                good = [p for p in paths if numbered.get(p, True)]
-                run(self.con, _NUMBER_LINES, [good])
-                run(self.con, _NUMBER_COPIES, [good])
-                again = [s for s in sources if not numbered.get(s.path, True)]
-                if again:
-                    run(
-                        self.con,
-                        "DELETE FROM spans WHERE list_contains($1, source_file)",
-                        [[s.path for s in again]],
-                    )
-                run(self.con, "DROP TABLE _hs_lines")
-            except duckdb.OutOfMemoryException as e:
-                _rollback(self.con)
-                grow_memory_limit(self.con, e)
-                self._read_files(sources)
-                return
-            except duckdb.InterruptException:
-                raise  # Ctrl-C: not a file DuckDB refused (the outer handler rolls back)
-            except duckdb.Error:
-                # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): the
-                # exact path reads the files one by one, so only bad lines are lost.
-                _rollback(self.con)
-                self._read_exact(sources)
-                return
-            run(self.con, "COMMIT")
-        except Exception:
-            _rollback(self.con)
-            raise
+
+        def insert() -> list[SourceFile]:
+            with _any_order(self.con):
+                run(
+                    self.con,
+                    f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
+                    f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
+                    params,
+                )
+            run(self.con, _NONBLANK_LINES, params)
+            numbered = dict(run(self.con, _LINE_STARTS, [paths]))
+            good = [p for p in paths if numbered.get(p, True)]
+            run(self.con, _NUMBER_LINES, [good])
+            run(self.con, _NUMBER_COPIES, [good])
+            again = [s for s in sources if not numbered.get(s.path, True)]
+            if again:
+                run(
+                    self.con,
+                    "DELETE FROM spans WHERE list_contains($1, source_file)",
+                    [[s.path for s in again]],
+                )
+            run(self.con, "DROP TABLE _hs_lines")
+            return again
+
+        again = _committed(self.con, insert)
+        if again is None:
+            # DuckDB refused a file (bytes that are not UTF-8, a damaged stream): the exact
+            # path reads the files one by one, so only bad lines are lost.
+            self._read_exact(sources)
+            return
         read = [s.path for s in sources if s not in again]
         if read:
             self._check_ids("spans", "list_contains($paths, source_file)", {"paths": read})
@@ -467,41 +467,28 @@ class Reader:
 
     def _read_exact(self, sources: list[SourceFile]) -> None:
         """Read JSON-lines files of one compression with DuckDB, numbering lines as it goes."""
-        import duckdb
-
         paths = [s.path for s in sources]
         lines = _FILE_LINES if len(sources) == 1 else _BATCH_LINES
         params = [paths, sources[0].compression, MAX_LINE_BYTES]
-        run(self.con, "BEGIN TRANSACTION")
-        try:
-            try:
-                run(
-                    self.con,
-                    f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM ({flatten_sql(lines)})",
-                    params,
-                )
-            except duckdb.OutOfMemoryException as e:
-                _rollback(self.con)
-                grow_memory_limit(self.con, e)
-                self._read_exact(sources)
-                return
-            except duckdb.InterruptException:
-                raise  # Ctrl-C: not a file DuckDB refused (the outer handler rolls back)
-            except duckdb.Error:
-                # DuckDB refuses a file (bytes that are not UTF-8, a damaged stream): read the
-                # files one by one, and a refused one in Python, so only bad lines are lost.
-                _rollback(self.con)
-                if len(sources) > 1:
-                    for source in sources:
-                        self._read_exact([source])
-                else:
-                    self._read_lines_in_python(sources[0])
-                    self.flush()
-                return
-            run(self.con, "COMMIT")
-        except Exception:
-            _rollback(self.con)
-            raise
+
+        def insert() -> bool:
+            run(
+                self.con,
+                f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM ({flatten_sql(lines)})",
+                params,
+            )
+            return True
+
+        if _committed(self.con, insert) is None:
+            # DuckDB refused a file (bytes that are not UTF-8, a damaged stream): read the
+            # files one by one, and a refused one in Python, so only bad lines are lost.
+            if len(sources) > 1:
+                for source in sources:
+                    self._read_exact([source])
+            else:
+                self._read_lines_in_python(sources[0])
+                self.flush()
+            return
         self._check_ids("spans", "list_contains($paths, source_file)", {"paths": paths})
         # Cheap check first: did every non-blank line of every file yield a span? These read
         # the files and the table whole, so they too may need more memory than the insert.
@@ -617,7 +604,7 @@ class Reader:
         """Report the spans of ``relation`` (those matching ``where``) whose trace id or span
         id is missing or invalid: they are kept, but cannot be joined to their trace or told
         apart, and a user must hear of it rather than have them counted silently."""
-        sql = _BAD_IDS.format(relation=relation, where=where)
+        sql = _BAD_IDS.format(relation=relation, where=where, valid=_VALID_IDS)
         rows = grown(self.con, sql, {**params, "max": MAX_PROBLEMS_PER_FILE})
         listed: dict[str, tuple[int, int]] = {}
         for file, line, name, trace_id, span_id, parent, total in rows:
@@ -740,6 +727,37 @@ def _any_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             # settings: it must be rolled back anyway (the error raised is the statement's).
             _rollback(con)
             run(con, "SET preserve_insertion_order = ?", [before])
+
+
+def _committed(con: duckdb.DuckDBPyConnection, body: Callable[[], _T]) -> _T | None:
+    """Run ``body`` in a transaction of its own and commit it; return what it returned.
+
+    Out of memory, the transaction is rolled back and ``body`` runs again under a larger
+    limit (:func:`grow_memory_limit`). Ctrl-C passes through. Any other DuckDB error is
+    taken as DuckDB refusing the input: the transaction is rolled back and None returned,
+    for the caller to read the input a slower way (``body`` must not return None itself).
+    """
+    import duckdb
+
+    while True:
+        run(con, "BEGIN TRANSACTION")
+        try:
+            try:
+                result = body()
+            except duckdb.OutOfMemoryException as e:
+                _rollback(con)
+                grow_memory_limit(con, e)
+                continue
+            except duckdb.InterruptException:
+                raise  # Ctrl-C: not input DuckDB refused (rolled back below)
+            except duckdb.Error:
+                _rollback(con)
+                return None
+            run(con, "COMMIT")
+        except BaseException:
+            _rollback(con)
+            raise
+        return result
 
 
 def _rollback(con: duckdb.DuckDBPyConnection) -> None:

@@ -274,3 +274,33 @@ def test_an_interrupted_read_is_not_taken_for_a_refused_file(
     assert exact_reads == []
     monkeypatch.setattr(readers, "run", real_run)
     assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (True,)
+
+
+def test_repeated_lines_with_bad_ids_read_the_same_on_both_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> None:
+    """Spans with valid ids from a repeated line keep one copy (the first line's); spans
+    whose ids are missing or malformed are kept or reported from every copy, at its line."""
+    no_ids = span_json(name="anonymous")
+    del no_ids["spanId"]
+    malformed = span_json("zz0000000000000z", name="malformed")
+    bad_parent = span_json("00000000000000f1", parentSpanId="not-a-parent")
+    one = export(span_json("00000000000000a1"), no_ids, malformed, bad_parent)
+    two = export(span_json("00000000000000b1"), span_json("00000000000000a1"))
+    lines = [two, one, "", one, two, export(span_json("00000000000000c1")), one]
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "in" / "b.jsonl").write_text(one + "\n" + two + "\n")
+    out = tmp_path / "exact.parquet"
+    assert all_columns_differ(tmp_path / "in", out, monkeypatch, exact_reads) == 0
+    ts = load_traces(tmp_path / "in")
+    assert [(Path(p.file).name, p.line) for p in ts.problems if "malformed" in p.message] == [
+        ("a.jsonl", 2),
+        ("a.jsonl", 4),
+        ("a.jsonl", 7),
+        ("b.jsonl", 1),
+    ]
+    assert ts.con.execute(
+        "SELECT parse_filename(source_file), source_line FROM spans WHERE span_id IS NULL"
+        " ORDER BY ALL"
+    ).fetchall() == [("a.jsonl", 2), ("a.jsonl", 4), ("a.jsonl", 7), ("b.jsonl", 1)]
