@@ -308,8 +308,25 @@ WITH RECURSIVE reports AS (
     FROM (SELECT * FROM down WHERE is_report) AS n
     JOIN spans AS r ON r.trace_id = n.trace_id AND r.span_id = n.span_id
     GROUP BY ALL
+), model_prices AS (
+    -- Each model's price: the longest known prefix (two prefixes of one model of the same
+    -- length are the same text). A join of the few models by the few prices, not a
+    -- correlated subquery per span. Only a report without a cost of its own is priced (what
+    -- is left of a cost is never NULL): its models are found in a pass of their own, so the
+    -- wide reports below are read once and streamed, never materialised.
+    SELECT m.model, arg_max(p.input_per_mtok, length(p.model)) AS price_i,
+           arg_max(p.output_per_mtok, length(p.model)) AS price_o
+    FROM (SELECT DISTINCT hs_fw_model(attributes, name, "gen_ai.agent.name",
+                                      "gen_ai.request.model", "gen_ai.operation.name",
+                                      "gen_ai.agent.handoff.source.name",
+                                      "gen_ai.agent.handoff.target.name") AS model
+          FROM hs_spans(since_ns, until_ns, agents)
+          WHERE cost_usd IS NULL AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL))
+        AS m
+    CROSS JOIN hs_prices AS p
+    WHERE m.model IS NOT NULL AND starts_with(m.model, p.model)
+    GROUP BY m.model
 ), counted AS (
-    -- One pass over the (wide) reports: a CTE read twice would be materialised whole.
     SELECT r.*,
            CASE WHEN b.span_id IS NULL THEN r.input_tokens
                 ELSE greatest(r.input_tokens - coalesce(b.input_below, 0), 0) END AS in_left,
@@ -331,17 +348,6 @@ WITH RECURSIVE reports AS (
     FROM reports AS r
     LEFT JOIN below AS b
         ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
-), model_prices AS (
-    -- Each model's price: the longest known prefix (two prefixes of one model of the same
-    -- length are the same text). A join of the few models by the few prices, not a
-    -- correlated subquery per span.
-    SELECT m.model, arg_max(p.input_per_mtok, length(p.model)) AS price_i,
-           arg_max(p.output_per_mtok, length(p.model)) AS price_o
-    FROM (SELECT DISTINCT model FROM counted WHERE cost_left IS NULL AND model IS NOT NULL)
-        AS m
-    CROSS JOIN hs_prices AS p
-    WHERE starts_with(m.model, p.model)
-    GROUP BY m.model
 ), priced AS (
     SELECT c.*,
            CASE WHEN c.cost_left IS NULL THEN mp.price_i END AS price_i,
