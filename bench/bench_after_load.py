@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import time
 from typing import Any
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="DuckDB threads (0: default)")
     args = parser.parse_args()
 
+    import auditor
     from auditor import derived
     from auditor.attribution import resolve_sql
     from auditor.audit import prepare, run_rule
@@ -88,6 +90,7 @@ def main() -> None:
     for name, wall, cpu in steps:
         print(f"{name:40s} {wall:6.2f} s {cpu:6.2f} CPU s")
     print(f"{'total':40s} {sum(s[1] for s in steps):6.2f} s {sum(s[2] for s in steps):6.2f} CPU s")
+    print(f"auditor {os.path.dirname(auditor.__file__)}")
     count = sum(len(f) for f in findings.values())
     print(f"findings {count} digest {_digest(findings)}, figures digest {_digest(figures)}")
 
