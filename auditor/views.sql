@@ -285,31 +285,52 @@ WITH RECURSIVE reports AS (
     FROM hs_spans(since_ns, until_ns, agents)
     WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
 ), links AS MATERIALIZED (
-    SELECT trace_id, span_id, parent_span_id,
+    -- With what each span reported, so that the reports found below need no lookup.
+    SELECT trace_id, span_id, parent_span_id, input_tokens, output_tokens, cost_usd,
            input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
                AS reports
     FROM spans
     WHERE trace_id IS NOT NULL AND span_id IS NOT NULL
-), down(trace_id, span_id, report_above, is_report, depth) AS (
+), down(trace_id, span_id, report_above, is_report, depth, input_tokens, output_tokens,
+        cost_usd) AS (
     -- From each report down to the nearest reports below it (a walk stops at a report, whose
     -- own walk goes on): the library's phase spans have no children, so over its own traces
     -- this is one join that finds nothing.
-    SELECT c.trace_id, c.span_id, c.parent_span_id, c.reports, 1
+    SELECT c.trace_id, c.span_id, c.parent_span_id, c.reports, 1, c.input_tokens,
+           c.output_tokens, c.cost_usd
     FROM links AS c SEMI JOIN links AS r
         ON r.trace_id = c.trace_id AND r.span_id = c.parent_span_id AND r.reports
     UNION ALL
-    SELECT c.trace_id, c.span_id, d.report_above, c.reports, d.depth + 1
+    SELECT c.trace_id, c.span_id, d.report_above, c.reports, d.depth + 1, c.input_tokens,
+           c.output_tokens, c.cost_usd
     FROM down AS d JOIN links AS c ON c.trace_id = d.trace_id AND c.parent_span_id = d.span_id
     WHERE NOT d.is_report AND d.depth < 256
 ), below AS (
     -- What the nearest reports under each report reported (each covers its own subtree).
-    SELECT n.trace_id, n.report_above AS span_id, sum(r.input_tokens) AS input_below,
-           sum(r.output_tokens) AS output_below, sum(r.cost_usd) AS cost_below
-    FROM (SELECT * FROM down WHERE is_report) AS n
-    JOIN spans AS r ON r.trace_id = n.trace_id AND r.span_id = n.span_id
+    SELECT trace_id, report_above AS span_id, sum(input_tokens) AS input_below,
+           sum(output_tokens) AS output_below, sum(cost_usd) AS cost_below
+    FROM down
+    WHERE is_report
     GROUP BY ALL
+), model_prices AS (
+    -- Each model's price: the longest known prefix (two prefixes of one model of the same
+    -- length are the same text). A join of the few models by the few prices, not a
+    -- correlated subquery per span. Only a report without a cost of its own is priced (what
+    -- is left of a cost is never NULL): its models are found in a pass of their own, so the
+    -- wide reports below are read once and streamed, never materialised.
+    SELECT m.model, arg_max(p.input_per_mtok, length(p.model)) AS price_i,
+           arg_max(p.output_per_mtok, length(p.model)) AS price_o
+    FROM (SELECT DISTINCT hs_fw_model(attributes, name, "gen_ai.agent.name",
+                                      "gen_ai.request.model", "gen_ai.operation.name",
+                                      "gen_ai.agent.handoff.source.name",
+                                      "gen_ai.agent.handoff.target.name") AS model
+          FROM hs_spans(since_ns, until_ns, agents)
+          WHERE cost_usd IS NULL AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL))
+        AS m
+    CROSS JOIN hs_prices AS p
+    WHERE m.model IS NOT NULL AND starts_with(m.model, p.model)
+    GROUP BY m.model
 ), counted AS (
-    -- One pass over the (wide) reports: a CTE read twice would be materialised whole.
     SELECT r.*,
            CASE WHEN b.span_id IS NULL THEN r.input_tokens
                 ELSE greatest(r.input_tokens - coalesce(b.input_below, 0), 0) END AS in_left,
@@ -331,17 +352,6 @@ WITH RECURSIVE reports AS (
     FROM reports AS r
     LEFT JOIN below AS b
         ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
-), model_prices AS (
-    -- Each model's price: the longest known prefix (two prefixes of one model of the same
-    -- length are the same text). A join of the few models by the few prices, not a
-    -- correlated subquery per span.
-    SELECT m.model, arg_max(p.input_per_mtok, length(p.model)) AS price_i,
-           arg_max(p.output_per_mtok, length(p.model)) AS price_o
-    FROM (SELECT DISTINCT model FROM counted WHERE cost_left IS NULL AND model IS NOT NULL)
-        AS m
-    CROSS JOIN hs_prices AS p
-    WHERE starts_with(m.model, p.model)
-    GROUP BY m.model
 ), priced AS (
     SELECT c.*,
            CASE WHEN c.cost_left IS NULL THEN mp.price_i END AS price_i,

@@ -4,16 +4,29 @@
 -- why: Commit must be idempotent: a retried or duplicated commit returns the stored result
 --   (recorded as replayed) and never runs the task again. Two executions mean a broken
 --   idempotency store, and possibly an external effect done twice.
-WITH executions AS (
-    SELECT
-        *,
-        count(*) OVER (PARTITION BY "handoff.receiver", "handoff.idempotency_key") AS runs,
-        row_number() OVER (PARTITION BY "handoff.receiver", "handoff.idempotency_key"
-                           ORDER BY start_unix_nano, span_id) AS nth
+WITH commits AS (
+    SELECT trace_id, span_id, attempt_no, start_unix_nano, "handoff.task_id",
+           "handoff.idempotency_key", "handoff.sender", "handoff.receiver"
     FROM hs_phases_all
     WHERE name = 'handoff.commit'
       AND "handoff.commit.outcome" = 'executed'
       AND coalesce("handoff.idempotency_key", '') <> ''
+), repeated AS (
+    -- The few keys executed more than once: only their commits are numbered.
+    SELECT "handoff.receiver", "handoff.idempotency_key"
+    FROM commits
+    GROUP BY ALL
+    HAVING count(*) > 1
+), executions AS (
+    SELECT
+        c.*,
+        count(*) OVER (PARTITION BY c."handoff.receiver", c."handoff.idempotency_key") AS runs,
+        row_number() OVER (PARTITION BY c."handoff.receiver", c."handoff.idempotency_key"
+                           ORDER BY c.start_unix_nano, c.span_id) AS nth
+    FROM commits AS c
+    SEMI JOIN repeated AS r
+        ON r."handoff.receiver" IS NOT DISTINCT FROM c."handoff.receiver"
+       AND r."handoff.idempotency_key" = c."handoff.idempotency_key"
 )
 SELECT
     trace_id,

@@ -6,7 +6,8 @@
 --   state, or an attempt both committed and void means some party ignored the state machine,
 --   typically a commit executed for a proposal that had already been voided. Attempts that
 --   were committed on a late answer are reported by late-validation-used instead.
-WITH moves AS (
+WITH moves AS NOT MATERIALIZED (
+    -- Read twice; computed twice from the table instead of held whole.
     SELECT
         *,
         CASE mode
@@ -70,7 +71,9 @@ SELECT
     format('{} (attempt {}): {}', coalesce(p."handoff.task_id", 'a handoff'), o.attempt_no,
            o.problem) AS message
 FROM offending AS o
-LEFT JOIN (SELECT * FROM hs_phases_all QUALIFY row_number() OVER (PARTITION BY handoff_key
+LEFT JOIN (SELECT handoff_key, "handoff.task_id", "handoff.idempotency_key", "handoff.sender",
+                  "handoff.receiver"
+           FROM hs_phases_all QUALIFY row_number() OVER (PARTITION BY handoff_key
            ORDER BY start_unix_nano) = 1) AS p USING (handoff_key)
 WHERE NOT EXISTS (SELECT 1 FROM late AS l
                   WHERE l.handoff_key = o.handoff_key AND l.attempt_no = o.attempt_no)

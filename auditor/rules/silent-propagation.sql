@@ -6,14 +6,28 @@
 --   the whole workflow's wrong answer.
 WITH consumers AS (
     -- Each handoff's first span (its first propose, or its first commit when it has none),
-    -- with only the columns read below: the window carries every column it is given.
-    SELECT trace_id, span_id, handoff_key, attempt_no, start_unix_nano, "handoff.task_id",
-           "handoff.idempotency_key", "handoff.sender", "handoff.receiver",
-           "handoff.consumed.task_id", "handoff.consumed.status"
-    FROM hs_phases_all
-    WHERE name IN ('handoff.propose', 'handoff.commit')
-    QUALIFY row_number() OVER (PARTITION BY handoff_key
-                               ORDER BY attempt_no, name = 'handoff.commit', start_unix_nano) = 1
+    -- with only the columns read below. An aggregate, not a window: a window over every
+    -- phase span sorts them all, where the first of each handoff needs one pass.
+    SELECT f.trace_id AS trace_id, f.span_id AS span_id, handoff_key,
+           f.attempt_no AS attempt_no, f.start_unix_nano AS start_unix_nano,
+           f.task_id AS "handoff.task_id", f.idempotency_key AS "handoff.idempotency_key",
+           f.sender AS "handoff.sender", f.receiver AS "handoff.receiver",
+           f.consumed_task_id AS "handoff.consumed.task_id",
+           f.consumed_status AS "handoff.consumed.status"
+    FROM (
+        SELECT handoff_key,
+               arg_min(struct_pack(trace_id := trace_id, span_id := span_id,
+                                   attempt_no := attempt_no, start_unix_nano := start_unix_nano,
+                                   task_id := "handoff.task_id",
+                                   idempotency_key := "handoff.idempotency_key",
+                                   sender := "handoff.sender", receiver := "handoff.receiver",
+                                   consumed_task_id := "handoff.consumed.task_id",
+                                   consumed_status := "handoff.consumed.status"),
+                       -- A struct orders its NULL fields last, as ORDER BY does.
+                       (attempt_no, name = 'handoff.commit', start_unix_nano)) AS f
+        FROM hs_phases_all
+        WHERE name IN ('handoff.propose', 'handoff.commit')
+        GROUP BY handoff_key)
 ), results AS (
     -- Each handoff's final result: the last commit, a failed or refused one counting as failed.
     SELECT
@@ -23,8 +37,9 @@ WITH consumers AS (
              ELSE coalesce("handoff.result.status", 'complete') END AS status
     FROM hs_phases_all
     WHERE name = 'handoff.commit'
+    -- One key, as the aggregate DuckDB rewrites it to (negated: descending, NULLs last).
     QUALIFY row_number() OVER (PARTITION BY handoff_key
-                               ORDER BY attempt_no DESC, end_unix_nano DESC) = 1
+                               ORDER BY (-attempt_no, -end_unix_nano)) = 1
 ), consumed AS (
     -- What each handoff passed on: named on its propose (handoff.consumed.*), or else the
     -- latest result its sender received earlier in the same trace.
