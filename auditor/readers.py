@@ -57,7 +57,6 @@ BATCH_FILES: Final = 256
 BATCH_BYTES: Final = 64 * 1024 * 1024
 """In-memory text sent to DuckDB in one statement."""
 BATCH_LINES: Final = 50_000
-_T = TypeVar("_T")
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 """Longest JSON line DuckDB reads; a file with a longer line is read in Python instead.
 
@@ -727,6 +726,9 @@ def _any_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
             # settings: it must be rolled back anyway (the error raised is the statement's).
             _rollback(con)
             run(con, "SET preserve_insertion_order = ?", [before])
+
+
+_T = TypeVar("_T")
 
 
 def _committed(con: duckdb.DuckDBPyConnection, body: Callable[[], _T]) -> _T | None:

@@ -30,24 +30,26 @@ def test_unknown_command_is_a_usage_error(capsys):
     assert "No such command" in capsys.readouterr().err
 
 
-def test_importing_collector_loads_nothing_heavy():
-    code = "import sys, json, collector; print(json.dumps(sorted(m for m in sys.modules)))"
+def _loaded_after(imports: str) -> list[str]:
+    """The modules a fresh interpreter holds after ``import <imports>``."""
+    code = f"import sys, json, {imports}; print(json.dumps(sorted(m for m in sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout)
-    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
-    assert offenders == []
+    loaded: list[str] = json.loads(out.stdout)
+    return loaded
+
+
+def _of(loaded: list[str], packages: list[str]) -> list[str]:
+    """Those of ``loaded`` that are ``packages`` or lie inside one."""
+    return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in packages)]
+
+
+def test_importing_collector_loads_nothing_heavy():
+    assert _of(_loaded_after("collector"), HEAVY) == []
 
 
 def test_importing_collector_and_its_integrations_loads_no_framework():
-    code = (
-        "import sys, json, collector, collector.integrations, collector.integrations.handshake;"
-        " print(json.dumps(sorted(m for m in sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout)
-    heavy = HEAVY + FRAMEWORKS
-    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in heavy)]
-    assert offenders == []
+    loaded = _loaded_after("collector, collector.integrations, collector.integrations.handshake")
+    assert _of(loaded, HEAVY + FRAMEWORKS) == []
 
 
 def test_public_surface_is_sorted_and_importable():
@@ -95,34 +97,22 @@ HTTP_STACK = ["httpx", "starlette", "uvicorn", "jsonschema", "anyio", "h11"]
 
 
 def test_importing_collector_loads_no_http_stack():
-    code = "import sys, json, collector; print(json.dumps(sorted(m for m in sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout)
-    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HTTP_STACK)]
-    assert offenders == []
+    assert _of(_loaded_after("collector"), HTTP_STACK) == []
 
 
 def test_the_http_package_loads_neither_the_server_runner_nor_the_sdk():
-    code = "import sys, json, collector.http; print(json.dumps(sorted(m for m in sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout)
+    loaded = _loaded_after("collector.http")
     assert "httpx" in loaded and "starlette" in loaded  # it is the HTTP package
     # click is left out: httpx itself imports its optional command line when click is there.
     banned = ["uvicorn", *(h for h in HEAVY if h != "click")]
-    offenders = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in banned)]
-    assert offenders == []
+    assert _of(loaded, banned) == []
 
 
 def test_the_auditor_loads_only_the_collector_modules_it_uses():
     # Every command imports the auditor; the handshake machinery (asyncio, the OpenTelemetry
     # API) is collector's, loaded when one of its names is first used.
-    code = (
-        "import sys, json, auditor.audit, auditor.commands, auditor.load;"
-        " print(json.dumps(sorted(m for m in sys.modules)))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded = json.loads(out.stdout)
-    assert [m for m in loaded if m.split(".")[0] in ("asyncio", "opentelemetry")] == []
+    loaded = _loaded_after("auditor.audit, auditor.commands, auditor.load")
+    assert _of(loaded, ["asyncio", "opentelemetry"]) == []
     assert "collector.handoff" not in loaded
 
 
