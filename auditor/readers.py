@@ -507,8 +507,11 @@ class Reader:
         params = [[s.path for s in suspects], sources[0].compression, MAX_LINE_BYTES]
         stats = grown(self.con, _FILE_STATS.format(lines=lines), params)
         by_path = {s.path: s for s in suspects}
+        # In the order the files were given, so that their problems are reported in it too
+        # (the statement groups its rows in no set order).
+        order = {s.path: number for number, s in enumerate(suspects)}
         troubled = []
-        for path, last, missing, spans in stats:
+        for path, last, missing, spans in sorted(stats, key=lambda row: order[str(row[0])]):
             source = by_path[str(path)]
             self._info[source.path] = _FileInfo(
                 None if last is None else int(last),  # type: ignore[call-overload]

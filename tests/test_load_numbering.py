@@ -304,3 +304,23 @@ def test_repeated_lines_with_bad_ids_read_the_same_on_both_paths(
         "SELECT parse_filename(source_file), source_line FROM spans WHERE span_id IS NULL"
         " ORDER BY ALL"
     ).fetchall() == [("a.jsonl", 2), ("a.jsonl", 4), ("a.jsonl", 7), ("b.jsonl", 1)]
+
+
+def test_problems_of_files_read_again_together_come_in_the_order_of_the_files(
+    tmp_path: Path,
+) -> None:
+    """Two files sent down the exact path together report their problems file by file, in
+    the order given, however DuckDB groups their rows."""
+    no_ids = span_json(name="anonymous")
+    del no_ids["spanId"]
+    good = [export(span_json(f"{n:016x}")) for n in range(1, 30)]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "b.jsonl").write_text("\n".join([*good, "{oops", export(no_ids)]) + "\n")
+    (folder / "c.jsonl").write_text("\n".join(good[:20]) + "\n" + good[20][:50])
+    for _ in range(10):
+        assert [(Path(p.file).name, p.line) for p in load_traces(folder).problems] == [
+            ("b.jsonl", 31),  # no span id (the ids are checked first)
+            ("b.jsonl", 30),  # "{oops"
+            ("c.jsonl", 21),  # torn
+        ]
