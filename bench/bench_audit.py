@@ -30,6 +30,9 @@ With ``--json-only`` only the shred and the audit of JSON lines run, and with
 ``bench_audit.py --child audit``) runs beside it, interleaved, ``--repeat`` times:
 
     python bench/bench_audit.py --dir /tmp/i19bench --json-only --json-before /tmp/old --repeat 2
+
+With ``--files N`` the same spans are first split into N files, in order, as an exporter that
+rotates its file writes them, and both the shred and the audit read them all.
 """
 
 from __future__ import annotations
@@ -321,6 +324,31 @@ def best(repeat: int, task: str, *args: str) -> dict[str, Any]:
     return min(ok, key=lambda r: r["seconds"]) if ok else runs[0]
 
 
+def rotated(path: Path, files: int) -> Path:
+    """The lines of ``path`` split into ``files`` files of about equal size, in order, as
+    an exporter that rotates its file writes them (made once, beside ``path``); returns the
+    glob pattern that names them, which the shred and the audit both take."""
+    folder = path.with_name(f"{path.stem}-in-{files}-files")
+    if not folder.is_dir():
+        partial = folder.with_name(folder.name + ".partial")
+        partial.mkdir(exist_ok=True)
+        share = path.stat().st_size / files
+        with path.open("rb") as lines:
+            number, written, out = 0, 0, None
+            for line in lines:
+                if out is None or (written >= share * (number + 1) and number + 1 < files):
+                    if out is not None:
+                        out.close()
+                    number += out is not None
+                    out = (partial / f"part-{number:03d}.jsonl").open("wb")
+                out.write(line)
+                written += len(line)
+            if out is not None:
+                out.close()
+        partial.rename(folder)
+    return folder / "*.jsonl"
+
+
 def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]:
     """The shred and the audit of ``path`` (and with ``before`` that checkout's audit), one
     process each, interleaved so that every side sees the same load; the best of each."""
@@ -582,6 +610,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="run the shred, parse and audits this many times each and keep the best of each",
     )
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=1,
+        help="with --json-only: the same spans split into this many files, as a rotating"
+        " exporter writes them (the shred and the audit read them all)",
+    )
     parser.add_argument("--store", type=Path, help="the store to audit (default: compact one)")
     parser.add_argument("--store-only", action="store_true", help="measure only the store")
     parser.add_argument("--before", type=Path, help="a checkout of another version to compare")
@@ -601,7 +636,8 @@ def main(argv: list[str] | None = None) -> int:
     path = args.dir / f"{args.spans}.jsonl"
     info = ensure(path, args.spans)
     if args.json_only:
-        print(json.dumps(measure_json(path, args.json_before, args.repeat), indent=2))
+        source = rotated(path, args.files) if args.files > 1 else path
+        print(json.dumps(measure_json(source, args.json_before, args.repeat), indent=2))
         return 0
     load = os.getloadavg()[0]
     machine = (
