@@ -16,7 +16,7 @@ from auditor import derived
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures, figure_rows
 from auditor.kept_parts import Parts
-from auditor.macros import views_sql
+from auditor.macros import views_for, views_sql
 from auditor.prices import install_prices, read_prices
 from auditor.rule_findings import RuleFindings
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
@@ -177,6 +177,24 @@ def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False, shared: bool
     _PREPARED.add(con)
 
 
+def _prepare_for(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
+    """Create only the helper macros and views ``rules`` read, whether from the spans or
+    from tables derived or saved (:func:`auditor.macros.views_for`); ``con`` is not prepared
+    for anything else. A rule or two, run again for a new threshold, read few of them, and
+    creating each binds the spans again."""
+    import duckdb
+
+    if con in _PREPARED or _has_shared(con):
+        return
+    # A rule names the hs_<name>_all views it reads, whose statements name what derives
+    # them in turn (what a derived table is made of, and what a saved one is put back as).
+    # And the prices, which the audit installs, and a saved table is checked against.
+    try:
+        con.execute(views_for(" ".join(["hs_prices", *(rule.sql for rule in rules)]))).fetchall()
+    except duckdb.Error:
+        prepare(con, force=True)  # the statements named an object elsewhere: make them all
+
+
 def _has_shared(con: duckdb.DuckDBPyConnection) -> bool:
     # Creating them costs several ms per statement on a large Parquet store; the dashboard
     # opens a cursor per filter.
@@ -279,13 +297,20 @@ def _run(
     """Run ``rules`` into ``found``, and with ``figures`` the figures' queries, whose rows
     it returns; each is kept in ``parts``."""
     con = trace_set.con
-    prepare(con)
-    if settings.prices is not None:
-        install_prices(con, read_prices(settings.prices))
+    # Each of the helper views, and every query, binds the store's Parquet files again,
+    # reading their footers each time unless DuckDB keeps them (checked against the files'
+    # modification times).
+    con.execute("SET parquet_metadata_cache = true")
     # A store `compact` wrote carries every derived table: nothing is derived from its spans.
     # Only those read are wanted (the figures read all): a rule or two, run again for a new
     # threshold, read one or two of them.
     wanted = KEPT if figures else tuple(n for n in KEPT if any(_reads(r, n) for r in rules))
+    if figures:
+        prepare(con)
+    else:
+        _prepare_for(con, rules)
+    if settings.prices is not None:
+        install_prices(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
     kept = restore(con, trace_set.files, wanted, lazy=True)

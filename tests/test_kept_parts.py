@@ -20,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditor import derived
 from auditor.audit import AuditResult, Finding, audit
 from auditor.cli import main
 from auditor.errors import AuditError
@@ -311,3 +312,53 @@ def test_kept_columns_that_do_not_match_their_text_fail_when_read(tmp_path: Path
     assert piece is not None and piece.count == 2
     with pytest.raises(AuditError, match=rf"{rule.id} cannot be read"):
         _ = piece.findings
+
+
+# A rule or two run again create only the helper views they read.
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.id)
+def test_a_rule_finds_the_same_with_only_the_views_it_reads(rule: Rule) -> None:
+    from auditor.audit import prepare, run_rule
+    from auditor.macros import views_for
+
+    alone = load_traces([str(FAULTS), str(FRAMEWORK / "traces.jsonl")])
+    alone.con.execute(views_for("hs_prices " + rule.sql)).fetchall()
+    everything = load_traces([str(FAULTS), str(FRAMEWORK / "traces.jsonl")])
+    prepare(everything.con)
+    # Derived or read from the spans, as an audit finds them.
+    with derived.for_rules(alone.con, [rule]), derived.for_rules(everything.con, [rule]):
+        found = run_rule(alone.con, rule)
+        assert found == run_rule(everything.con, rule)
+    assert found == run_rule(alone.con, rule)
+    names = {n for (n,) in alone.con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+    assert "hs_traces_all" not in names or "hs_traces_all" in rule.sql
+
+
+def test_a_new_setting_over_a_damaged_saved_table_derives_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store.parquet"
+    assert main(["compact", str(FAULTS), "--out", str(store), "--quiet"]) == 0
+    phases = _beside(store).parent / "phases.parquet"
+    data = bytearray(phases.read_bytes())
+    # Its footer stays sound (so restoring finds nothing wrong); its pages do not.
+    damaged = slice(len(data) // 4, len(data) // 4 + 20_000)
+    data[damaged] = bytes((b * 7 + 13) % 256 for b in data[damaged])
+    phases.write_bytes(bytes(data))
+    asked: list[tuple[str, ...]] = []
+    real = derived.derive
+
+    def recorded(con: Any, names: tuple[str, ...] = derived.DERIVED, **options: Any) -> None:
+        asked.append(tuple(names))
+        real(con, names, **options)
+
+    monkeypatch.setattr(derived, "derive", recorded)
+    timeout = AuditSettings(validation_timeout_s=0.05)
+    found = audit(load_traces([str(store)]), timeout, store=True)
+    assert asked == [(), ("phases",)]  # read where it lies, failed, then derived
+    assert sum(not piece.loaded for piece in found.by_rule) == len(all_rules()) - 2
+    expected = audit(load_traces([str(FAULTS)]), timeout)
+    assert found.findings == expected.findings
+    for key in ("findings", "verdict", "rules"):
+        assert json.loads(render(found, "json"))[key] == json.loads(render(expected, "json"))[key]
