@@ -9,6 +9,7 @@ runs again), whatever digest they carry.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import shutil
@@ -362,3 +363,26 @@ def test_a_new_setting_over_a_damaged_saved_table_derives_it(
     assert found.findings == expected.findings
     for key in ("findings", "verdict", "rules"):
         assert json.loads(render(found, "json"))[key] == json.loads(render(expected, "json"))[key]
+
+
+@pytest.mark.parametrize(
+    ("value", "attempt", "message"),
+    [
+        (float("nan"), 1, "é\n"),
+        (float("-inf"), 2, "é\n"),
+        (0.5, 2**70, "beyond 64 bits"),
+        (1e-300, None, "not Unicode: \ud800"),
+    ],
+)
+def test_kept_findings_read_back_as_they_were(
+    value: float, attempt: int | None, message: str, tmp_path: Path
+) -> None:
+    rule = RULES[0]
+    (finding,) = _findings(rule, 1)
+    finding = dataclasses.replace(finding, value=value, attempt=attempt, message=message)
+    _parts(tmp_path).keep_findings(rule, [finding, finding])
+    piece = _parts(tmp_path).findings(rule)
+    assert piece is not None and not piece.loaded and piece.count == 2
+    assert repr(piece.findings[1]) == repr(finding)
+    fresh = _result((rule,), [[finding] * 2])
+    assert render(_result((rule,), [piece]), "json") == _reference(fresh)
