@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import click
 
-from auditor.report import FORMATS, render, render_bytes
+from auditor.report import FORMATS, render, render_chunks
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
 from collector.errors import HandoffscopeError
@@ -234,8 +234,8 @@ def audit(
         traces.con.close()
     # The JSON report goes out as the bytes it is written as; the others as text, which click
     # writes for the terminal it finds.
-    text: str | bytes = (
-        render_bytes(result, fmt)
+    text: str | list[bytes | memoryview] = (
+        render_chunks(result, fmt)
         if fmt == "json"
         else render(result, fmt, width=width, color=color)
     )
@@ -247,11 +247,16 @@ def audit(
     return result.exit_code()
 
 
-def _emit(text: str | bytes | BinaryIO, *, output: str | None, fmt: str) -> None:
-    """The report (text, its UTF-8, or a kept report's file) to stdout, or to ``--output``."""
+def _emit(text: str | list[bytes | memoryview] | BinaryIO, *, output: str | None, fmt: str) -> None:
+    """The report (text, its UTF-8 in chunks, or a kept report's file) to stdout, or to
+    ``--output``."""
     if output is None:
-        if isinstance(text, (str, bytes)):
+        if isinstance(text, str):
             click.echo(text, nl=False)
+        elif isinstance(text, list):
+            sys.stdout.flush()
+            sys.stdout.buffer.writelines(text)
+            sys.stdout.buffer.flush()
         else:
             sys.stdout.flush()
             shutil.copyfileobj(text, sys.stdout.buffer, _CHUNK)
@@ -260,7 +265,7 @@ def _emit(text: str | bytes | BinaryIO, *, output: str | None, fmt: str) -> None
         click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
 
 
-def _write_report(path: Path, text: str | bytes | BinaryIO) -> None:
+def _write_report(path: Path, text: str | list[bytes | memoryview] | BinaryIO) -> None:
     """Write the report, creating missing folders (as ``simulate --out`` does); a failure is
     an error naming the path (exit 2), never a traceback or exit 1, which CI reads as
     findings."""
@@ -270,8 +275,9 @@ def _write_report(path: Path, text: str | bytes | BinaryIO) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(text, str):
             path.write_text(text, encoding="utf-8")
-        elif isinstance(text, bytes):
-            path.write_bytes(text)
+        elif isinstance(text, list):
+            with path.open("wb") as out:
+                out.writelines(text)
         else:
             with path.open("wb") as out:
                 shutil.copyfileobj(text, out, _CHUNK)

@@ -139,10 +139,11 @@ def open_report(where: Path) -> tuple[BinaryIO, int] | None:
     return handle, int(words[1])
 
 
-def keep(where: Path, text: str | bytes, exit_code: int) -> bool:
-    """Keep ``text`` (a report, or its UTF-8, that exited with ``exit_code``) at ``where``,
-    dropping the oldest reports beyond :data:`MOST`. Returns whether it was kept: a store in
-    a folder that cannot be written to keeps nothing, and the audit is no worse for it."""
+def keep(where: Path, text: str | Sequence[bytes | memoryview], exit_code: int) -> bool:
+    """Keep ``text`` (a report, or its UTF-8 in chunks, that exited with ``exit_code``) at
+    ``where``, dropping the oldest reports beyond :data:`MOST`. Returns whether it was kept:
+    a store in a folder that cannot be written to keeps nothing, and the audit is no worse
+    for it."""
     folder = where.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -151,7 +152,7 @@ def keep(where: Path, text: str | bytes, exit_code: int) -> bool:
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(f"exit {exit_code}\n".encode())
-                out.write(text.encode("utf-8") if isinstance(text, str) else text)
+                out.writelines([text.encode("utf-8")] if isinstance(text, str) else text)
             os.replace(partial, where)
         except BaseException:
             Path(partial).unlink(missing_ok=True)
@@ -172,14 +173,14 @@ def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
     or None when it could not be."""
     from auditor.audit import audit
     from auditor.load import load_traces
-    from auditor.report import render_bytes
+    from auditor.report import render_chunks
 
     files = store_files([target])
     where = None if files is None else slot(files, settings, "json", 100, False)
     if where is None:
         return None
     result = audit(load_traces([target]), settings, store=True)
-    text = render_bytes(result, "json")
+    text = render_chunks(result, "json")
     if result.problems or slot(result.files, settings, "json", 100, False) != where:
         return None
     return where if keep(where, text, result.exit_code()) else None

@@ -44,7 +44,7 @@ AGENT = "récherche-研究"
 # Floats Python writes with an exponent, ones that need rounding to 12 digits, and text that
 # JSON escapes (a newline among them: the splice re-indents at newlines).
 VALUES = [1e-05, 1.5e16, 0.1 + 0.2, 2345.678912345678, -7.25e-9, None, 3.0, 1e300]
-TEXTS = ["plain", "agent « écrire » → 日本語 🚀", 'a "quoted"\nline\tand \\ more', "\u2028\x7f"]
+TEXTS = ["plain", "agent « écrire » → 日本語 🚀", 'a "quoted"\nline\tand \\ more', "\u2028\x7f\x00"]
 
 
 def _findings(rule: Rule, n: int) -> list[Finding]:
@@ -71,7 +71,8 @@ def _pieces(rules: tuple[Rule, ...], sizes: list[int]) -> list[list[Finding]]:
 
 
 def _result(rules: tuple[Rule, ...], found: list[list[Finding]] | list[RuleFindings]) -> Any:
-    figures = Figures(summary={"handoffs": 3, "ratio": 1e-07}, agents=[{"agent": AGENT}])
+    summary = {"handoffs": 3, "ratio": 1e-07, "\x00": "\x00"}
+    figures = Figures(summary=summary, agents=[{"agent": AGENT}])
     options: dict[str, Any] = {"rules": rules, "settings": AuditSettings(), "figures": figures}
     if found and isinstance(found[0], RuleFindings):
         return AuditResult(None, by_rule=found, **options)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from auditor.audit import AuditResult
 
-__all__ = ["FORMATS", "render", "render_bytes"]
+__all__ = ["FORMATS", "render", "render_chunks"]
 
 # Each format's module is imported when it renders: the table's pulls in rich, which a JSON
 # report (the one CI and scripts ask for) never needs.
@@ -39,13 +39,15 @@ def render(
     return str(renderer(result))
 
 
-def render_bytes(
+def render_chunks(
     result: AuditResult, fmt: str = "table", *, width: int = 100, color: bool = False
-) -> bytes:
-    """What :func:`render` returns, as UTF-8. The JSON report is written as such from the
-    start: tens of megabytes, decoded and encoded again, cost a tenth of a second."""
+) -> list[bytes | memoryview]:
+    """What :func:`render` returns, as UTF-8 in chunks to write one after another. The JSON
+    report is written as such from the start (:func:`~auditor.report.json_report.json_chunks`):
+    tens of megabytes of findings, joined, decoded and encoded again, cost a tenth of a
+    second."""
     if fmt == "json":
-        from auditor.report.json_report import json_bytes
+        from auditor.report.json_report import json_chunks
 
-        return json_bytes(result)
-    return render(result, fmt, width=width, color=color).encode("utf-8")
+        return json_chunks(result)
+    return [render(result, fmt, width=width, color=color).encode("utf-8")]

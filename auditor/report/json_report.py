@@ -12,7 +12,7 @@ from auditor.report.values import jsonable, no_gc
 __all__ = [
     "JSON_FORMAT",
     "findings_text",
-    "json_bytes",
+    "json_chunks",
     "render_json",
     "report_dict",
     "splice",
@@ -111,20 +111,30 @@ _PLAIN: Final = frozenset({str, int, bool, type(None)})
 
 def render_json(result: AuditResult) -> str:
     """The JSON report as text (two-space indent, keys in schema order)."""
-    text = _render(result)
-    return text if isinstance(text, str) else text.decode("utf-8")
+    chunks = _chunks(result)
+    if isinstance(chunks, str):
+        return chunks
+    return b"".join(chunks).decode("utf-8")
 
 
-def json_bytes(result: AuditResult) -> bytes:
-    """The JSON report as UTF-8 (what :func:`render_json` returns, without the detour
-    through ``str``: tens of megabytes copied twice)."""
-    text = _render(result)
-    # A lone surrogate (text that was never Unicode) can only stand inside a JSON string,
-    # where "\\udc80" is its escape: the same report, in UTF-8.
-    return text if isinstance(text, bytes) else text.encode("utf-8", "backslashreplace")
+def json_chunks(result: AuditResult) -> list[bytes | memoryview]:
+    """The JSON report as UTF-8, in chunks to write one after another (what
+    :func:`render_json` returns): each rule's findings as their own chunks, the text kept
+    for them beside a store as it was read, never copied (tens of megabytes)."""
+    chunks = _chunks(result)
+    if isinstance(chunks, str):
+        # A lone surrogate (text that was never Unicode) can only stand inside a JSON
+        # string, where "\\udc80" is its escape: the same report, in UTF-8.
+        return [chunks.encode("utf-8", "backslashreplace")]
+    return chunks
 
 
-def _render(result: AuditResult) -> bytes | str:
+_MARK: Final = b"\0"
+"""Where the findings go in the report orjson writes: a JSON string escapes a NUL, so no other
+raw NUL is in there."""
+
+
+def _chunks(result: AuditResult) -> list[bytes | memoryview] | str:
     try:
         import orjson
     except ModuleNotFoundError:  # pragma: no cover - orjson comes with the [cli] extra
@@ -138,11 +148,15 @@ def _render(result: AuditResult) -> bytes | str:
             return _plain(result)
         texts.append(text)
     doc = _document(result, _exponent)
-    doc["findings"] = orjson.Fragment(splice(texts))
+    doc["findings"] = orjson.Fragment(_MARK)
     try:
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        out = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
     except orjson.JSONEncodeError:
         return _plain(result)  # an integer beyond 64 bits, or text that is not Unicode
+    around = out.split(_MARK)
+    if len(around) != 2:  # pragma: no cover - orjson escapes a NUL in text
+        return _plain(result)
+    return [around[0], *_spliced(texts), around[1]]
 
 
 def findings_text(findings: list[Finding]) -> bytes | None:
@@ -166,16 +180,20 @@ def findings_text(findings: list[Finding]) -> bytes | None:
 def splice(texts: Sequence[bytes | memoryview]) -> bytes:
     """The report's ``findings`` list made of the lists ``texts`` (each as
     :func:`findings_text` writes it), in order."""
-    # b"[]", or b"[\n    {...},\n    {...}\n  ]": the items lie between b"[\n" and b"\n  ]".
-    # Sliced as views and copied once, by the join: they are tens of megabytes.
+    return b"".join(_spliced(texts))
+
+
+def _spliced(texts: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    # b"[]", or b"[\n    {...},\n    {...}\n  ]": the items lie between b"[\n" and b"\n  ]",
+    # taken as views of the texts, not copies.
     items = [memoryview(text)[2:-4] for text in texts if text != b"[]"]
     if not items:
-        return b"[]"
+        return [b"[]"]
     pieces: list[bytes | memoryview] = [b"[\n"]
     for item in items:
         pieces += (item, b",\n")
     pieces[-1] = b"\n  ]"
-    return b"".join(pieces)
+    return pieces
 
 
 def _exponent(value: float) -> Any:
