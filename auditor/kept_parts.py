@@ -123,7 +123,8 @@ class Parts:
                 "text": None if text is None else len(written),
                 "crc32": zlib.crc32(written, zlib.crc32(body)),
             }
-            self._write(self._rule_key(rule), [json.dumps(head).encode(), b"\n", body, written])
+            line = json.dumps(head).encode() + b"\n"
+            self._write_bytes(self._rule_key(rule), [line, body, written])
         return RuleFindings(rule, findings, json_text=text)
 
     def figures(self) -> dict[str, list[dict[str, Any]]] | None:
@@ -161,15 +162,16 @@ class Parts:
             return None
 
     def _write(self, key: dict[str, Any], value: Any) -> None:
-        """Keep ``value`` under ``key``: as JSON, or a list of bytes as they are."""
+        """Keep ``value`` under ``key``, as JSON."""
+        try:
+            body = json.dumps(value, default=_encoded, separators=(",", ":")).encode()
+        except (TypeError, ValueError):
+            return  # a value JSON cannot carry exactly: computed again next time
+        self._write_bytes(key, [body])
+
+    def _write_bytes(self, key: dict[str, Any], body: list[bytes]) -> None:
+        """Keep the bytes ``body`` (written one after another) under ``key``."""
         path, text = self._path(key)
-        if isinstance(value, list) and all(isinstance(piece, bytes) for piece in value):
-            body = value
-        else:
-            try:
-                body = [json.dumps(value, default=_encoded, separators=(",", ":")).encode()]
-            except (TypeError, ValueError):
-                return  # a value JSON cannot carry exactly: computed again next time
         try:
             self._folder.mkdir(parents=True, exist_ok=True)
             # Written whole, then renamed: a concurrent audit reads the old part or the new.
