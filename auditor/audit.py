@@ -78,25 +78,25 @@ class AuditResult:
 
     def __init__(
         self,
-        findings: list[Finding] | None,
-        rules: tuple[Rule, ...],
-        settings: AuditSettings,
-        figures: Figures,
+        findings: list[Finding] | None = None,
+        rules: tuple[Rule, ...] = (),
+        settings: AuditSettings | None = None,
+        figures: Figures | None = None,
         problems: list[LoadProblem] | None = None,
         files: list[str] | None = None,
         *,
         by_rule: Sequence[RuleFindings] = (),
     ) -> None:
         """``findings`` (in the order the report lists them), or ``by_rule`` the same in
-        pieces (with ``findings`` None)."""
+        pieces (with ``findings`` None). ``dataclasses.replace`` keeps the pieces."""
         if findings is not None:
             if by_rule:
                 raise TypeError("AuditResult takes findings or by_rule, not both")
             by_rule = (RuleFindings(None, list(findings)),)
         self.by_rule = tuple(by_rule)
         self.rules = rules
-        self.settings = settings
-        self.figures = figures
+        self.settings = settings if settings is not None else AuditSettings()
+        self.figures = figures if figures is not None else Figures()
         self.problems = list(problems or [])
         self.files = list(files or [])
         self._findings: list[Finding] | None = None

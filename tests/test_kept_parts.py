@@ -120,6 +120,9 @@ def test_a_report_spliced_from_kept_text_is_a_fresh_render_to_the_byte(tmp_path:
         == json.loads(text)["verdict"]["failing_findings"]
     )
     assert not any(piece.loaded for piece in kept)
+    moved = dataclasses.replace(spliced, files=["elsewhere"])  # the pieces come along
+    assert moved.by_rule == spliced.by_rule and json.loads(render(moved, "json"))["files"]
+    assert not any(piece.loaded for piece in kept)
     # Asked for, the findings are the very objects the rules returned (values unrounded).
     assert spliced.findings == fresh.findings
     assert spliced.findings[0].value == VALUES[0] and spliced.findings[2].value == 0.1 + 0.2
