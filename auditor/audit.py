@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from dataclasses import dataclass, fields
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor import derived
@@ -219,27 +220,37 @@ def run_rule(
         )
     except duckdb.Error as e:
         raise AuditError(f"rule {rule.id} could not run: {e}", title="rule failed") from e
-    out = []
-    for row in rows:
-        data = dict(zip(FINDING_COLUMNS, row, strict=True))
-        value = data["value"]
-        out.append(
-            Finding(
-                rule=rule.id,
-                severity=rule.severity,
-                message=str(data["message"]),
-                trace_id=data["trace_id"],
-                span_id=data["span_id"],
-                task_id=data["task_id"],
-                idempotency_key=data["idempotency_key"],
-                sender=data["sender"],
-                receiver=data["receiver"],
-                value=None if value is None else float(value),
-                attempt=None if data["attempt"] is None else int(data["attempt"]),
-            )
+    if rows and len(rows[0]) != len(FINDING_COLUMNS):
+        raise AuditError(
+            f"rule {rule.id} returned {len(rows[0])} columns, not {', '.join(FINDING_COLUMNS)}",
+            title="rule failed",
         )
+    out = [
+        Finding(
+            rule.id,
+            rule.severity,
+            str(message),
+            trace_id,
+            span_id,
+            task_id,
+            key,
+            sender,
+            receiver,
+            None if value is None else float(value),
+            None if attempt is None else int(attempt),
+        )
+        # Unpacked by position, not through a dict per row: a rule run again for a new
+        # threshold returns tens of thousands.
+        for message, trace_id, span_id, task_id, key, sender, receiver, value, attempt in map(
+            _IN_FINDING_ORDER, rows
+        )
+    ]
     out.sort(key=lambda f: (f.trace_id or "", f.task_id or "", f.receiver or "", f.attempt or 0))
     return out
+
+
+_IN_FINDING_ORDER: Final = itemgetter(*(FINDING_COLUMNS.index(n) for n in FINDING_FIELDS[2:]))
+"""A rule's row as the fields of a :class:`Finding` after its rule and severity."""
 
 
 def audit(

@@ -390,3 +390,13 @@ def test_kept_findings_read_back_as_they_were(
     assert repr(piece.findings[1]) == repr(finding)
     fresh = _result((rule,), [[finding] * 2])
     assert render(_result((rule,), [piece]), "json") == _reference(fresh)
+
+
+def test_a_rule_returning_other_columns_cannot_run() -> None:
+    # Findings are built from a rule's row by position: a row of another shape is refused.
+    from auditor.audit import run_rule
+
+    rule = dataclasses.replace(RULES[0], sql="SELECT 1 AS trace_id, 2 AS span_id", params=())
+    trace_set = load_traces([str(FAULTS)])
+    with pytest.raises(AuditError, match=rf"rule {rule.id} returned 2 columns"):
+        run_rule(trace_set.con, rule)
