@@ -31,7 +31,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import fields
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
 
@@ -203,13 +202,13 @@ def _settings(settings: AuditSettings) -> dict[str, object]:
 
 @cache
 def code_digest() -> str:
-    """A digest of the code a report depends on: handoffscope's and DuckDB's versions and
-    every file of the ``auditor`` and ``collector`` packages."""
+    """A digest of the code a report depends on: handoffscope's version, DuckDB's build
+    (:func:`_duckdb_build`) and every file of the ``auditor`` and ``collector`` packages."""
     import auditor
     import collector
 
     digest = hashlib.sha256()
-    for version in (collector.__version__, metadata.version("duckdb")):
+    for version in (collector.__version__, _duckdb_build()):
         digest.update(version.encode() + b"\0")
     for package in (auditor, collector):
         root = Path(package.__file__ or "").parent
@@ -219,3 +218,21 @@ def code_digest() -> str:
             digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0")
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _duckdb_build() -> str:
+    """Which DuckDB audits: the version its installed distribution names, and the size of its
+    compiled module. Found without importing DuckDB (a repeated audit answered from its kept
+    report never needs it) or importlib.metadata (whose import alone costs a tenth of such an
+    audit)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("_duckdb")
+    if spec is not None and spec.origin is not None:
+        module = Path(spec.origin)
+        found = list(module.parent.glob("duckdb-*.dist-info"))
+        if len(found) == 1:
+            return f"{found[0].name}:{module.stat().st_size}"
+    from importlib import metadata  # pragma: no cover - not how DuckDB installs
+
+    return metadata.version("duckdb")  # pragma: no cover
