@@ -9,21 +9,25 @@ from __future__ import annotations
 
 import weakref
 from collections import Counter
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor import derived
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures, figure_rows
 from auditor.kept_parts import Parts
-from auditor.macros import views_sql
+from auditor.macros import views_for, views_sql
 from auditor.prices import install_prices, read_prices
+from auditor.rule_findings import RuleFindings
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.saved import KEPT, restore
 from auditor.settings import AuditSettings
 from collector.progress import step
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import duckdb
 
     from auditor.load import LoadProblem, TraceSet
@@ -60,38 +64,97 @@ FINDING_FIELDS: Final = tuple(f.name for f in fields(Finding))
 """The fields of a :class:`Finding`, in order (the keys of a JSON report's finding)."""
 
 
-@dataclass
+@dataclass(init=False, eq=False)
 class AuditResult:
     """What an audit found: findings, the rules that ran, the figures, the input problems."""
 
-    findings: list[Finding]
+    by_rule: tuple[RuleFindings, ...]
+    """The findings in pieces, each rule's in the order the rules ran; a piece kept beside a
+    store becomes objects only when :attr:`findings` is read."""
     rules: tuple[Rule, ...]
     settings: AuditSettings
     figures: Figures
-    problems: list[LoadProblem] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
+    problems: list[LoadProblem]
+    files: list[str]
+
+    def __init__(
+        self,
+        findings: list[Finding] | None = None,
+        rules: tuple[Rule, ...] = (),
+        settings: AuditSettings | None = None,
+        figures: Figures | None = None,
+        problems: list[LoadProblem] | None = None,
+        files: list[str] | None = None,
+        *,
+        by_rule: Sequence[RuleFindings] = (),
+    ) -> None:
+        """``findings`` (in the order the report lists them), or ``by_rule`` the same in
+        pieces (with ``findings`` None). ``dataclasses.replace`` keeps the pieces."""
+        if findings is not None:
+            if by_rule:
+                raise TypeError("AuditResult takes findings or by_rule, not both")
+            by_rule = (RuleFindings(None, list(findings)),)
+        self.by_rule = tuple(by_rule)
+        self.rules = rules
+        self.settings = settings if settings is not None else AuditSettings()
+        self.figures = figures if figures is not None else Figures()
+        self.problems = list(problems or [])
+        self.files = list(files or [])
+        self._findings: list[Finding] | None = None
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding, each rule's in the order the rules ran (made into objects on first
+        access when they were kept beside a store)."""
+        if self._findings is None:
+            if len(self.by_rule) == 1:
+                self._findings = self.by_rule[0].findings
+            else:
+                self._findings = [f for piece in self.by_rule for f in piece.findings]
+        return self._findings
 
     def counts(self) -> dict[str, int]:
         """Findings per rule id, for every rule that ran (zero included)."""
-        counter = Counter(f.rule for f in self.findings)
+        counter = self._tally("rule", "id")
         return {r.id: counter[r.id] for r in self.rules}
 
     def severity_counts(self) -> dict[str, int]:
         """Findings per severity."""
-        counter = Counter(f.severity for f in self.findings)
+        counter = self._tally("severity", "severity")
         return {s: counter[s] for s in SEVERITIES}
+
+    def _tally(self, field: str, rule_field: str) -> Counter[str]:
+        """Findings per value of their ``field``: a rule's piece counted whole, by its
+        rule's ``rule_field``, without making kept findings into objects."""
+        counter: Counter[str] = Counter()
+        for piece in self.by_rule:
+            if piece.rule is None:
+                counter.update(getattr(f, field) for f in piece.findings)
+            else:
+                counter[getattr(piece.rule, rule_field)] += piece.count
+        return counter
 
     def failing(self, fail_on: str | None = None) -> list[Finding]:
         """Findings at or above ``fail_on`` (the settings' value when None)."""
-        level = fail_on or self.settings.fail_on
-        if level == "never":
-            return []
-        allowed = SEVERITIES[: SEVERITIES.index(level) + 1]
+        allowed = self._failing_severities(fail_on)
         return [f for f in self.findings if f.severity in allowed]
+
+    def failing_count(self, fail_on: str | None = None) -> int:
+        """How many findings are at or above ``fail_on`` (the settings' value when None),
+        without making kept findings into objects."""
+        allowed = self._failing_severities(fail_on)
+        counts = self.severity_counts()
+        return sum(counts[s] for s in allowed)
 
     def exit_code(self, fail_on: str | None = None) -> int:
         """0 when nothing fails at ``fail_on``, else 1."""
-        return 1 if self.failing(fail_on) else 0
+        return 1 if self.failing_count(fail_on) else 0
+
+    def _failing_severities(self, fail_on: str | None) -> tuple[str, ...]:
+        level = fail_on or self.settings.fail_on
+        if level == "never":
+            return ()
+        return SEVERITIES[: SEVERITIES.index(level) + 1]
 
 
 _PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -113,6 +176,24 @@ def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False, shared: bool
             text = text.replace("CREATE OR REPLACE TEMP ", "CREATE OR REPLACE ")
         con.execute(text).fetchall()
     _PREPARED.add(con)
+
+
+def _prepare_for(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
+    """Create only the helper macros and views ``rules`` read, whether from the spans or
+    from tables derived or saved (:func:`auditor.macros.views_for`); ``con`` is not prepared
+    for anything else. A rule or two, run again for a new threshold, read few of them, and
+    creating each binds the spans again."""
+    import duckdb
+
+    if con in _PREPARED or _has_shared(con):
+        return
+    # A rule names the hs_<name>_all views it reads, whose statements name what derives
+    # them in turn (what a derived table is made of, and what a saved one is put back as).
+    # And the prices, which the audit installs, and a saved table is checked against.
+    try:
+        con.execute(views_for(" ".join(["hs_prices", *(rule.sql for rule in rules)]))).fetchall()
+    except duckdb.Error:
+        prepare(con, force=True)  # the statements named an object elsewhere: make them all
 
 
 def _has_shared(con: duckdb.DuckDBPyConnection) -> bool:
@@ -139,27 +220,37 @@ def run_rule(
         )
     except duckdb.Error as e:
         raise AuditError(f"rule {rule.id} could not run: {e}", title="rule failed") from e
-    out = []
-    for row in rows:
-        data = dict(zip(FINDING_COLUMNS, row, strict=True))
-        value = data["value"]
-        out.append(
-            Finding(
-                rule=rule.id,
-                severity=rule.severity,
-                message=str(data["message"]),
-                trace_id=data["trace_id"],
-                span_id=data["span_id"],
-                task_id=data["task_id"],
-                idempotency_key=data["idempotency_key"],
-                sender=data["sender"],
-                receiver=data["receiver"],
-                value=None if value is None else float(value),
-                attempt=None if data["attempt"] is None else int(data["attempt"]),
-            )
+    if rows and len(rows[0]) != len(FINDING_COLUMNS):
+        raise AuditError(
+            f"rule {rule.id} returned {len(rows[0])} columns, not {', '.join(FINDING_COLUMNS)}",
+            title="rule failed",
         )
+    out = [
+        Finding(
+            rule.id,
+            rule.severity,
+            str(message),
+            trace_id,
+            span_id,
+            task_id,
+            key,
+            sender,
+            receiver,
+            None if value is None else float(value),
+            None if attempt is None else int(attempt),
+        )
+        # Unpacked by position, not through a dict per row: a rule run again for a new
+        # threshold returns tens of thousands.
+        for message, trace_id, span_id, task_id, key, sender, receiver, value, attempt in map(
+            _IN_FINDING_ORDER, rows
+        )
+    ]
     out.sort(key=lambda f: (f.trace_id or "", f.task_id or "", f.receiver or "", f.attempt or 0))
     return out
+
+
+_IN_FINDING_ORDER: Final = itemgetter(*(FINDING_COLUMNS.index(n) for n in FINDING_FIELDS[2:]))
+"""A rule's row as the fields of a :class:`Finding` after its rule and severity."""
 
 
 def audit(
@@ -174,7 +265,7 @@ def audit(
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
     parts = Parts.of(trace_set.files, settings) if store and not trace_set.problems else None
-    found: dict[str, list[Finding]] = {}
+    found: dict[str, RuleFindings] = {}
     kept_rows = None
     if parts is not None:
         for rule in rules:
@@ -190,12 +281,13 @@ def audit(
         trace_set.con, settings=settings, trace_set=trace_set, found=kept_rows
     )
     return AuditResult(
-        findings=[f for rule in rules for f in found[rule.id]],
+        None,
         rules=rules,
         settings=settings,
         figures=figures,
         problems=list(trace_set.problems),
         files=list(trace_set.files),
+        by_rule=[found[rule.id] for rule in rules],
     )
 
 
@@ -210,19 +302,26 @@ def _run(
     rules: list[Rule],
     *,
     figures: bool,
-    found: dict[str, list[Finding]],
+    found: dict[str, RuleFindings],
     parts: Parts | None,
 ) -> dict[str, list[dict[str, Any]]] | None:
     """Run ``rules`` into ``found``, and with ``figures`` the figures' queries, whose rows
     it returns; each is kept in ``parts``."""
     con = trace_set.con
-    prepare(con)
-    if settings.prices is not None:
-        install_prices(con, read_prices(settings.prices))
+    # Each of the helper views, and every query, binds the store's Parquet files again,
+    # reading their footers each time unless DuckDB keeps them (checked against the files'
+    # modification times).
+    con.execute("SET parquet_metadata_cache = true")
     # A store `compact` wrote carries every derived table: nothing is derived from its spans.
     # Only those read are wanted (the figures read all): a rule or two, run again for a new
     # threshold, read one or two of them.
     wanted = KEPT if figures else tuple(n for n in KEPT if any(_reads(r, n) for r in rules))
+    if figures:
+        prepare(con)
+    else:
+        _prepare_for(con, rules)
+    if settings.prices is not None:
+        install_prices(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
     kept = restore(con, trace_set.files, wanted, lazy=True)
@@ -241,7 +340,7 @@ def _query(
     rules: list[Rule],
     *,
     figures: bool,
-    found: dict[str, list[Finding]],
+    found: dict[str, RuleFindings],
     parts: Parts | None,
     kept: tuple[str, ...],
 ) -> dict[str, list[dict[str, Any]]] | None:
@@ -249,9 +348,11 @@ def _query(
     with derived.for_rules(con, rules, figures=figures, kept=kept):
         for number, rule in enumerate(rules):
             step(f"rule {rule.id}", done=number, total=len(rules))
-            found[rule.id] = run_rule(con, rule, settings)
-            if parts is not None:
-                parts.keep_findings(rule, found[rule.id])
+            findings = run_rule(con, rule, settings)
+            if parts is None:
+                found[rule.id] = RuleFindings(rule, findings)
+            else:
+                found[rule.id] = parts.keep_findings(rule, findings)
         if figures:
             step("spend and reliability figures")
             rows = figure_rows(con)

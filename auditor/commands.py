@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 import click
 
-from auditor.report import FORMATS, render
+from auditor.report import FORMATS, render, render_chunks
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
 from collector.errors import HandoffscopeError
@@ -232,7 +232,13 @@ def audit(
             result = run_audit(traces, settings, store=files is not None)
         # The report reads none of it: DuckDB's memory is free before rendering takes more.
         traces.con.close()
-    text = render(result, fmt, width=width, color=color)
+    # The JSON report goes out as the bytes it is written as; the others as text, which click
+    # writes for the terminal it finds.
+    text: str | list[bytes | memoryview] = (
+        render_chunks(result, fmt)
+        if fmt == "json"
+        else render(result, fmt, width=width, color=color)
+    )
     _emit(text, output=output, fmt=fmt)
     # Kept only for the store audited: not one rewritten meanwhile (its key changed).
     if kept_at is not None and not result.problems:
@@ -241,11 +247,16 @@ def audit(
     return result.exit_code()
 
 
-def _emit(text: str | BinaryIO, *, output: str | None, fmt: str) -> None:
-    """The report (text, or a kept report's file) to stdout, or to ``--output``."""
+def _emit(text: str | list[bytes | memoryview] | BinaryIO, *, output: str | None, fmt: str) -> None:
+    """The report (text, its UTF-8 in chunks, or a kept report's file) to stdout, or to
+    ``--output``."""
     if output is None:
         if isinstance(text, str):
             click.echo(text, nl=False)
+        elif isinstance(text, list):
+            sys.stdout.flush()
+            sys.stdout.buffer.writelines(text)
+            sys.stdout.buffer.flush()
         else:
             sys.stdout.flush()
             shutil.copyfileobj(text, sys.stdout.buffer, _CHUNK)
@@ -254,7 +265,7 @@ def _emit(text: str | BinaryIO, *, output: str | None, fmt: str) -> None:
         click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
 
 
-def _write_report(path: Path, text: str | BinaryIO) -> None:
+def _write_report(path: Path, text: str | list[bytes | memoryview] | BinaryIO) -> None:
     """Write the report, creating missing folders (as ``simulate --out`` does); a failure is
     an error naming the path (exit 2), never a traceback or exit 1, which CI reads as
     findings."""
@@ -264,6 +275,9 @@ def _write_report(path: Path, text: str | BinaryIO) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(text, str):
             path.write_text(text, encoding="utf-8")
+        elif isinstance(text, list):
+            with path.open("wb") as out:
+                out.writelines(text)
         else:
             with path.open("wb") as out:
                 shutil.copyfileobj(text, out, _CHUNK)

@@ -31,7 +31,6 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import fields
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
 
@@ -139,10 +138,11 @@ def open_report(where: Path) -> tuple[BinaryIO, int] | None:
     return handle, int(words[1])
 
 
-def keep(where: Path, text: str, exit_code: int) -> bool:
-    """Keep ``text`` (a report that exited with ``exit_code``) at ``where``, dropping the
-    oldest reports beyond :data:`MOST`. Returns whether it was kept: a store in a folder
-    that cannot be written to keeps nothing, and the audit is no worse for it."""
+def keep(where: Path, text: str | Sequence[bytes | memoryview], exit_code: int) -> bool:
+    """Keep ``text`` (a report, or its UTF-8 in chunks, that exited with ``exit_code``) at
+    ``where``, dropping the oldest reports beyond :data:`MOST`. Returns whether it was kept:
+    a store in a folder that cannot be written to keeps nothing, and the audit is no worse
+    for it."""
     folder = where.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -151,7 +151,7 @@ def keep(where: Path, text: str, exit_code: int) -> bool:
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(f"exit {exit_code}\n".encode())
-                out.write(text.encode("utf-8"))
+                out.writelines([text.encode("utf-8")] if isinstance(text, str) else text)
             os.replace(partial, where)
         except BaseException:
             Path(partial).unlink(missing_ok=True)
@@ -172,14 +172,14 @@ def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
     or None when it could not be."""
     from auditor.audit import audit
     from auditor.load import load_traces
-    from auditor.report import render
+    from auditor.report import render_chunks
 
     files = store_files([target])
     where = None if files is None else slot(files, settings, "json", 100, False)
     if where is None:
         return None
     result = audit(load_traces([target]), settings, store=True)
-    text = render(result, "json")
+    text = render_chunks(result, "json")
     if result.problems or slot(result.files, settings, "json", 100, False) != where:
         return None
     return where if keep(where, text, result.exit_code()) else None
@@ -202,13 +202,13 @@ def _settings(settings: AuditSettings) -> dict[str, object]:
 
 @cache
 def code_digest() -> str:
-    """A digest of the code a report depends on: handoffscope's and DuckDB's versions and
-    every file of the ``auditor`` and ``collector`` packages."""
+    """A digest of the code a report depends on: handoffscope's version, DuckDB's build
+    (:func:`_duckdb_build`) and every file of the ``auditor`` and ``collector`` packages."""
     import auditor
     import collector
 
     digest = hashlib.sha256()
-    for version in (collector.__version__, metadata.version("duckdb")):
+    for version in (collector.__version__, _duckdb_build()):
         digest.update(version.encode() + b"\0")
     for package in (auditor, collector):
         root = Path(package.__file__ or "").parent
@@ -218,3 +218,21 @@ def code_digest() -> str:
             digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0")
             digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def _duckdb_build() -> str:
+    """Which DuckDB audits: the version its installed distribution names, and the size of its
+    compiled module. Found without importing DuckDB (a repeated audit answered from its kept
+    report never needs it) or importlib.metadata (whose import alone costs a tenth of such an
+    audit)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("_duckdb")
+    if spec is not None and spec.origin is not None:
+        module = Path(spec.origin)
+        found = list(module.parent.glob("duckdb-*.dist-info"))
+        if len(found) == 1:
+            return f"{found[0].name}:{module.stat().st_size}"
+    from importlib import metadata  # pragma: no cover - not how DuckDB installs
+
+    return metadata.version("duckdb")  # pragma: no cover

@@ -18,6 +18,15 @@ Each part is kept under a key of everything it depends on:
 A part is read back (:meth:`Parts.findings`, :meth:`Parts.figures`) only under the same key,
 which the file itself repeats; a part that cannot be read is computed afresh. Only the newest
 :data:`MOST` parts are kept. Parts are JSON, never code: a store may come from elsewhere.
+
+A rule's part holds its findings twice: as JSON columns (one list per field), made into
+:class:`~auditor.Finding` objects only when someone reads them, and as the text the JSON
+report writes for them, which a JSON report splices in as it is
+(:mod:`auditor.rule_findings`): a hundred thousand findings cost more to decode and encode
+again than the rest of the audit. A line before them gives the number of findings, the
+length of each and a CRC-32 of both, so that damage is caught as the part is read, while
+the rule can still run instead. The text is used only if it reads as a JSON list of that
+many values, so a part, whoever wrote it, cannot break the report's JSON.
 """
 
 from __future__ import annotations
@@ -26,18 +35,22 @@ import hashlib
 import json
 import os
 import tempfile
+import zlib
 from datetime import date, datetime
 from decimal import Decimal
+from functools import cache
 from itertools import repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.kept import prices_digest, store_key
 from auditor.report.values import no_gc
+from auditor.rule_findings import RuleFindings
 from auditor.saved import location
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from auditor.audit import Finding
     from auditor.rules import Rule
@@ -48,7 +61,7 @@ __all__ = ["MOST", "Parts"]
 MOST: Final = 200
 """How many parts a store keeps (the newest; older ones are removed)."""
 
-_FORMAT: Final = 1
+_FORMAT: Final = 2
 _FOLDER: Final = "parts"
 _SUFFIX: Final = ".part"
 _TYPE: Final = "\0type"  # no column of a figure is called that
@@ -71,35 +84,48 @@ class Parts:
         if folder is None:
             return None
         try:
-            base = {"format": _FORMAT, **store_key(files), "prices": prices_digest(settings)}
+            base = {**store_key(files), "parts": _FORMAT, "prices": prices_digest(settings)}
         except OSError:
             return None
         return cls(folder / _FOLDER, base, settings)
 
-    def findings(self, rule: Rule) -> list[Finding] | None:
-        """``rule``'s findings as kept, in the order it returned them; None when none are."""
-        from auditor.audit import FINDING_FIELDS, Finding
+    def findings(self, rule: Rule) -> RuleFindings | None:
+        """``rule``'s findings as kept, in the order it returned them; None when none are
+        (or the part is damaged). They become objects only when asked for: a JSON report
+        takes their text as kept, checked to be a list of as many JSON values."""
+        path, key = self._path(self._rule_key(rule))
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        found = _split(data, key)
+        if found is None:
+            return None
+        count, columns, text = found
 
-        with no_gc():
-            found = self._read(self._rule_key(rule))
-            if not isinstance(found, list):
-                return None
-            # Kept as columns (one list per field): fewer objects to parse than rows.
-            if (
-                len(found) != len(FINDING_FIELDS) - 2
-                or not all(isinstance(column, list) for column in found)
-                or len({len(column) for column in found}) > 1
-            ):
-                return None
-            return list(map(Finding, repeat(rule.id), repeat(rule.severity), *found))
+        def load() -> list[Finding]:
+            return _findings(rule, columns, count, path)
 
-    def keep_findings(self, rule: Rule, findings: list[Finding]) -> None:
-        """Keep ``rule``'s ``findings`` (it ran with these settings over this store)."""
-        from auditor.audit import FINDING_FIELDS
+        return RuleFindings(rule, count=count, load=load, json_text=text)
 
-        # A finding's own fields but its rule's id and severity, which the rule gives back.
-        columns = [[getattr(f, n) for f in findings] for n in FINDING_FIELDS[2:]]
-        self._write(self._rule_key(rule), columns)
+    def keep_findings(self, rule: Rule, findings: list[Finding]) -> RuleFindings:
+        """Keep ``rule``'s ``findings`` (it ran with these settings over this store), with
+        the JSON report's text of them; return them as a report takes them."""
+        from auditor.report.json_report import findings_text
+
+        text = findings_text(findings)
+        body = _columns(findings)
+        if body is not None:
+            written = text or b""
+            head = {
+                "count": len(findings),
+                "columns": len(body),
+                "text": None if text is None else len(written),
+                "crc32": zlib.crc32(written, zlib.crc32(body)),
+            }
+            line = json.dumps(head).encode() + b"\n"
+            self._write_bytes(self._rule_key(rule), [line, body, written])
+        return RuleFindings(rule, findings, json_text=text)
 
     def figures(self) -> dict[str, list[dict[str, Any]]] | None:
         """The figures' rows as kept (:func:`auditor.figures.figure_rows`); None when not."""
@@ -136,18 +162,23 @@ class Parts:
             return None
 
     def _write(self, key: dict[str, Any], value: Any) -> None:
-        path, text = self._path(key)
+        """Keep ``value`` under ``key``, as JSON."""
         try:
-            body = json.dumps(value, default=_encoded, separators=(",", ":"))
+            body = json.dumps(value, default=_encoded, separators=(",", ":")).encode()
         except (TypeError, ValueError):
             return  # a value JSON cannot carry exactly: computed again next time
+        self._write_bytes(key, [body])
+
+    def _write_bytes(self, key: dict[str, Any], body: list[bytes]) -> None:
+        """Keep the bytes ``body`` (written one after another) under ``key``."""
+        path, text = self._path(key)
         try:
             self._folder.mkdir(parents=True, exist_ok=True)
             # Written whole, then renamed: a concurrent audit reads the old part or the new.
             handle, partial = tempfile.mkstemp(dir=self._folder, suffix=".partial")
             try:
                 with os.fdopen(handle, "wb") as out:
-                    out.write(text.encode("utf-8") + b"\n" + body.encode("utf-8"))
+                    out.writelines([text.encode("utf-8"), b"\n", *body])
                 os.replace(partial, path)
             except BaseException:
                 Path(partial).unlink(missing_ok=True)
@@ -159,6 +190,120 @@ class Parts:
                 old.unlink(missing_ok=True)
         except OSError:
             return  # a store in a folder that cannot be written to keeps nothing
+
+
+def _columns(findings: list[Finding]) -> bytes | None:
+    """``findings`` as JSON columns (one list per field); None when JSON cannot carry them
+    exactly (they are computed again next time)."""
+    from auditor.audit import FINDING_FIELDS
+
+    # A finding's own fields but its rule's id and severity, which the rule gives back.
+    names = FINDING_FIELDS[2:]
+    columns = list(zip(*map(attrgetter(*names), findings), strict=True)) or [()] * len(names)
+    values = columns[names.index("value")]
+    try:
+        import orjson
+
+        # orjson writes them several times faster, but NaN and infinities as null.
+        if all(type(v) is not float or v - v == 0 for v in values):
+            return orjson.dumps(columns)
+    except (ModuleNotFoundError, TypeError):  # orjson.JSONEncodeError is a TypeError
+        pass  # an integer beyond 64 bits, text that is not Unicode
+    try:
+        return json.dumps(columns, separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError):
+        return None
+
+
+def _split(data: bytes, key: str) -> tuple[int, memoryview, memoryview | None] | None:
+    """A rule's part ``data`` as its count of findings, their columns (JSON, unread) and
+    their report text; None unless it is whole and kept under ``key``."""
+    first = data.find(b"\n")
+    second = data.find(b"\n", first + 1)
+    if first < 0 or second < 0 or data[:first] != key.encode("utf-8"):
+        return None
+    try:
+        head = json.loads(data[first + 1 : second])
+        count, columns, length, crc = (head[k] for k in ("count", "columns", "text", "crc32"))
+    except (ValueError, TypeError, KeyError):
+        return None
+    body = memoryview(data)[second + 1 :]  # tens of megabytes: sliced, never copied
+    if not (
+        _whole(count)
+        and _whole(columns)
+        and (length is None or _whole(length))
+        and columns + (length or 0) == len(body)
+        and zlib.crc32(body) == crc
+    ):
+        return None
+    if length is None:
+        return count, body, None
+    # The rest of a part is ASCII (JSON as json.dumps writes it): one check over it all is
+    # quicker than decoding the text, needed only when it is not.
+    text = _findings_text(body[columns:], count, data.isascii())
+    return None if text is None else (count, body[:columns], text)
+
+
+def _whole(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _findings_text(data: memoryview, count: int, ascii: bool) -> memoryview | None:
+    """``data`` as text to splice into a report, when it is a JSON list of ``count`` values
+    in UTF-8 (``ascii`` when known to be ASCII), written as the report writes it
+    (:func:`auditor.report.json_report.findings_text`).
+
+    The text itself is checked, whatever digest came with it: a part is JSON, whoever wrote
+    it, and splicing it in must leave the report valid JSON."""
+    if count == 0:
+        return data if data == b"[]" else None
+    if data[:6] != b"[\n    " or data[-4:] != b"\n  ]":
+        return None  # the items are spliced from between these
+    decode = _list_decoder()
+    if decode is None:  # pragma: no cover - msgspec comes with the [cli] extra
+        return None
+    try:
+        # Read as a list, each value checked as it is skipped over, never made an object.
+        values = decode(data)
+        if not ascii:
+            str(data, "utf-8")  # the check alone: the text is spliced as bytes
+    except (ValueError, UnicodeDecodeError):  # msgspec.DecodeError is a ValueError
+        return None
+    return data if len(values) == count else None
+
+
+@cache
+def _list_decoder() -> Callable[[memoryview], list[Any]] | None:
+    try:
+        import msgspec
+    except ModuleNotFoundError:  # pragma: no cover - msgspec comes with the [cli] extra
+        return None
+    decoder = msgspec.json.Decoder(list[msgspec.Raw])
+    return decoder.decode
+
+
+def _findings(rule: Rule, columns: memoryview, count: int, path: Path) -> list[Finding]:
+    """The findings of ``rule`` kept as ``columns`` at ``path`` (whose digest was sound)."""
+    from auditor.audit import FINDING_FIELDS, Finding
+    from auditor.errors import AuditError
+
+    with no_gc():
+        try:
+            found = json.loads(bytes(columns))
+        except ValueError:
+            found = None
+        # Kept as columns (one list per field): fewer objects to parse than rows.
+        if (
+            not isinstance(found, list)
+            or len(found) != len(FINDING_FIELDS) - 2
+            or not all(isinstance(column, list) and len(column) == count for column in found)
+        ):
+            raise AuditError(
+                f"{path}: the findings kept for {rule.id} cannot be read; remove the file and"
+                " audit again",
+                title="kept findings damaged",
+            )
+        return list(map(Finding, repeat(rule.id), repeat(rule.severity), *found))
 
 
 def _encoded(value: Any) -> dict[str, str]:

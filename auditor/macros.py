@@ -15,7 +15,7 @@ from typing import Final
 
 from auditor.attribution import macros_sql
 
-__all__ = ["READ_UNFILTERED", "unfiltered", "views_sql"]
+__all__ = ["READ_UNFILTERED", "unfiltered", "views_for", "views_sql"]
 
 READ_UNFILTERED: Final = ("traces",)
 """The macros whose unfiltered view (``hs_<name>_all``) is :func:`unfiltered`."""
@@ -51,3 +51,43 @@ def unfiltered(name: str) -> str:
     if found is None:
         raise ValueError(f"views.sql has no table macro hs_{name}({_ARGS})")
     return _CALL.sub(r"\1_all", found.group(1))
+
+
+_COMMENT: Final = re.compile(r"--[^\n]*")
+_END: Final = re.compile(r";[ \t]*(?:\n|$)")
+_CREATES: Final = re.compile(
+    r"^\s*(?:CREATE OR REPLACE TEMP (?:MACRO|VIEW|TABLE)|INSERT INTO) (hs_\w+)"
+)
+_NAME: Final = re.compile(r"\bhs_\w+")
+
+
+@cache
+def _statements() -> tuple[tuple[str | None, frozenset[str], str], ...]:
+    """:func:`views_sql` statement by statement: the ``hs_*`` object each creates (or fills),
+    the ``hs_*`` names it reads, and its text."""
+    text = views_sql()
+    # Comments blanked to spaces (the offsets stay): a comment names objects and may end
+    # with a semicolon.
+    bare = _COMMENT.sub(lambda m: " " * len(m.group()), text)
+    out = []
+    start = 0
+    for end in _END.finditer(bare):
+        code = bare[start : end.end()]
+        created = _CREATES.match(code)
+        name = created.group(1) if created else None
+        out.append((name, frozenset(_NAME.findall(code)) - {name}, text[start : end.end()]))
+        start = end.end()
+    return tuple(out)
+
+
+def views_for(sql: str) -> str:
+    """The statements of :func:`views_sql` that create the ``hs_*`` objects the query
+    ``sql`` names and all they read, in their order there: what ``sql`` needs."""
+    statements = _statements()
+    wanted = set(_NAME.findall(_COMMENT.sub("", sql)))
+    grown = True
+    while grown:
+        more = set().union(*(reads for name, reads, _ in statements if name in wanted))
+        grown = not more <= wanted
+        wanted |= more
+    return "".join(text for name, _, text in statements if name in wanted)

@@ -19,8 +19,9 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
   repeated (answered from the kept report), and with ``--before CHECKOUT`` the same command
   of another version side by side (``--before-python`` its interpreter, ``--before-store``
   a store its own ``compact`` wrote).
-  Between them, first audits with new settings (a new ``--validation-timeout``, then
-  ``--fail-on never``) of a store whose rules' findings and figures are kept beside it.
+  Between them, for each version, first audits with new settings (a new
+  ``--validation-timeout``, the same for both, then ``--fail-on never``) of a store whose
+  rules' findings and figures are kept beside it.
 
     python bench/bench_audit.py --store-only --store /tmp/s/new.parquet --before /tmp/old
         --before-python /tmp/old/.venv/bin/python --before-store /tmp/s/old.parquet
@@ -457,20 +458,19 @@ def measure_stores(args: argparse.Namespace, store: Path) -> dict[str, Any]:
         sides.append(("before", args.before_python, args.before_store or store))
     runs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for _ in range(max(1, args.repeat)):
+        # First audits with new settings, each rule's findings and the figures kept by the
+        # first audit: a new threshold (two rules run again), a new --fail-on (none); their
+        # reports differ from the others in those settings alone. Both sides get the same
+        # threshold, so the same findings.
+        threshold = ("--validation-timeout", f"{next(_THRESHOLD)}ms")
+        fail_on = ("--fail-on", "never")
         for label, python, path in sides:
             runs[f"{label}_first"].append(measure_store(label, python, path, fresh=True))
             runs[f"{label}_again"].append(measure_store(label, python, path, fresh=False))
-            if label != "now":
-                continue
-            # First audits with new settings, each rule's findings and the figures kept by
-            # the first audit above: a new threshold (two rules run again), a new --fail-on
-            # (none). Their reports differ from the others in those settings alone.
-            threshold = ("--validation-timeout", f"{next(_THRESHOLD)}ms")
-            runs["now_threshold"].append(
+            runs[f"{label}_threshold"].append(
                 measure_store(label, python, path, fresh=True, parts=True, extra=threshold)
             )
-            fail_on = ("--fail-on", "never")
-            runs["now_fail_on"].append(
+            runs[f"{label}_fail_on"].append(
                 measure_store(label, python, path, fresh=True, parts=True, extra=fail_on)
             )
     out: dict[str, Any] = {"runs": runs}
@@ -495,7 +495,9 @@ def store_report(figures: dict[str, Any], command: str) -> str:
         "now_first": "now, first audit (nothing kept)",
         "now_again": "now, repeated (the kept report)",
         "now_threshold": "now, first audit with a new --validation-timeout (rules' findings kept)",
+        "before_threshold": "before, the same",
         "now_fail_on": "now, first audit with --fail-on never (rules' findings kept)",
+        "before_fail_on": "before, the same",
     }
     for key, name in names.items():
         r = figures.get(key)
@@ -508,9 +510,12 @@ def store_report(figures: dict[str, Any], command: str) -> str:
             f"| {name} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['peak_mb']:.0f} MB"
             f" | {r['findings']:,} |"
         )
-    same = ("before_first", "before_again", "now_first", "now_again")
-    digests = {r["sha256"] for k, r in figures.items() if k in same and "sha256" in r}
-    lines += ["", f"Reports alike (integers read as floats): {len(digests) == 1}.", ""]
+    alike = []
+    for same in (("first", "again"), ("threshold",), ("fail_on",)):
+        keys = {f"{side}_{kind}" for side in ("now", "before") for kind in same}
+        digests = {r["sha256"] for k, r in figures.items() if k in keys and "sha256" in r}
+        alike.append(len(digests) == 1)
+    lines += ["", f"Reports alike (integers read as floats): {all(alike)}.", ""]
     return "\n".join(lines)
 
 

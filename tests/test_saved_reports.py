@@ -405,3 +405,19 @@ def test_only_the_newest_parts_are_kept(
 def test_an_audit_of_trace_files_keeps_no_parts(source: Path, tmp_path: Path) -> None:
     assert main(["audit", str(source), "-o", str(tmp_path / "r")]) == 1
     assert not list(source.rglob("parts"))
+
+
+def test_the_code_digest_names_the_installed_duckdb_without_importing_it() -> None:
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    code = (
+        "import sys; from auditor import kept; kept.code_digest();"
+        " print(kept._duckdb_build()); print(sorted({'duckdb', 'importlib.metadata'}"
+        " & set(sys.modules)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    build, loaded = done.stdout.splitlines()
+    assert build.startswith(f"duckdb-{metadata.version('duckdb')}.dist-info:")
+    assert loaded == "[]"  # a repeated audit answers from its kept report without either

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.report.values import jsonable, no_gc
+
+__all__ = [
+    "JSON_FORMAT",
+    "findings_text",
+    "json_chunks",
+    "render_json",
+    "report_dict",
+    "splice",
+]
 
 if TYPE_CHECKING:
     from auditor.audit import AuditResult, Finding
@@ -18,7 +27,9 @@ JSON_FORMAT: Final = 1
 
 def report_dict(result: AuditResult) -> dict[str, Any]:
     """The JSON report as a dict."""
-    return _document(result, None)
+    doc = _document(result, None)
+    doc["findings"] = _findings(result.findings, None)
+    return doc
 
 
 def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> dict[str, Any]:
@@ -26,7 +37,7 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
 
     s = result.settings
     counts = result.counts()
-    failing = result.failing()
+    failing = result.failing_count()
     doc = {
         "format": JSON_FORMAT,
         "tool": {"name": "handoffscope", "version": __version__},
@@ -39,7 +50,7 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
         "verdict": {
             "passed": not failing,
             "exit_code": result.exit_code(),
-            "failing_findings": len(failing),
+            "failing_findings": failing,
             "findings_by_severity": result.severity_counts(),
         },
         "summary": result.figures.summary,
@@ -59,15 +70,14 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
         "files": result.files,
     }
     out: dict[str, Any] = jsonable(doc, exponent=exponent)
-    # The findings are most of a large report, each a flat record of scalars: walked here
-    # without jsonable's recursion (a hundred thousand of them took it most of a second).
-    out["findings"] = _findings(result.findings, exponent)
-    return out
+    return out  # the findings are the caller's to fill in
 
 
 def _findings(
     findings: list[Finding], exponent: Callable[[float], Any] | None
 ) -> list[dict[str, Any]]:
+    # The findings are most of a large report, each a flat record of scalars: walked here
+    # without jsonable's recursion (a hundred thousand of them took it most of a second).
     from auditor.audit import FINDING_FIELDS
 
     values_of = attrgetter(*FINDING_FIELDS)
@@ -101,18 +111,98 @@ _PLAIN: Final = frozenset({str, int, bool, type(None)})
 
 def render_json(result: AuditResult) -> str:
     """The JSON report as text (two-space indent, keys in schema order)."""
+    chunks = _chunks(result)
+    if isinstance(chunks, str):
+        return chunks
+    return b"".join(chunks).decode("utf-8")
+
+
+def json_chunks(result: AuditResult) -> list[bytes | memoryview]:
+    """The JSON report as UTF-8, in chunks to write one after another (what
+    :func:`render_json` returns): each rule's findings as their own chunks, the text kept
+    for them beside a store as it was read, never copied (tens of megabytes)."""
+    chunks = _chunks(result)
+    if isinstance(chunks, str):
+        # A lone surrogate (text that was never Unicode) can only stand inside a JSON
+        # string, where "\\udc80" is its escape: the same report, in UTF-8.
+        return [chunks.encode("utf-8", "backslashreplace")]
+    return chunks
+
+
+_MARK: Final = b"\0"
+"""Where the findings go in the report orjson writes: a JSON string escapes a NUL, so no other
+raw NUL is in there."""
+
+
+def _chunks(result: AuditResult) -> list[bytes | memoryview] | str:
     try:
         import orjson
     except ModuleNotFoundError:  # pragma: no cover - orjson comes with the [cli] extra
         return _plain(result)
+    # Each rule's findings as the text the report holds, spliced in whole: a rule's findings
+    # kept beside a store come as that text, never made into objects.
+    texts = []
+    for piece in result.by_rule:
+        text = piece.json_text if piece.json_text is not None else findings_text(piece.findings)
+        if text is None:
+            return _plain(result)
+        texts.append(text)
+    doc = _document(result, _exponent)
+    doc["findings"] = orjson.Fragment(_MARK)
+    try:
+        out = orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+    except orjson.JSONEncodeError:
+        return _plain(result)  # an integer beyond 64 bits, or text that is not Unicode
+    around = out.split(_MARK)
+    if len(around) != 2:  # pragma: no cover - orjson escapes a NUL in text
+        return _plain(result)
+    return [around[0], *_spliced(texts), around[1]]
+
+
+def findings_text(findings: list[Finding]) -> bytes | None:
+    """``findings`` as the JSON report writes them (UTF-8): a list, indented as the value
+    of the report's ``findings`` key. None when orjson cannot write them (an integer beyond
+    64 bits, text that is not Unicode) or is not installed; the report is then written by
+    :mod:`json`."""
+    try:
+        import orjson
+    except ModuleNotFoundError:  # pragma: no cover - orjson comes with the [cli] extra
+        return None
+    try:
+        text = orjson.dumps(_findings(findings, _exponent), option=orjson.OPT_INDENT_2)
+    except orjson.JSONEncodeError:
+        return None
+    # Written alone, the list sits one level shallower than in the report. A JSON string
+    # holds no newline (it is escaped), so every newline is the indentation's.
+    return text.replace(b"\n", b"\n  ")
+
+
+def splice(texts: Sequence[bytes | memoryview]) -> bytes:
+    """The report's ``findings`` list made of the lists ``texts`` (each as
+    :func:`findings_text` writes it), in order."""
+    return b"".join(_spliced(texts))
+
+
+def _spliced(texts: Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    # b"[]", or b"[\n    {...},\n    {...}\n  ]": the items lie between b"[\n" and b"\n  ]",
+    # taken as views of the texts, not copies.
+    items = [memoryview(text)[2:-4] for text in texts if text != b"[]"]
+    if not items:
+        return [b"[]"]
+    pieces: list[bytes | memoryview] = [b"[\n"]
+    for item in items:
+        pieces += (item, b",\n")
+    pieces[-1] = b"\n  ]"
+    return pieces
+
+
+def _exponent(value: float) -> Any:
     # The same text as json.dumps(indent=2, ensure_ascii=False), several times faster: orjson
     # writes every float as Python does but those Python writes with an exponent (1e-05,
     # not 0.00001), which go in as Python's own text.
-    doc = _document(result, lambda v: orjson.Fragment(repr(v)))
-    try:
-        return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n"
-    except orjson.JSONEncodeError:
-        return _plain(result)  # an integer beyond 64 bits, or text that is not Unicode
+    import orjson
+
+    return orjson.Fragment(repr(value))
 
 
 def _plain(result: AuditResult) -> str:
