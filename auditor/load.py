@@ -131,13 +131,13 @@ def load_traces(
         store = _open_store(sources)
         if store is not None:
             return store
-    large = sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES
-    ts = TraceSet(con=connect(con, large=con is None and large))
+    large = con is None and sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES
+    ts = TraceSet(con=connect(con, large=large))
     for message in missing:
         where, _, what = message.partition(": ")
         ts.problems.append(LoadProblem(where, None, what))
     before = ts.span_count
-    reader = Reader(ts.con)
+    reader = Reader(ts.con, compress=large)
     for number, source in enumerate(sources, start=1):
         step(f"reading {_shown(source.path)}", done=number - 1, total=len(sources))
         ts.files.append(source.path)

@@ -249,6 +249,9 @@ class Reader:
 
     con: duckdb.DuckDBPyConnection
     dedupe_on_insert: bool = False
+    compress: bool = False
+    """Compress the rows of each batch of files read on every thread once it is committed
+    (a checkpoint): for a large input, in a database that compresses its tables."""
     problems: list[LoadProblem] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     duplicates: int = 0
@@ -458,6 +461,10 @@ class Reader:
             # path reads the files one by one, so only bad lines are lost.
             self._read_exact(sources)
             return
+        if self.compress:
+            # Kept uncompressed until a checkpoint, the rows of file after file would fill
+            # the memory limit and spill to disk, which costs more than compressing them.
+            grown(self.con, "CHECKPOINT")
         read = [s.path for s in sources if s not in again]
         if read:
             self._check_ids("spans", "list_contains($paths, source_file)", {"paths": read})

@@ -324,3 +324,47 @@ def test_problems_of_files_read_again_together_come_in_the_order_of_the_files(
             ("b.jsonl", 30),  # "{oops"
             ("c.jsonl", 21),  # torn
         ]
+
+
+def test_a_large_input_compresses_each_batch_of_files_before_reading_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files read one batch at a time into a large input's database: each batch is
+    compressed before the next is read, and the rows are those of a small input's load."""
+    from auditor import load
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name, first in (("a", 1), ("b", 100), ("c", 200)):
+        lines = [export(span_json(f"{n:016x}")) for n in range(first, first + 30)]
+        (folder / f"{name}.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n")
+    small = load_traces(folder)
+    monkeypatch.setattr(readers, "BATCH_FILE_BYTES", 1)  # a batch per file
+    monkeypatch.setattr(load, "LARGE_INPUT_BYTES", 0)
+    loose: list[int] = []
+    real_run = readers.run
+
+    def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
+        if sql.startswith("INSERT INTO spans SELECT") and str(readers._TAGGED) in sql:
+            found = real_run(
+                con,
+                "SELECT count(*) FILTER (WHERE NOT persistent) FROM pragma_storage_info('spans')",
+            )
+            loose.append(int(found[0][0]))  # type: ignore[call-overload]
+        return real_run(con, sql, params)
+
+    monkeypatch.setattr(readers, "run", spy)
+    large = load_traces(folder)
+    assert loose == [0, 0, 0]  # three batches, each begun with the ones before compressed
+    out = tmp_path / "small.parquet"
+    small.con.execute("COPY spans TO ? (FORMAT parquet)", [str(out)])
+    differ = large.con.execute(
+        "SELECT (SELECT count(*) FROM (SELECT * FROM spans EXCEPT ALL"
+        "  SELECT * FROM read_parquet($1)))"
+        " + (SELECT count(*) FROM (SELECT * FROM read_parquet($1) EXCEPT ALL"
+        "  SELECT * FROM spans))",
+        [str(out)],
+    ).fetchone()
+    assert differ == (0,)
+    assert large.duplicate_count == small.duplicate_count == 3
+    assert large.problems == small.problems == []
