@@ -18,13 +18,15 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from auditor.attribution import attribute
+from auditor.derived import uncompressed
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
-from auditor.readers import Reader, run, span_types
+from auditor.readers import Reader, memory_limit, run, span_types
 from auditor.sources import SourceFile, discover
 from auditor.table import SPANS_DDL
 from collector.progress import step
@@ -137,13 +139,17 @@ def load_traces(
         where, _, what = message.partition(": ")
         ts.problems.append(LoadProblem(where, None, what))
     before = ts.span_count
-    reader = Reader(ts.con, compress=large)
-    for number, source in enumerate(sources, start=1):
-        step(f"reading {_shown(source.path)}", done=number - 1, total=len(sources))
-        ts.files.append(source.path)
-        reader.read(source)
-    step(f"reading {len(sources)} files" if len(sources) > 1 else "reading")
-    reader.finish()
+    # A large input's database would otherwise checkpoint, and compress every table again,
+    # at each commit past a few megabytes: the reader compresses the spans a memory limit's
+    # worth of files at a time instead.
+    reader = Reader(ts.con, compress_bytes=memory_limit(ts.con) if large else None)
+    with uncompressed(ts.con) if large else nullcontext():
+        for number, source in enumerate(sources, start=1):
+            step(f"reading {_shown(source.path)}", done=number - 1, total=len(sources))
+            ts.files.append(source.path)
+            reader.read(source)
+        step(f"reading {len(sources)} files" if len(sources) > 1 else "reading")
+        reader.finish()
     step("removing duplicate spans")
     ts.problems.extend(reader.problems)
     ts.skipped.extend(reader.skipped)

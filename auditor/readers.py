@@ -249,9 +249,11 @@ class Reader:
 
     con: duckdb.DuckDBPyConnection
     dedupe_on_insert: bool = False
-    compress: bool = False
-    """Compress the rows of each batch of files read on every thread once it is committed
-    (a checkpoint): for a large input, in a database that compresses its tables."""
+    compress_bytes: int | None = None
+    """For a large input, in a database that compresses its tables: compress the rows read
+    on every thread (a checkpoint) once files of about this much input have been read since
+    the last time. None: never (the caller checkpoints when it is done)."""
+    _unchecked: int = 0
     problems: list[LoadProblem] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     duplicates: int = 0
@@ -461,10 +463,14 @@ class Reader:
             # path reads the files one by one, so only bad lines are lost.
             self._read_exact(sources)
             return
-        if self.compress:
-            # Kept uncompressed until a checkpoint, the rows of file after file would fill
-            # the memory limit and spill to disk, which costs more than compressing them.
-            grown(self.con, "CHECKPOINT")
+        if self.compress_bytes is not None:
+            # Kept uncompressed until a checkpoint, the rows of file after file fill the
+            # memory limit and spill to disk, which costs more than compressing them; but
+            # each checkpoint costs more than the rows it adds, so not after every file.
+            self._unchecked += sum(_size(s) for s in sources)
+            if self._unchecked >= self.compress_bytes:
+                grown(self.con, "CHECKPOINT")
+                self._unchecked = 0
         read = [s.path for s in sources if s not in again]
         if read:
             self._check_ids("spans", "list_contains($paths, source_file)", {"paths": read})

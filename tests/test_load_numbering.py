@@ -326,21 +326,37 @@ def test_problems_of_files_read_again_together_come_in_the_order_of_the_files(
         ]
 
 
-def test_a_large_input_compresses_each_batch_of_files_before_reading_the_next(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("every", [None, 2])
+def test_a_large_input_compresses_its_spans_a_memory_limit_s_worth_of_files_at_a_time(
+    every: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Files read one batch at a time into a large input's database: each batch is
-    compressed before the next is read, and the rows are those of a small input's load."""
+    """Files read one batch at a time into a large input's database are compressed once
+    about a memory limit's worth of them has been read, never at each commit; the rows are
+    those of a small input's load."""
     from auditor import load
 
     folder = tmp_path / "in"
     folder.mkdir()
-    for name, first in (("a", 1), ("b", 100), ("c", 200)):
+    for number in range(4):
+        first = 100 * number + 1
         lines = [export(span_json(f"{n:016x}")) for n in range(first, first + 30)]
-        (folder / f"{name}.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n")
+        (folder / f"{number}.jsonl").write_text("\n".join([*lines, lines[0]]) + "\n")
     small = load_traces(folder)
     monkeypatch.setattr(readers, "BATCH_FILE_BYTES", 1)  # a batch per file
     monkeypatch.setattr(load, "LARGE_INPUT_BYTES", 0)
+    if every is not None:  # a memory limit of about this many files
+        size = (folder / "0.jsonl").stat().st_size
+        monkeypatch.setattr(load, "memory_limit", lambda con: int(size * (every - 0.5)))
+    real_connect = load.connect
+
+    def connect(con=None, *, large=False):  # type: ignore[no-untyped-def]
+        made = real_connect(con, large=large)
+        # Files this small never fill DuckDB's own threshold (16 MiB): one that every
+        # commit does shows whether the load keeps its commits from checkpointing.
+        made.execute("SET checkpoint_threshold = '1KB'")
+        return made
+
+    monkeypatch.setattr(load, "connect", connect)
     loose: list[int] = []
     real_run = readers.run
 
@@ -355,7 +371,17 @@ def test_a_large_input_compresses_each_batch_of_files_before_reading_the_next(
 
     monkeypatch.setattr(readers, "run", spy)
     large = load_traces(folder)
-    assert loose == [0, 0, 0]  # three batches, each begun with the ones before compressed
+    setting = large.con.execute("SELECT current_setting('checkpoint_threshold')").fetchone()
+    assert setting == ("1000 bytes",)  # put back once the files are read
+    # Each batch begins with the rows of those since the last checkpoint uncompressed.
+    if every is None:
+        assert loose[0] == 0 and all(n > 0 for n in loose[1:]) and len(loose) == 4
+    else:
+        assert [n > 0 for n in loose] == [False, True, False, True]
+    stored = large.con.execute(
+        "SELECT count(*) FILTER (WHERE NOT persistent) FROM pragma_storage_info('spans')"
+    ).fetchone()
+    assert stored == (0,)  # all compressed once loaded
     out = tmp_path / "small.parquet"
     small.con.execute("COPY spans TO ? (FORMAT parquet)", [str(out)])
     differ = large.con.execute(
@@ -366,5 +392,5 @@ def test_a_large_input_compresses_each_batch_of_files_before_reading_the_next(
         [str(out)],
     ).fetchone()
     assert differ == (0,)
-    assert large.duplicate_count == small.duplicate_count == 3
+    assert large.duplicate_count == small.duplicate_count == 4
     assert large.problems == small.problems == []
