@@ -293,13 +293,15 @@ def for_rules(
 
 @contextmanager
 def uncompressed(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Write no checkpoint of ``con``'s database during the block, for tables that are
-    dropped before its end.
+    """Let no commit checkpoint ``con``'s database during the block (an explicit
+    ``CHECKPOINT`` still does): for tables that are dropped before its end, and for a load
+    that checkpoints when it chooses.
 
     DuckDB checkpoints a database once enough has been written since the last checkpoint,
     and an in-memory database attached with ``COMPRESS`` compresses its tables then.
     Compressing the derived tables of an audit, dropped again at its end, takes about as
-    long as every rule and figure reading them, and makes none of them quicker.
+    long as every rule and figure reading them, and makes none of them quicker; a load of
+    many files would compress the table again at each file's commit.
     Uncompressed they spill to the temporary directory when they outgrow the memory
     limit, as any table does. The setting is global to the DuckDB instance: its other
     connections write no checkpoint during the block either.
