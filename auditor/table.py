@@ -214,7 +214,7 @@ def _map(kvs: str) -> str:
     # Most lists have neither: build the map straight from the list (no filtering pass), and
     # only when that fails (a NULL or repeated key) filter and drop the repeats.
     direct = (
-        f"list_transform(coalesce({kvs}, []),"
+        f"list_transform({kvs},"
         f" lambda kv_d: {{'key': kv_d.key, 'value': {_value_text('kv_d.value')}}})"
     )
     return f"coalesce(try(map_from_entries({direct})), map_from_entries({dedup}))"
@@ -274,16 +274,21 @@ LOOKED_UP: Final = tuple(
         [key for key, _ in ATTRIBUTE_COLUMNS] + [*INPUT_TOKEN_KEYS, *OUTPUT_TOKEN_KEYS, *COST_KEYS]
     )
 )
-"""Every attribute key the flatten looks up, in the order of the span's ``attr_p`` list."""
+"""Every attribute key the flatten looks up, numbered in this order (see :func:`_lookup`)."""
 
 
 def _lookup(key: str) -> str:
     """SQL for the text value of attribute ``key`` of the current span (first one wins).
 
-    ``attr_p`` holds, once per span, where each of :data:`LOOKED_UP` first occurs among its
-    attribute keys: one pass of lookups instead of one per column that reads a key (a
-    column such as ``input_tokens`` reads many)."""
-    return f"attr_v[attr_p[{LOOKED_UP.index(key) + 1}]]"
+    ``attr_pN`` holds, once per span, where the Nth key of :data:`LOOKED_UP` first occurs
+    among its attribute keys: one lookup per key instead of one per column that reads it
+    (a column such as ``input_tokens`` reads many)."""
+    return f"attr_v[{_position(LOOKED_UP.index(key) + 1)}]"
+
+
+def _position(number: int) -> str:
+    """The column holding where the ``number``-th key of :data:`LOOKED_UP` is (1-based)."""
+    return f"attr_p{number}"
 
 
 def _first(keys: tuple[str, ...], typ: str) -> str:
@@ -321,7 +326,11 @@ def flatten_sql(source: str, *, legacy: bool = True) -> str:
             " lambda il: {'scope': il.instrumentationLibrary, 'spans': il.spans}))"
         )
     typed_list = "[" + ", ".join(f"'{k}'" for k in sorted(TYPED_KEYS)) + "]"
-    looked_up = "[" + ", ".join(f"'{k}'" for k in LOOKED_UP) + "]"
+    # One call per key, not a lambda over the keys: lambdas cost more than the lookups.
+    positions = ", ".join(
+        f"list_position(attr_k, '{key}') AS {_position(number)}"
+        for number, key in enumerate(LOOKED_UP, start=1)
+    )
     attr_cols = ",\n".join(
         f'    {_typed(_lookup(key), typ)} AS "{key}"' for key, typ in ATTRIBUTE_COLUMNS
     )
@@ -340,9 +349,11 @@ def flatten_sql(source: str, *, legacy: bool = True) -> str:
     # A span of the trace schema usually carries only keys with a column of their own, each
     # once: when as many typed keys were found as the span has attributes, none is left for
     # ``attributes``, and the search of every key among the typed ones is skipped.
-    # (The typed keys come first in ``attr_p``: LOOKED_UP lists them before the others.)
-    typed_found = f"list_count(attr_p[1:{len(TYPED_KEYS)}])"
-    attributes = f"CASE WHEN {typed_found} = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {rest} END"
+    # (LOOKED_UP lists the typed keys first.)
+    typed_found = " + ".join(
+        f"({_position(number)} IS NOT NULL)::INTEGER" for number in range(1, len(TYPED_KEYS) + 1)
+    )
+    attributes = f"CASE WHEN ({typed_found}) = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {rest} END"
     return f"""
 WITH documents AS (
     SELECT source_file, source_line, hash(text) >> 3 AS line_key,
@@ -376,7 +387,7 @@ WITH documents AS (
            {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
     FROM spans_only
 ), located AS (
-    SELECT *, list_transform({looked_up}, lambda kp: list_position(attr_k, kp)) AS attr_p
+    SELECT *, {positions}
     FROM flat
 )
 SELECT
@@ -401,12 +412,12 @@ SELECT
     {_first(OUTPUT_TOKEN_KEYS, "BIGINT")} AS output_tokens,
     {_first(COST_KEYS, "DOUBLE")} AS cost_usd,
     {attributes} AS attributes,
-    list_transform(coalesce(sp.events, []), lambda ev: {{
+    coalesce(list_transform(sp.events, lambda ev: {{
         'name': ev.name, 'time_unix_nano': {_int("ev.timeUnixNano")},
-        'attributes': {_map("ev.attributes")}}}) AS events,
-    list_transform(coalesce(sp.links, []), lambda lk: {{
+        'attributes': {_map("ev.attributes")}}}), []) AS events,
+    coalesce(list_transform(sp.links, lambda lk: {{
         'trace_id': {_id("lk.traceId", 16)}, 'span_id': {_id("lk.spanId", 8)},
-        'attributes': {_map("lk.attributes")}}}) AS links,
+        'attributes': {_map("lk.attributes")}}}), []) AS links,
     rm AS resource_attributes,
     source_file,
     source_line,
