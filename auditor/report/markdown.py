@@ -51,11 +51,11 @@ def render_markdown(result: AuditResult) -> str:
     """The report as GitHub-flavoured Markdown."""
     counts = result.counts()
     sev = result.severity_counts()
-    failing = result.failing()
+    failing = result.failing_count()
     s = result.figures.summary
     icon = "❌" if failing else "➖" if nothing_to_judge(s) else "✅"
     verdict = (
-        f"{len(failing)} finding(s) at or above `{result.settings.fail_on}`"
+        f"{failing} finding(s) at or above `{result.settings.fail_on}`"
         if failing
         else NOTHING_TO_JUDGE
         if nothing_to_judge(s)

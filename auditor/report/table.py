@@ -137,7 +137,7 @@ def _table_width(label: int, numbers: Sequence[int], *, compact: bool) -> int:
 def _summary(result: AuditResult) -> RenderableType:
     s = result.figures.summary
     sev = result.severity_counts()
-    failing = result.failing()
+    failing = result.failing_count()
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
