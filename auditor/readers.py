@@ -86,19 +86,25 @@ _FAST_COLUMNS_SQL: Final = ", ".join(
 )
 """The columns of ``spans``, with ``source_line`` holding a tag of the row's line: its
 61-bit hash (``line_key``) and whether the row starts it (the lowest bit)."""
+_LINE_HASHES: Final = (
+    "CREATE OR REPLACE TEMP TABLE _hs_line_hashes AS"
+    " SELECT filename AS source_file, hash(line) >> 3 AS line_key, strlen(line) > 0 AS nonblank"
+    f" FROM read_csv($1, {_CSV_OPTIONS})"
+)
+"""The hash of every line of the files, stored in the order of the files and their lines
+(with insertion order kept, see :func:`_insertion_order`), read on every thread. Only the
+hash is kept, never the line."""
 _NONBLANK_LINES: Final = (
     "CREATE OR REPLACE TEMP TABLE _hs_lines AS"
-    " SELECT filename AS source_file,"
-    "        (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT"
-    "            AS source_line, line_key"
-    " FROM (SELECT filename, ordinality, hash(line) >> 3 AS line_key,"
-    "              strlen(line) > 0 AS nonblank"
-    f"      FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY)"
+    " SELECT source_file,"
+    "        (rowid - min(rowid) OVER (PARTITION BY source_file) + 1)::BIGINT AS source_line,"
+    "        line_key"
+    " FROM _hs_line_hashes"
     " QUALIFY nonblank"
 )
-"""The number and hash of every non-blank line of the files. Numbering needs one thread,
-but this scan only splits and hashes lines: a small part of the cost of parsing them.
-(Only the hash reaches the window, which would otherwise hold every line.)"""
+"""The number and hash of every non-blank line of the files: a line's number is where it
+was stored among its file's lines. Numbering the lines as they are read (``WITH
+ORDINALITY``) kept that scan on one thread."""
 _LINE_STARTS: Final = f"""
     WITH lines AS (
         SELECT source_file, line_key, count(*) AS copies FROM _hs_lines GROUP BY ALL
@@ -426,7 +432,7 @@ class Reader:
         """Read JSON-lines files of one compression with DuckDB, on every thread.
 
         The lines are parsed without numbers, each span tagged with its line's hash, and
-        numbered afterwards from a scan that only numbers and hashes lines (see
+        numbered afterwards from a scan that only hashes lines, storing them in order (see
         :data:`_NUMBER_LINES`). A file where that cannot be done soundly, because a line
         yielded no span or does not start with one, is read again by the exact path, which
         finds out why.
@@ -435,14 +441,17 @@ class Reader:
         params = [paths, sources[0].compression, MAX_LINE_BYTES]
 
         def insert() -> list[SourceFile]:
-            with _any_order(self.con):
+            with _insertion_order(self.con, keep=False):
                 run(
                     self.con,
                     f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
                     f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
                     params,
                 )
-            run(self.con, _NONBLANK_LINES, params)
+            with _insertion_order(self.con, keep=True):
+                run(self.con, _LINE_HASHES, params)
+            run(self.con, _NONBLANK_LINES)
+            run(self.con, "DROP TABLE _hs_line_hashes")
             numbered = dict(run(self.con, _LINE_STARTS, [paths]))
             good = [p for p in paths if numbered.get(p, True)]
             run(self.con, _NUMBER_LINES, [good])
@@ -725,13 +734,16 @@ def _id_fault(field: str, value: object, digits: int) -> str | None:
 
 
 @contextmanager
-def _any_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Let DuckDB store rows in any order during the block: kept in order, a large insert
-    waits on its slowest thread whenever the memory limit is near, and runs on one."""
+def _insertion_order(con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iterator[None]:
+    """Make DuckDB store rows in the order they were read (``keep``), or let it store them
+    in any order, during the block; the connection's own setting is put back after it.
+
+    Kept in order, a large insert waits on its slowest thread whenever the memory limit is
+    near, and runs on one; the numbering of lines relies on that order."""
     import duckdb
 
     before = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
-    run(con, "SET preserve_insertion_order = false")
+    run(con, "SET preserve_insertion_order = ?", [keep])
     try:
         yield
     finally:

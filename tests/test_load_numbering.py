@@ -155,6 +155,41 @@ def test_a_connection_that_may_reorder_rows_reads_the_same_and_keeps_its_setting
         )
 
 
+def test_lines_hashed_on_every_thread_are_numbered_in_the_order_of_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> None:
+    """The scan that numbers lines reads each file in many pieces on four threads, for a
+    connection that lets DuckDB store rows in any order: every span still gets its line."""
+    import duckdb
+
+    from auditor import connect
+
+    # DuckDB reads a file in pieces of twice the longest line: small pieces, many threads.
+    monkeypatch.setattr(readers, "MAX_LINE_BYTES", 2048)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    expected = []
+    for name, first in (("a.jsonl", 1), ("b.jsonl", 5001)):
+        lines = []
+        for n in range(first, first + 600):
+            if n % 7 == 0:
+                lines.append("")  # blank lines count as lines
+            lines.append(export(span_json(f"{n:016x}")))
+            expected.append((name, len(lines), f"{n:016x}"))
+        (folder / name).write_text("\n".join(lines) + "\n")
+    assert (folder / "a.jsonl").stat().st_size > 50 * 2 * 2048  # 50 pieces or more
+    con = duckdb.connect()
+    con.execute("SET threads = 4")
+    con.execute("SET preserve_insertion_order = false")
+    ts = load_traces(sorted(folder.iterdir()), con=connect(con))
+    assert exact_reads == []
+    got = ts.con.execute(
+        "SELECT parse_filename(source_file), source_line, span_id FROM spans ORDER BY ALL"
+    ).fetchall()
+    assert got == sorted(expected)
+    assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (False,)
+
+
 def test_lines_repeated_anywhere_in_a_file_each_get_their_spans(
     tmp_path: Path, exact_reads: list[str]
 ) -> None:
