@@ -190,6 +190,31 @@ def test_lines_hashed_on_every_thread_are_numbered_in_the_order_of_the_files(
     assert con.execute("SELECT current_setting('preserve_insertion_order')").fetchone() == (False,)
 
 
+def test_a_first_line_longer_than_the_bytes_looked_at_is_read_as_json_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> None:
+    """An exporter that writes large batches writes lines longer than the first bytes the
+    loader looks at to spot pretty-printed documents: such a file is still JSON lines."""
+    from auditor.json_text import FIRST_LINE_BYTES
+
+    documents: list[str] = []
+    original = Reader._read_documents
+
+    def spy(self: Reader, source: readers.SourceFile) -> bool:
+        documents.append(source.path)
+        return original(self, source)
+
+    monkeypatch.setattr(Reader, "_read_documents", spy)
+    batch = export(*(span_json(f"{n:016x}") for n in range(1, 400)))
+    assert len(batch) > FIRST_LINE_BYTES
+    (tmp_path / "a.jsonl").write_text(batch + "\n" + export(span_json(f"{999:016x}")) + "\n")
+    ts = load_traces(tmp_path)
+    assert documents == [] and exact_reads == []
+    assert ts.problems == []
+    lines = ts.con.execute("SELECT source_line, count(*) FROM spans GROUP BY ALL ORDER BY ALL")
+    assert lines.fetchall() == [(1, 399), (2, 1)]
+
+
 def test_lines_repeated_anywhere_in_a_file_each_get_their_spans(
     tmp_path: Path, exact_reads: list[str]
 ) -> None:
