@@ -359,7 +359,6 @@ WITH documents AS (
     SELECT source_file, source_line, hash(text) >> 3 AS line_key,
            try(from_json(text, '{structure}')).resourceSpans AS rss
     FROM ({source}) AS src
-    WHERE text IS NOT NULL
 ), resources AS (
     SELECT source_file, source_line, line_key,
            unnest(rss) AS rs, generate_subscripts(rss, 1) AS rs_i
