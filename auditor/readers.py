@@ -63,6 +63,12 @@ MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 
 DuckDB's line buffers are twice this size per reading thread, so it bounds memory too."""
 
+SHORT_LINE_BYTES: Final = 2 * 1024 * 1024
+"""Longest JSON line the parallel path first allows (see :meth:`Reader._hash_lines`).
+
+DuckDB's buffers for lines as long as :data:`MAX_LINE_BYTES` are faulted into memory again
+and again once the memory limit is near: a million spans took a third more CPU to load."""
+
 COLUMNS_SQL: Final = ", ".join(f'"{c}"' for c in SPAN_COLUMNS)
 _CSV_OPTIONS: Final = (
     "columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='', header=false,"
@@ -439,7 +445,13 @@ class Reader:
         finds out why.
         """
         paths = [s.path for s in sources]
-        params = [paths, sources[0].compression, MAX_LINE_BYTES]
+        longest = self._hash_lines(paths, sources[0].compression)
+        if longest is None:
+            # DuckDB refused a file (bytes that are not UTF-8, a damaged stream): the exact
+            # path reads the files one by one, so only bad lines are lost.
+            self._read_exact(sources)
+            return
+        params = [paths, sources[0].compression, longest]
 
         def insert() -> list[SourceFile]:
             with _insertion_order(self.con, keep=False):
@@ -449,8 +461,6 @@ class Reader:
                     f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
                     params,
                 )
-            with _insertion_order(self.con, keep=True):
-                run(self.con, _LINE_HASHES, params)
             run(self.con, _NONBLANK_LINES)
             run(self.con, "DROP TABLE _hs_line_hashes")
             numbered = dict(run(self.con, _LINE_STARTS, [paths]))
@@ -469,9 +479,8 @@ class Reader:
 
         again = _committed(self.con, insert)
         if again is None:
-            # DuckDB refused a file (bytes that are not UTF-8, a damaged stream): the exact
-            # path reads the files one by one, so only bad lines are lost.
-            self._read_exact(sources)
+            run(self.con, "DROP TABLE IF EXISTS _hs_line_hashes")
+            self._read_exact(sources)  # as above
             return
         if self.compress_bytes is not None:
             # Kept uncompressed until a checkpoint, the rows of file after file fill the
@@ -486,6 +495,26 @@ class Reader:
             self._check_ids("spans", "list_contains($paths, source_file)", {"paths": read})
         if again:
             self._read_exact(again)
+
+    def _hash_lines(self, paths: list[str], compression: str) -> int | None:
+        """Store the hash of every line of the files (:data:`_LINE_HASHES`) and return the
+        longest line DuckDB was allowed to read, to read the files with it again; None when
+        DuckDB refused the files.
+
+        Most JSON lines are short: the scan first allows :data:`SHORT_LINE_BYTES`, and only
+        when that fails (a longer line, or input DuckDB refuses) :data:`MAX_LINE_BYTES`."""
+        import duckdb
+
+        for longest in dict.fromkeys((min(SHORT_LINE_BYTES, MAX_LINE_BYTES), MAX_LINE_BYTES)):
+            try:
+                with _insertion_order(self.con, keep=True):
+                    grown(self.con, _LINE_HASHES, [paths, compression, longest])
+            except duckdb.InterruptException:
+                raise
+            except duckdb.Error:
+                continue
+            return longest
+        return None
 
     def _read_exact(self, sources: list[SourceFile]) -> None:
         """Read JSON-lines files of one compression with DuckDB, numbering lines as it goes."""

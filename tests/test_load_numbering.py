@@ -256,6 +256,37 @@ def test_the_lines_scanned_are_parsed_without_a_filter_before_them(tmp_path: Pat
     assert "Filters" not in chain[0].get("extra_info", {})
 
 
+def test_files_are_read_allowing_short_lines_first_and_long_ones_when_they_hold_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, exact_reads: list[str]
+) -> None:
+    """The parallel path reads files allowing short lines (DuckDB's buffers for the longest
+    lines cost a third more CPU near the memory limit), and a file holding a longer line
+    with the longest allowed, still on every thread and numbered alike."""
+    monkeypatch.setattr(readers, "SHORT_LINE_BYTES", 4096)
+    allowed: list[object] = []
+    real_run = readers.run
+
+    def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
+        if sql.startswith("INSERT INTO spans SELECT") and str(readers._TAGGED) in sql:
+            allowed.append(params[2])
+        return real_run(con, sql, params)
+
+    monkeypatch.setattr(readers, "run", spy)
+    short = [export(span_json(f"{n:016x}")) for n in range(1, 4)]
+    long = export(*(span_json(f"{n:016x}") for n in range(100, 130)))
+    assert len(max(short, key=len)) < 4096 < len(long) < readers.MAX_LINE_BYTES
+    (tmp_path / "short").mkdir()
+    (tmp_path / "short" / "a.jsonl").write_text("\n".join(short) + "\n")
+    (tmp_path / "long").mkdir()
+    (tmp_path / "long" / "b.jsonl").write_text("\n".join([*short, long]) + "\n")
+    loaded = [load_traces(tmp_path / name) for name in ("short", "long")]
+    assert allowed == [4096, readers.MAX_LINE_BYTES]
+    assert exact_reads == []
+    assert [ts.problems for ts in loaded] == [[], []]
+    lines = loaded[1].con.execute("SELECT source_line, count(*) FROM spans GROUP BY ALL ORDER BY 1")
+    assert lines.fetchall() == [(1, 1), (2, 1), (3, 1), (4, 30)]
+
+
 def test_lines_repeated_anywhere_in_a_file_each_get_their_spans(
     tmp_path: Path, exact_reads: list[str]
 ) -> None:
