@@ -1,12 +1,14 @@
 """Reading trace files into the ``spans`` table, one strategy per kind of file.
 
-* Large JSON-lines files are read by DuckDB itself, streaming: ``read_csv`` with one column
-  hands over every line with its number, and :func:`auditor.table.flatten_sql` parses and
-  flattens it in the same statement.
-* Small files are read in Python and sent in batches, so that a directory of many small
-  files costs one query per batch rather than one per file; a pretty-printed JSON document
-  (or several back to back) is recognised here.
-* If DuckDB refuses a large file (bytes that are not UTF-8, say), it is read again in Python,
+* JSON-lines files are read by DuckDB itself, a batch of files per statement, on every
+  thread: ``read_csv`` with one column hands over every line, unnumbered, and
+  :func:`auditor.table.flatten_sql` parses and flattens it in the same statement. A second
+  scan only hashes the lines, storing them in order, and each span takes the number of its
+  line by that hash (:meth:`Reader._read_files`).
+* A file that cannot be numbered that way (a line that yields no span, OTLP before 0.15) is
+  read again numbering its lines as they are read, which is also how its problems are
+  found; a pretty-printed JSON document (or several back to back) is read whole.
+* If DuckDB refuses a file (bytes that are not UTF-8, say), it is read again in Python,
   line by line, and only the bad lines are lost.
 * Parquet written by ``handoffscope compact`` is copied in as it is.
 
