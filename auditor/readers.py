@@ -97,12 +97,16 @@ _FAST_COLUMNS_SQL: Final = ", ".join(
 61-bit hash (``line_key``) and whether the row starts it (the lowest bit)."""
 _LINE_HASHES: Final = (
     "CREATE OR REPLACE TEMP TABLE _hs_line_hashes AS"
-    " SELECT filename AS source_file, hash(line) >> 3 AS line_key, strlen(line) > 0 AS nonblank"
+    " SELECT filename AS source_file, hash(line) >> 3 AS line_key, strlen(line) > 0 AS nonblank,"
+    "        starts_with(line, '{') AND ends_with(line, '}') AS braced"
     f" FROM read_csv($1, {_CSV_OPTIONS})"
 )
 """The hash of every line of the files, stored in the order of the files and their lines
 (with insertion order kept, see :func:`_insertion_order`), read on every thread. Only the
-hash is kept, never the line."""
+hash is kept, never the line; and whether the line looks like a whole JSON object, to
+parse lines that all do without error handling (:meth:`Reader._read_files`)."""
+_ALL_BRACED: Final = "SELECT coalesce(bool_and(braced), true) FROM _hs_line_hashes WHERE nonblank"
+"""Whether every non-blank line looks like a whole JSON object."""
 _NONBLANK_LINES: Final = (
     "CREATE OR REPLACE TEMP TABLE _hs_lines AS"
     " SELECT source_file,"
@@ -455,12 +459,12 @@ class Reader:
             return
         params = [paths, sources[0].compression, longest]
 
-        def insert() -> list[SourceFile]:
+        def insert(valid_json: bool) -> list[SourceFile]:
             with _insertion_order(self.con, keep=False):
                 run(
                     self.con,
-                    f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL}"
-                    f" FROM ({flatten_sql(_UNNUMBERED_LINES, legacy=False)})",
+                    f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL} FROM"
+                    f" ({flatten_sql(_UNNUMBERED_LINES, legacy=False, valid_json=valid_json)})",
                     params,
                 )
             run(self.con, _NONBLANK_LINES)
@@ -479,7 +483,13 @@ class Reader:
             run(self.con, "DROP TABLE _hs_lines")
             return again
 
-        again = _committed(self.con, insert)
+        # Lines that all look like whole JSON objects are parsed as JSON that cannot fail;
+        # if one fails all the same (a torn line that happens to end in a brace), the insert
+        # is rolled back and runs again with the parse's error handling.
+        braced = bool(run(self.con, _ALL_BRACED)[0][0])
+        again = _committed(self.con, lambda: insert(valid_json=braced))
+        if again is None and braced:
+            again = _committed(self.con, lambda: insert(valid_json=False))
         if again is None:
             run(self.con, "DROP TABLE IF EXISTS _hs_line_hashes")
             self._read_exact(sources)  # as above

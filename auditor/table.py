@@ -295,7 +295,7 @@ def _first(keys: tuple[str, ...], typ: str) -> str:
     return "coalesce(" + ", ".join(_typed(_lookup(k), typ) for k in keys) + ")"
 
 
-def flatten_sql(source: str, *, legacy: bool = True) -> str:
+def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -> str:
     """SQL selecting typed ``spans`` rows from ``source``.
 
     With ``legacy=False`` the ``instrumentationLibrarySpans`` of OTLP before 0.15 are not
@@ -313,6 +313,10 @@ def flatten_sql(source: str, *, legacy: bool = True) -> str:
     first resource or scope holds none, so a loader that reads lines on every thread, in
     no order and without numbering them, can number them afterwards
     (:mod:`auditor.readers`).
+
+    With ``valid_json`` every ``text`` must be JSON (or NULL): text that is not fails the
+    statement instead of yielding no row, and the parse goes without the error handling
+    that lets a row yield nothing, a good part of its cost (``docs/benchmarks/auditor.md``).
 
     Attribute lists are turned into parallel key and value lists once per span; typed
     columns look their key up there, which is much cheaper than building a MAP of every
@@ -354,10 +358,13 @@ def flatten_sql(source: str, *, legacy: bool = True) -> str:
         f"({_position(number)} IS NOT NULL)::INTEGER" for number in range(1, len(TYPED_KEYS) + 1)
     )
     attributes = f"CASE WHEN ({typed_found}) = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {rest} END"
+    parsed = f"from_json(text, '{structure}')"
+    if not valid_json:
+        parsed = f"try({parsed})"
     return f"""
 WITH documents AS (
     SELECT source_file, source_line, hash(text) >> 3 AS line_key,
-           try(from_json(text, '{structure}')).resourceSpans AS rss
+           {parsed}.resourceSpans AS rss
     FROM ({source}) AS src
 ), resources AS (
     SELECT source_file, source_line, line_key,

@@ -287,6 +287,54 @@ def test_files_are_read_allowing_short_lines_first_and_long_ones_when_they_hold_
     assert lines.fetchall() == [(1, 1), (2, 1), (3, 1), (4, 30)]
 
 
+@pytest.mark.parametrize(
+    ("bad", "parses", "reported"),
+    [
+        (None, [False], []),  # every line whole JSON: parsed without error handling
+        ("{oops", [True], [2]),  # a line that is plainly not: with it from the start
+        ('{"resourceSpans": [}', [False, True], [2]),  # looks whole, is not: again, with it
+        ("   ", [True], []),  # only whitespace, which the parse refuses (and is no problem)
+    ],
+)
+def test_lines_that_all_look_like_json_objects_are_parsed_without_error_handling(
+    bad: str | None,
+    parses: list[bool],
+    reported: list[int],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    exact_reads: list[str],
+) -> None:
+    """The parse that lets a line yield nothing costs a good part of the flatten: files
+    whose lines all look like whole JSON objects are parsed without it, and when one turns
+    out not to be, the insert runs again with it; only the bad line's file takes the exact
+    path, and the bad line is reported where it is."""
+    tried: list[bool] = []
+    real_run = readers.run
+
+    def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
+        if sql.startswith("INSERT INTO spans SELECT") and str(readers._TAGGED) in sql:
+            tried.append("try(from_json(text, " in sql)
+        return real_run(con, sql, params)
+
+    monkeypatch.setattr(readers, "run", spy)
+    lines = [export(span_json("00000000000000a1")), export(span_json("00000000000000a2"))]
+    if bad is not None:
+        lines.insert(1, bad)
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "b.jsonl").write_text(export(span_json("00000000000000b1")) + "\n")
+    ts = load_traces(tmp_path)
+    assert tried == parses
+    assert ts.con.execute(
+        "SELECT parse_filename(source_file), source_line, span_id FROM spans ORDER BY ALL"
+    ).fetchall() == [
+        ("a.jsonl", 1, "00000000000000a1"),
+        ("a.jsonl", 3 if bad else 2, "00000000000000a2"),
+        ("b.jsonl", 1, "00000000000000b1"),
+    ]
+    assert [(Path(p.file).name, p.line) for p in ts.problems] == [("a.jsonl", n) for n in reported]
+    assert exact_reads == ([str(tmp_path / "a.jsonl")] if bad else [])
+
+
 def test_lines_repeated_anywhere_in_a_file_each_get_their_spans(
     tmp_path: Path, exact_reads: list[str]
 ) -> None:
