@@ -34,6 +34,11 @@ With ``--json-only`` only the shred and the audit of JSON lines run, and with
 
 With ``--files N`` the same spans are first split into N files, in order, as an exporter that
 rotates its file writes them, and both the shred and the audit read them all.
+
+Every measurement of JSON lines starts with the files read once just before it, so that
+each side finds them in the page cache, as files an exporter has just written are: a
+virtual machine that reclaims its page cache in the background otherwise makes a side's
+time depend on how much of the input it happened to find there.
 """
 
 from __future__ import annotations
@@ -350,6 +355,14 @@ def rotated(path: Path, files: int) -> Path:
     return folder / "*.jsonl"
 
 
+def warm(path: Path) -> None:
+    """Read the files ``path`` names (a file or a glob pattern) once, into the page cache."""
+    for name in sorted(path.parent.glob(path.name)):
+        with name.open("rb") as f:
+            while f.read(16 * 1024 * 1024):
+                pass
+
+
 def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]:
     """The shred and the audit of ``path`` (and with ``before`` that checkout's audit), one
     process each, interleaved so that every side sees the same load; the best of each."""
@@ -364,6 +377,7 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     for _ in range(max(1, repeat)):
         for name, command in sides.items():
             print(f"bench_audit: {name} {path} ...", file=sys.stderr, flush=True)
+            warm(path)
             done = subprocess.run(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 result = {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
