@@ -28,10 +28,15 @@ from collector import schema as s
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["NOT_AGENT_NODES", "attribute", "macros_sql", "resolve_sql"]
+__all__ = ["NOT_AGENT_NODES", "WALK_SPANS", "attribute", "macros_sql", "resolve_sql"]
 
 NOT_AGENT_NODES: Final = ("tools", "__start__", "__end__")
 """LangGraph nodes that are machinery, not agents (a prebuilt ReAct agent's tool node)."""
+
+WALK_SPANS: Final = 1_000_000
+"""Spans whose ancestors one statement walks at most: more are walked a share of their
+traces at a time (a span's ancestors are in its own trace). The walk holds every span it
+reads at once; a million fit a large load's first memory limit."""
 
 # Keys with a typed column of their own in ``spans`` (the macros take them as arguments).
 _TYPED: Final = {
@@ -162,14 +167,19 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
 
     if run(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans'")[0][0]:
         return 0  # a compacted store, read in place: its spans were resolved when written
+    spans = int(grown(con, "SELECT count(*) FROM spans")[0][0])
+    shares = max(1, -(-spans // WALK_SPANS))
     try:
-        # The walk up the ancestors holds every unnamed span at once, which a large input's
-        # small memory limit cannot always do: it gets more, as a load statement does.
-        grown(
-            con,
-            "CREATE OR REPLACE TEMP TABLE hs_resolved_agents AS " + resolve_sql(by_file=True),
-            {"file": source_file},
-        )
+        # The walk up the ancestors holds every span it reads at once: walked a share of
+        # the traces at a time, a large input stays within its memory limit (and a share
+        # that does not gets more, as a load statement does).
+        for share in range(shares):
+            into = "INSERT INTO" if share else "CREATE OR REPLACE TEMP TABLE"
+            grown(
+                con,
+                f"{into} hs_resolved_agents {'' if share else 'AS'} {resolve_sql(by_file=True)}",
+                {"file": source_file, "shares": shares if shares > 1 else None, "share": share},
+            )
         changed = grown(
             con,
             """
@@ -189,9 +199,15 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
 def resolve_sql(*, by_file: bool = False) -> str:
     """The query resolving the agent of every span without ``gen_ai.agent.name`` (columns
     trace_id, span_id, agent, before), in DuckDB's SQL; ClickHouse runs it transpiled.
-    ``by_file`` keeps the spans of the file bound as ``$file`` (every span when NULL)."""
-    file = "AND ($file::VARCHAR IS NULL OR source_file = $file::VARCHAR)" if by_file else ""
-    return _RESOLVE.format(own=_own_agent(_COLUMNS), file=file)
+    ``by_file`` keeps the spans of the file bound as ``$file`` (every span when NULL), and of
+    the traces whose id hashes to ``$share`` modulo ``$shares`` (every trace when NULL)."""
+    file = share = ""
+    if by_file:
+        file = "AND ($file::VARCHAR IS NULL OR source_file = $file::VARCHAR)"
+        share = (
+            "AND ($shares::UBIGINT IS NULL OR hash(trace_id) % $shares::UBIGINT = $share::UBIGINT)"
+        )
+    return _RESOLVE.format(own=_own_agent(_COLUMNS), file=file, share=share)
 
 
 _RESOLVE: Final = """
@@ -199,11 +215,12 @@ WITH RECURSIVE unnamed AS MATERIALIZED (
     SELECT trace_id, span_id, parent_span_id, service_name, agent, {own} AS own
     FROM spans
     WHERE "gen_ai.agent.name" IS NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
-      {file}
+      {file} {share}
 ), links AS MATERIALIZED (
     -- Every span a walk may pass: its parent and the agent it names itself.
     SELECT trace_id, span_id, parent_span_id, "gen_ai.agent.name" AS own FROM spans
     WHERE "gen_ai.agent.name" IS NOT NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
+      {share}
     UNION ALL
     SELECT trace_id, span_id, parent_span_id, own FROM unnamed
 ), walk(trace_id, span_id, up, found, depth) AS (

@@ -283,6 +283,47 @@ def test_an_agent_is_inherited_from_the_nearest_named_ancestor(tmp_path: Path) -
     assert sorted(r[0] for r in inner) == ["researcher", "supervisor", "writer"]
 
 
+def test_agents_walked_a_share_of_the_traces_at_a_time_are_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large input's ancestors are walked a share of its traces at a time, so that the
+    walk stays within the memory limit: every span gets the agent one walk gives it."""
+    import auditor.attribution as attribution
+    from auditor import readers
+
+    for name in ("langgraph-openinference", "openinference-agents"):
+        BUILDERS[name](tmp_path / f"{name}.jsonl")
+    files = [str(p) for p in sorted(tmp_path.glob("*.jsonl"))]
+    files += sorted(str(p) for p in UPSTREAM.glob("genai-interlingua__*"))
+    query = "SELECT trace_id, span_id, agent FROM spans ORDER BY ALL"
+    whole = load_traces(files).con.execute(query).fetchall()
+    walks: list[object] = []
+    resolved: list[object] = []
+    real_grown = readers.grown
+
+    def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
+        done = real_grown(con, sql, params)
+        if "hs_resolved_agents" in sql and "WITH RECURSIVE" in sql:
+            walks.append(params["share"])
+            resolved.append(con.execute("SELECT count(*) FROM hs_resolved_agents").fetchall())
+        return done
+
+    monkeypatch.setattr(attribution, "grown", spy)
+    monkeypatch.setattr(attribution, "WALK_SPANS", 7)
+    shared = load_traces(files)
+    spans = shared.con.execute("SELECT count(*) FROM spans").fetchall()[0][0]
+    assert walks == list(range(-(-spans // 7)))
+    assert len(walks) > 3
+    # Each span is resolved by one share only (the shares part the traces).
+    unnamed = shared.con.execute(
+        'SELECT count(*) FROM spans WHERE "gen_ai.agent.name" IS NULL'
+        " AND trace_id IS NOT NULL AND span_id IS NOT NULL"
+    ).fetchall()
+    assert resolved[-1] == unnamed
+    assert shared.con.execute(query).fetchall() == whole
+    assert len({agent for _, _, agent in whole}) > 5  # names other than the services'
+
+
 def test_the_cli_takes_a_prices_file_and_refuses_a_bad_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
