@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from auditor import conventions as c
 from auditor.prices import prices_sql
-from auditor.readers import grown, run
+from auditor.readers import SPANS_PER_LIMIT, grown, run
 from collector import schema as s
 
 if TYPE_CHECKING:
@@ -33,10 +33,10 @@ __all__ = ["NOT_AGENT_NODES", "WALK_SPANS", "attribute", "macros_sql", "resolve_
 NOT_AGENT_NODES: Final = ("tools", "__start__", "__end__")
 """LangGraph nodes that are machinery, not agents (a prebuilt ReAct agent's tool node)."""
 
-WALK_SPANS: Final = 1_000_000
+WALK_SPANS: Final = SPANS_PER_LIMIT
 """Spans whose ancestors one statement walks at most: more are walked a share of their
 traces at a time (a span's ancestors are in its own trace). The walk holds every span it
-reads at once; a million fit a large load's first memory limit."""
+reads at once; as many as a large load's first memory limit is meant for fit in it."""
 
 # Keys with a typed column of their own in ``spans`` (the macros take them as arguments).
 _TYPED: Final = {

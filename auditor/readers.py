@@ -858,12 +858,7 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
     from auditor.load import MEMORY_LIMIT_ENV
 
     current = memory_limit(con)
-    try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        physical = MEMORY_CEILING_BYTES * 2
-    ceiling = min(MEMORY_CEILING_BYTES, physical // 2)
-    grown = min(current * 2, ceiling)
+    grown = min(current * 2, _ceiling())
     if grown <= current:
         raise AuditError(
             f"DuckDB ran out of memory loading the traces ({first_line(error)})."
@@ -872,6 +867,37 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
             title="out of memory",
         ) from error
     run(con, "SET memory_limit = ?", [f"{grown // 1024}KiB"])
+
+
+SPANS_PER_LIMIT: Final = 1_000_000
+"""Spans a large load's starting memory limit is meant for (see :func:`scale_memory_limit`)."""
+
+
+def scale_memory_limit(con: duckdb.DuckDBPyConnection, spans: int) -> None:
+    """Give an audit of more than :data:`SPANS_PER_LIMIT` spans that limit per as many
+    spans, up to the ceiling; a limit is never lowered, and one the user set
+    (``HANDOFFSCOPE_MEMORY_LIMIT``) is left as it is.
+
+    What the audit derives from the spans grows with them, and under the limit meant for a
+    million it spills to disk although the machine has the memory.
+    """
+    from auditor.load import MEMORY_LIMIT_ENV
+
+    if spans <= SPANS_PER_LIMIT or os.environ.get(MEMORY_LIMIT_ENV):
+        return
+    current = memory_limit(con)
+    wanted = min(current * spans // SPANS_PER_LIMIT, _ceiling())
+    if wanted > current:
+        run(con, "SET memory_limit = ?", [f"{wanted // 1024}KiB"])
+
+
+def _ceiling() -> int:
+    """The highest memory limit: :data:`MEMORY_CEILING_BYTES`, or half the machine's memory."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        physical = MEMORY_CEILING_BYTES * 2
+    return min(MEMORY_CEILING_BYTES, physical // 2)
 
 
 def grown(

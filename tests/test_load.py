@@ -706,6 +706,32 @@ def test_a_command_that_runs_out_of_memory_says_so_in_one_line(
     assert "failed to pin block" in err and MEMORY_LIMIT_ENV in err
 
 
+@pytest.mark.parametrize("set_by_user", [False, True])
+def test_an_audit_of_more_spans_than_a_limit_is_meant_for_gets_that_limit_per_as_many(
+    set_by_user: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What an audit derives grows with the spans: it gets the starting limit per as many
+    spans as that limit is meant for (spilled instead, ten million spans took a minute
+    more), unless the user set the limit."""
+    from auditor import audit, readers
+    from auditor.load import MEMORY_LIMIT_ENV
+
+    monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
+    if set_by_user:
+        monkeypatch.setenv(MEMORY_LIMIT_ENV, "640MB")
+    else:
+        monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
+    traces = load_traces(_FAULT_MIX)
+    spans = traces.span_count
+    monkeypatch.setattr(readers, "SPANS_PER_LIMIT", spans // 3)
+    before = _limit_mib(traces.con)
+    assert round(before) == 610
+    audit(traces)
+    wanted = before if set_by_user else before * spans / (spans // 3)
+    # DuckDB shows a limit of gigabytes to a tenth of one.
+    assert _limit_mib(traces.con) == pytest.approx(wanted, abs=103)
+
+
 def test_a_large_input_gets_a_compressed_database_and_the_same_audit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
