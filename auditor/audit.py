@@ -19,7 +19,6 @@ from auditor.figures import Figures, compute_figures, figure_rows
 from auditor.kept_parts import Parts
 from auditor.macros import views_for, views_sql
 from auditor.prices import install_prices, read_prices
-from auditor.readers import scale_memory_limit
 from auditor.rule_findings import RuleFindings
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.saved import KEPT, restore
@@ -323,7 +322,6 @@ def _run(
         _prepare_for(con, rules)
     if settings.prices is not None:
         install_prices(con, read_prices(settings.prices))
-    scale_memory_limit(con, trace_set.span_count)
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
     kept = restore(con, trace_set.files, wanted, lazy=True)

@@ -26,7 +26,7 @@ from auditor.attribution import attribute
 from auditor.derived import uncompressed
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
-from auditor.readers import Reader, memory_limit, run, span_types
+from auditor.readers import Reader, memory_limit, run, scale_memory_limit, span_types
 from auditor.sources import SourceFile, discover
 from auditor.table import SPANS_DDL
 from collector.progress import step
@@ -164,8 +164,12 @@ def load_traces(
     # Rows are stored uncompressed until a checkpoint; compressed, the table takes about a
     # tenth of the memory for the rest of the session.
     run(ts.con, "CHECKPOINT")
-    if ts.span_count == before:
+    spans = ts.span_count
+    if spans == before:
         raise AuditError(_nothing_usable(path_list, sources, ts), title="no trace data")
+    if large:
+        # What an audit or the dashboard derives from the spans grows with them.
+        scale_memory_limit(ts.con, spans)
     return ts
 
 

@@ -874,11 +874,11 @@ SPANS_PER_LIMIT: Final = 1_000_000
 
 
 def scale_memory_limit(con: duckdb.DuckDBPyConnection, spans: int) -> None:
-    """Give an audit of more than :data:`SPANS_PER_LIMIT` spans that limit per as many
+    """Give a large load of more than :data:`SPANS_PER_LIMIT` spans that limit per as many
     spans, up to the ceiling; a limit is never lowered, and one the user set
     (``HANDOFFSCOPE_MEMORY_LIMIT``) is left as it is.
 
-    What the audit derives from the spans grows with them, and under the limit meant for a
+    What an audit derives from the spans grows with them, and under the limit meant for a
     million it spills to disk although the machine has the memory.
     """
     from auditor.load import MEMORY_LIMIT_ENV

@@ -707,12 +707,12 @@ def test_a_command_that_runs_out_of_memory_says_so_in_one_line(
 
 
 @pytest.mark.parametrize("set_by_user", [False, True])
-def test_an_audit_of_more_spans_than_a_limit_is_meant_for_gets_that_limit_per_as_many(
+def test_a_load_of_more_spans_than_a_limit_is_meant_for_leaves_that_limit_per_as_many(
     set_by_user: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """What an audit derives grows with the spans: it gets the starting limit per as many
-    spans as that limit is meant for (spilled instead, ten million spans took a minute
-    more), unless the user set the limit."""
+    """What an audit derives grows with the spans: a large load leaves it the starting limit
+    per as many spans as that limit is meant for (spilled instead, ten million spans took a
+    minute more), unless the user set the limit."""
     from auditor import audit, readers
     from auditor.load import MEMORY_LIMIT_ENV
 
@@ -721,11 +721,12 @@ def test_an_audit_of_more_spans_than_a_limit_is_meant_for_gets_that_limit_per_as
         monkeypatch.setenv(MEMORY_LIMIT_ENV, "640MB")
     else:
         monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
-    traces = load_traces(_FAULT_MIX)
+    traces = load_traces(_FAULT_MIX)  # fewer spans than the limit is meant for
     spans = traces.span_count
-    monkeypatch.setattr(readers, "SPANS_PER_LIMIT", spans // 3)
     before = _limit_mib(traces.con)
     assert round(before) == 610
+    monkeypatch.setattr(readers, "SPANS_PER_LIMIT", spans // 3)
+    traces = load_traces(_FAULT_MIX)
     audit(traces)
     wanted = before if set_by_user else before * spans / (spans // 3)
     # DuckDB shows a limit of gigabytes to a tenth of one.
