@@ -173,11 +173,12 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
         # The walk up the ancestors holds every span it reads at once: walked a share of
         # the traces at a time, a large input stays within its memory limit (and a share
         # that does not gets more, as a load statement does).
+        resolve = resolve_sql(by_file=True)
         for share in range(shares):
             into = "INSERT INTO" if share else "CREATE OR REPLACE TEMP TABLE"
             grown(
                 con,
-                f"{into} hs_resolved_agents {'' if share else 'AS'} {resolve_sql(by_file=True)}",
+                f"{into} hs_resolved_agents {'' if share else 'AS'} {resolve}",
                 {"file": source_file, "shares": shares if shares > 1 else None, "share": share},
             )
         changed = grown(

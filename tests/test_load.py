@@ -711,8 +711,8 @@ def test_a_load_of_more_spans_than_a_limit_is_meant_for_leaves_that_limit_per_as
     set_by_user: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What an audit derives grows with the spans: a large load leaves it the starting limit
-    per as many spans as that limit is meant for (spilled instead, ten million spans took a
-    minute more), unless the user set the limit."""
+    per as many spans as that limit is meant for (else the derived tables spill to disk
+    although the machine has the memory), unless the user set the limit."""
     from auditor import audit, readers
     from auditor.load import MEMORY_LIMIT_ENV
 
