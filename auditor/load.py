@@ -240,7 +240,7 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
         return None
     # Names and types, in order: the view is read as the table itself, so a column of
     # another type (or a nested links.trace_id standing in for trace_id) would break queries.
-    if [(str(r[0]), str(r[1])) for r in columns] != list(span_types()):
+    if [(str(r[0]), str(r[1])) for r in columns] != list(span_types(con)):
         con.close()
         return None
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)

@@ -19,7 +19,6 @@ malformed one, or an OTLP logs file from a file that is not OTLP at all.
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 from contextlib import contextmanager
@@ -950,17 +949,26 @@ def _looks_pretty(source: SourceFile) -> bool:
     return opens_document(head)
 
 
-@functools.cache
-def span_types() -> tuple[tuple[str, str], ...]:
-    """(column, type) of the ``spans`` table, as DuckDB describes them."""
-    import duckdb
+_SPAN_TYPES: list[tuple[tuple[str, str], ...]] = []  # filled once per process
+_TEMP_SPANS: Final = SPANS_DDL.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1)
+assert _TEMP_SPANS != SPANS_DDL
 
-    con = duckdb.connect(":memory:")
-    try:
-        run(con, SPANS_DDL)
-        return tuple((str(r[0]), str(r[1])) for r in run(con, "DESCRIBE spans"))
-    finally:
-        con.close()
+
+def span_types(con: duckdb.DuckDBPyConnection) -> tuple[tuple[str, str], ...]:
+    """(column, type) of the ``spans`` table, as DuckDB describes them.
+
+    Asked once per process, of a cursor of ``con``'s database: its temporary table goes with
+    the cursor, and a database of its own would cost more to start and stop than the
+    question (a store audit with new settings takes under a second in all)."""
+    if not _SPAN_TYPES:
+        cursor = con.cursor()
+        try:
+            run(cursor, _TEMP_SPANS)
+            rows = run(cursor, "DESCRIBE spans")
+        finally:
+            cursor.close()
+        _SPAN_TYPES.append(tuple((str(r[0]), str(r[1])) for r in rows))
+    return _SPAN_TYPES[0]
 
 
 def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | None:
@@ -977,7 +985,7 @@ def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | No
         return f"not a readable Parquet file ({first_line(e)})"
     have = {str(r[0]): str(r[1]) for r in rows}
     fix = "; make one with: handoffscope compact TRACES --out store.parquet"
-    missing = [c for c, _ in span_types() if c not in have]
+    missing = [c for c, _ in span_types(con) if c not in have]
     if missing:
         return (
             "Parquet that `handoffscope compact` did not write (no column "
@@ -986,7 +994,7 @@ def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | No
             + ")"
             + fix
         )
-    wrong = [(c, t) for c, t in span_types() if have[c] != t]
+    wrong = [(c, t) for c, t in span_types(con) if have[c] != t]
     if wrong:
         column, expected = wrong[0]
         return (
