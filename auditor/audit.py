@@ -113,6 +113,19 @@ class AuditResult:
                 self._findings = [f for piece in self.by_rule for f in piece.findings]
         return self._findings
 
+    def first_findings(self, rule_id: str, limit: int) -> list[Finding]:
+        """The first ``limit`` findings of the rule ``rule_id``, in the order of
+        :attr:`findings`; of those kept beside a store, no others are made into objects."""
+        out: list[Finding] = []
+        for piece in self.by_rule:
+            if len(out) >= limit:
+                break
+            if piece.rule is None:
+                out += [f for f in piece.findings if f.rule == rule_id][: limit - len(out)]
+            elif piece.rule.id == rule_id:
+                out += piece.first(limit - len(out))
+        return out
+
     def counts(self) -> dict[str, int]:
         """Findings per rule id, for every rule that ran (zero included)."""
         counter = self._tally("rule", "id")

@@ -23,10 +23,12 @@ A rule's part holds its findings twice: as JSON columns (one list per field), ma
 :class:`~auditor.Finding` objects only when someone reads them, and as the text the JSON
 report writes for them, which a JSON report splices in as it is
 (:mod:`auditor.rule_findings`): a hundred thousand findings cost more to decode and encode
-again than the rest of the audit. A line before them gives the number of findings, the
-length of each and a CRC-32 of both, so that damage is caught as the part is read, while
-the rule can still run instead. The text is used only if it reads as a JSON list of that
-many values, so a part, whoever wrote it, cannot break the report's JSON.
+again than the rest of the audit. After them come the columns of the first :data:`FIRST`
+findings alone, all that a table or Markdown report shows of a rule. A line before them
+gives the number of findings, the length of each section and a CRC-32 of all three, so that
+damage is caught as the part is read, while the rule can still run instead. The text is
+used only if it reads as a JSON list of that many values, so a part, whoever wrote it,
+cannot break the report's JSON.
 """
 
 from __future__ import annotations
@@ -56,12 +58,16 @@ if TYPE_CHECKING:
     from auditor.rules import Rule
     from auditor.settings import AuditSettings
 
-__all__ = ["MOST", "Parts"]
+__all__ = ["FIRST", "MOST", "Parts"]
 
 MOST: Final = 200
 """How many parts a store keeps (the newest; older ones are removed)."""
 
-_FORMAT: Final = 2
+FIRST: Final = 32
+"""How many of a rule's first findings its part also keeps alone (a table report shows 8,
+a Markdown one 20)."""
+
+_FORMAT: Final = 3
 _FOLDER: Final = "parts"
 _SUFFIX: Final = ".part"
 _TYPE: Final = "\0type"  # no column of a figure is called that
@@ -101,12 +107,17 @@ class Parts:
         found = _split(data, key)
         if found is None:
             return None
-        count, columns, text = found
+
+        count, columns, text, first = found
+        held = min(count, FIRST)
 
         def load() -> list[Finding]:
             return _findings(rule, columns, count, path)
 
-        return RuleFindings(rule, count=count, load=load, json_text=text)
+        def load_first() -> list[Finding]:
+            return _findings(rule, first, held, path)
+
+        return RuleFindings(rule, count=count, load=load, json_text=text, first=(load_first, held))
 
     def keep_findings(self, rule: Rule, findings: list[Finding]) -> RuleFindings:
         """Keep ``rule``'s ``findings`` (it ran with these settings over this store), with
@@ -115,16 +126,18 @@ class Parts:
 
         text = findings_text(findings)
         body = _columns(findings)
-        if body is not None:
+        first = _columns(findings[:FIRST])
+        if body is not None and first is not None:
             written = text or b""
             head = {
                 "count": len(findings),
                 "columns": len(body),
                 "text": None if text is None else len(written),
-                "crc32": zlib.crc32(written, zlib.crc32(body)),
+                "first": len(first),
+                "crc32": zlib.crc32(first, zlib.crc32(written, zlib.crc32(body))),
             }
             line = json.dumps(head).encode() + b"\n"
-            self._write_bytes(self._rule_key(rule), [line, body, written])
+            self._write_bytes(self._rule_key(rule), [line, body, written, first])
         return RuleFindings(rule, findings, json_text=text)
 
     def figures(self) -> dict[str, list[dict[str, Any]]] | None:
@@ -215,16 +228,19 @@ def _columns(findings: list[Finding]) -> bytes | None:
         return None
 
 
-def _split(data: bytes, key: str) -> tuple[int, memoryview, memoryview | None] | None:
-    """A rule's part ``data`` as its count of findings, their columns (JSON, unread) and
-    their report text; None unless it is whole and kept under ``key``."""
+def _split(data: bytes, key: str) -> tuple[int, memoryview, memoryview | None, memoryview] | None:
+    """A rule's part ``data`` as its count of findings, their columns (JSON, unread), their
+    report text and the columns of the first :data:`FIRST`; None unless it is whole and kept
+    under ``key``."""
     first = data.find(b"\n")
     second = data.find(b"\n", first + 1)
     if first < 0 or second < 0 or data[:first] != key.encode("utf-8"):
         return None
     try:
         head = json.loads(data[first + 1 : second])
-        count, columns, length, crc = (head[k] for k in ("count", "columns", "text", "crc32"))
+        count, columns, length, first, crc = (
+            head[k] for k in ("count", "columns", "text", "first", "crc32")
+        )
     except (ValueError, TypeError, KeyError):
         return None
     body = memoryview(data)[second + 1 :]  # tens of megabytes: sliced, never copied
@@ -232,16 +248,18 @@ def _split(data: bytes, key: str) -> tuple[int, memoryview, memoryview | None] |
         _whole(count)
         and _whole(columns)
         and (length is None or _whole(length))
-        and columns + (length or 0) == len(body)
+        and _whole(first)
+        and columns + (length or 0) + first == len(body)
         and zlib.crc32(body) == crc
     ):
         return None
+    end = columns + (length or 0)
     if length is None:
-        return count, body, None
+        return count, body[:columns], None, body[end:]
     # The rest of a part is ASCII (JSON as json.dumps writes it): one check over it all is
     # quicker than decoding the text, needed only when it is not.
-    text = _findings_text(body[columns:], count, data.isascii())
-    return None if text is None else (count, body[:columns], text)
+    text = _findings_text(body[columns:end], count, data.isascii())
+    return None if text is None else (count, body[:columns], text, body[end:])
 
 
 def _whole(value: Any) -> bool:

@@ -26,7 +26,7 @@ class RuleFindings:
     """The findings of one rule in an audit (or, with ``rule`` None, of any rules, in the
     order given), held as objects or kept beside a store until :attr:`findings` is read."""
 
-    __slots__ = ("_findings", "_load", "count", "json_text", "rule")
+    __slots__ = ("_findings", "_first", "_load", "count", "json_text", "rule")
 
     rule: Rule | None
     """The rule whose findings these are (every one has its id and severity); None when
@@ -45,9 +45,11 @@ class RuleFindings:
         count: int | None = None,
         load: Callable[[], list[Finding]] | None = None,
         json_text: bytes | memoryview | None = None,
+        first: tuple[Callable[[], list[Finding]], int] | None = None,
     ) -> None:
         """``findings`` as objects; or without them, ``count`` findings that ``load``
-        returns when first asked for."""
+        returns when first asked for, and with ``first`` a function returning the first of
+        them without the others and how many it returns."""
         if findings is None:
             if count is None or load is None:
                 raise TypeError("RuleFindings needs findings, or a count and a load")
@@ -56,6 +58,7 @@ class RuleFindings:
         self.rule = rule
         self._findings = findings
         self._load = None if findings is not None else load
+        self._first = None if findings is not None else first
         self.count = len(findings) if findings is not None else int(count or 0)
         self.json_text = json_text
 
@@ -72,8 +75,18 @@ class RuleFindings:
                     f"the findings kept for {name} read back as {len(found)}, not {self.count}",
                     title="kept findings damaged",
                 )
-            self._findings, self._load = found, None
+            self._findings, self._load, self._first = found, None, None
         return self._findings
+
+    def first(self, limit: int) -> list[Finding]:
+        """The first ``limit`` findings, as objects: a table shows a rule's first few, and a
+        hundred thousand kept ones cost more to make into objects than the rest of an audit
+        of a store with new settings."""
+        if self._first is not None:
+            load, held = self._first
+            if limit <= held or held == self.count:
+                return load()[:limit]
+        return self.findings[:limit]
 
     @property
     def loaded(self) -> bool:

@@ -26,7 +26,7 @@ from auditor.audit import AuditResult, Finding, audit
 from auditor.cli import main
 from auditor.errors import AuditError
 from auditor.figures import Figures
-from auditor.kept_parts import Parts
+from auditor.kept_parts import FIRST, Parts
 from auditor.load import load_traces
 from auditor.report import render
 from auditor.report.json_report import findings_text, report_dict, splice
@@ -128,6 +128,33 @@ def test_a_report_spliced_from_kept_text_is_a_fresh_render_to_the_byte(tmp_path:
     assert spliced.findings[0].value == VALUES[0] and spliced.findings[2].value == 0.1 + 0.2
     for fmt in ("table", "markdown", "junit"):
         assert render(spliced, fmt) == render(fresh, fmt)
+
+
+def test_a_table_shows_a_rules_first_findings_without_reading_the_others(
+    tmp_path: Path,
+) -> None:
+    # More findings than a part keeps apart, and fewer: the reports that show a rule's first
+    # few are those of the findings themselves, and only the first are made into objects.
+    sizes = [FIRST + 5, FIRST, 3]
+    rules = RULES[: len(sizes)]
+    found = _pieces(rules, sizes)
+    for rule, findings in zip(rules, found, strict=True):
+        _parts(tmp_path).keep_findings(rule, findings)
+    kept = [_parts(tmp_path).findings(rule) for rule in rules]
+    assert all(piece is not None for piece in kept)
+    pieces = [piece for piece in kept if piece is not None]
+    fresh, spliced = _result(rules, found), _result(rules, pieces)
+    for fmt in ("table", "markdown"):
+        assert render(spliced, fmt) == render(fresh, fmt)
+    assert f"and {FIRST + 5 - 8} more" in render(spliced, "table")
+    assert not any(piece.loaded for piece in pieces)
+    for rule, findings in zip(rules, found, strict=True):
+        for limit in (1, 8, FIRST, FIRST + 1, FIRST + 9):
+            assert spliced.first_findings(rule.id, limit) == findings[:limit]
+    # More than were kept apart, of a rule with more: all of them are read.
+    assert pieces[0].loaded and not pieces[1].loaded and not pieces[2].loaded
+    mixed = AuditResult([f for piece in found for f in piece], rules=rules)
+    assert mixed.first_findings(rules[1].id, 4) == found[1][:4]
 
 
 def test_each_rules_text_is_the_report_list_of_its_findings(tmp_path: Path) -> None:
@@ -234,7 +261,7 @@ def _rewrite(path: Path, text: bytes, **head: Any) -> None:
     knows the layout would (with ``head``'s fields as given)."""
     key, old_head, body = path.read_bytes().split(b"\n", 2)
     fields = json.loads(old_head)
-    body = body[: fields["columns"]] + text
+    body = body[: fields["columns"]] + text + body[len(body) - fields["first"] :]
     fields.update(text=len(text), crc32=zlib.crc32(body), **head)
     path.write_bytes(b"\n".join([key, json.dumps(fields).encode(), body]))
 
@@ -258,7 +285,12 @@ def _tamper(name: str, path: Path) -> None:
     elif name == "an empty list spaced as a full one":  # spliced, it would leave a stray comma
         _rewrite(path, text=b"[\n    \n  ]", count=0)
     elif name == "a count that cannot be":
-        _rewrite(path, text=body[json.loads(head)["columns"] :], count=-1)
+        fields = json.loads(head)
+        start = fields["columns"]
+        _rewrite(path, text=body[start : start + fields["text"]], count=-1)
+    elif name == "a letter changed in the first findings":  # the table's rows, at the end
+        at = data.rindex(b"task-")
+        path.write_bytes(data[:at] + b"T" + data[at + 1 :])
     else:
         raise AssertionError(name)
 
@@ -272,6 +304,7 @@ DAMAGE = [
     "text that is not UTF-8",
     "an empty list spaced as a full one",
     "a count that cannot be",
+    "a letter changed in the first findings",
 ]
 
 

@@ -86,7 +86,7 @@ def render_markdown(result: AuditResult) -> str:
     elif not found:
         lines += [f"All {len(result.rules)} rules pass.", ""]
     for rule in found:
-        items = [f for f in result.findings if f.rule == rule.id]
+        items = result.first_findings(rule.id, MAX_ROWS)
         lines += [
             "<details>",
             f"<summary><b>{rule.id}</b> ({rule.severity}): {counts[rule.id]} · "
@@ -94,11 +94,11 @@ def render_markdown(result: AuditResult) -> str:
             "",
             *_table(
                 ["finding", "task", "sender → receiver", "trace"],
-                [_finding_row(f) for f in items[:MAX_ROWS]],
+                [_finding_row(f) for f in items],
             ),
         ]
-        if len(items) > MAX_ROWS:
-            lines.append(f"\n… and {len(items) - MAX_ROWS} more (see `--format json`).")
+        if counts[rule.id] > MAX_ROWS:
+            lines.append(f"\n… and {counts[rule.id] - MAX_ROWS} more (see `--format json`).")
         lines += ["", "</details>", ""]
     passed = [r.id for r in result.rules if not counts[r.id]]
     if found and passed:

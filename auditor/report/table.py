@@ -201,7 +201,7 @@ def _findings(result: AuditResult) -> list[RenderableType]:
     ordered = sorted(found, key=lambda r: (r.severity != "error", r.id))
     out.append(Text(f"Findings: {len(found)} of {len(result.rules)} rules fired", style="bold"))
     for rule in ordered:
-        items = [f for f in result.findings if f.rule == rule.id]
+        items = result.first_findings(rule.id, MAX_FINDINGS)
         head = Text()
         head.append(f"\n{rule.id}", style=_STYLE[rule.severity])
         head.append(f"  {rule.severity}, {counts[rule.id]} finding(s): {rule.summary}")
@@ -209,16 +209,12 @@ def _findings(result: AuditResult) -> list[RenderableType]:
         table.add_column("finding", ratio=3, overflow="fold")
         table.add_column("task", ratio=1, overflow="fold")
         table.add_column("trace", no_wrap=True)
-        for f in items[:MAX_FINDINGS]:
+        for f in items:
             table.add_row(_t(f.message), _t(f.task_id), Text(short_id(f.trace_id), style="dim"))
         out += [head, Text(f"  why: {rule.why}", style="dim"), table]
-        if len(items) > MAX_FINDINGS:
-            out.append(
-                Text(
-                    f"  ... and {len(items) - MAX_FINDINGS} more (--format json lists them all)",
-                    style="dim",
-                )
-            )
+        more = counts[rule.id] - len(items)
+        if more:
+            out.append(Text(f"  ... and {more} more (--format json lists them all)", style="dim"))
     passed = [r.id for r in result.rules if not counts[r.id]]
     if passed:
         line = Text("\nPassed: ", style="bold green")
