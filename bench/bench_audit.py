@@ -8,6 +8,8 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
 * ``shred``: DuckDB shredding the file into a table of spans with ``read_json`` and an
   explicit ``columns=`` struct of the OTLP fields the rules use (ids, name, kind, times,
   attributes, status, resource and scope) - the query a user would write instead;
+* ``shred_events``: the same with the spans' events and links in the struct too, which the
+  rules also read (state transitions are events), measured beside it with ``--json-only``;
 * ``parse``: DuckDB merely parsing the JSON-lines file (``read_json``, every export request
   unnested once) - the floor any DuckDB-based audit stands on;
 * ``audit``: ``load_traces`` + ``audit`` (all 19 rules and every figure) + the JSON report;
@@ -20,7 +22,8 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
   of another version side by side (``--before-python`` its interpreter, ``--before-store``
   a store its own ``compact`` wrote).
   Between them, for each version, first audits with new settings (a new
-  ``--validation-timeout``, the same for both, then ``--fail-on never``) of a store whose
+  ``--validation-timeout``, the same for both, then ``--fail-on never``, then the table
+  report, the default format, with another new timeout) of a store whose
   rules' findings and figures are kept beside it.
 
     python bench/bench_audit.py --store-only --store /tmp/s/new.parquet --before /tmp/old
@@ -90,10 +93,21 @@ SHRED_COLUMNS = (
     + _KEY_VALUES
     + ", status STRUCT(code VARCHAR, message VARCHAR))[])[])[]'}"
 )
-"""The explicit schema of the shred: the OTLP fields the rules read."""
+"""The explicit schema of the shred: the OTLP fields the issue that set the goal named (ids,
+name, kind, times, attributes, status, resource and scope)."""
+
+SHRED_EVENTS_COLUMNS = SHRED_COLUMNS.replace(
+    ", status STRUCT(",
+    f", events STRUCT(timeUnixNano VARCHAR, name VARCHAR, attributes {_KEY_VALUES})[],"
+    f" links STRUCT(traceId VARCHAR, spanId VARCHAR, attributes {_KEY_VALUES})[],"
+    " status STRUCT(",
+)
+"""The same with the spans' events and links, which the rules read too (the state
+transitions are events): every OTLP field the audit reads."""
+assert SHRED_EVENTS_COLUMNS != SHRED_COLUMNS
 
 
-def child_shred(path: str) -> dict[str, Any]:
+def child_shred(path: str, columns: str = SHRED_COLUMNS) -> dict[str, Any]:
     import duckdb
 
     con = duckdb.connect()
@@ -102,12 +116,16 @@ def child_shred(path: str) -> dict[str, Any]:
     con.execute(
         "CREATE TABLE spans AS SELECT rs.resource, ss.scope, unnest(ss.spans, recursive := true)"
         " FROM (SELECT rs, unnest(rs.scopeSpans) AS ss FROM (SELECT unnest(resourceSpans) AS rs"
-        f" FROM read_json(?, format = 'newline_delimited', columns = {SHRED_COLUMNS})))",
+        f" FROM read_json(?, format = 'newline_delimited', columns = {columns})))",
         [path],
     )
     seconds = time.perf_counter() - started
     (spans,) = con.execute("SELECT count(*) FROM spans").fetchall()[0]
     return {"seconds": seconds, "spans": spans}
+
+
+def child_shred_events(path: str) -> dict[str, Any]:
+    return child_shred(path, SHRED_EVENTS_COLUMNS)
 
 
 def child_audit(path: str) -> dict[str, Any]:
@@ -293,6 +311,7 @@ def child_main(task: str, args: list[str]) -> None:
     tasks: dict[str, Callable[..., dict[str, Any]]] = {
         "parse": child_parse,
         "shred": child_shred,
+        "shred_events": child_shred_events,
         "audit": child_audit,
         "compact": child_compact,
         "python": child_python,
@@ -381,6 +400,7 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     process each, interleaved so that every side sees the same load; the best of each."""
     sides: dict[str, list[str]] = {
         "shred": [sys.executable, __file__, "--child", "shred", str(path)],
+        "shred_events": [sys.executable, __file__, "--child", "shred_events", str(path)],
         "audit": [sys.executable, __file__, "--child", "audit", str(path)],
     }
     if before is not None:
@@ -402,12 +422,13 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     for name, found in runs.items():
         ok = [r for r in found if "error" not in r]
         out[name] = min(ok, key=lambda r: r["seconds"]) if ok else found[0]
-    shred = out["shred"]
-    for name in ("audit", "before"):
-        r = out.get(name, {})
-        if "seconds" in r and "seconds" in shred:
-            r["vs_shred"] = r["seconds"] / shred["seconds"]
-            r["vs_shred_cpu"] = r["cpu_seconds"] / shred["cpu_seconds"]
+    for base in ("shred", "shred_events"):
+        shred = out[base]
+        for name in ("audit", "before"):
+            r = out.get(name, {})
+            if "seconds" in r and "seconds" in shred:
+                r[f"vs_{base}"] = r["seconds"] / shred["seconds"]
+                r[f"vs_{base}_cpu"] = r["cpu_seconds"] / shred["cpu_seconds"]
     return out
 
 
@@ -423,9 +444,11 @@ def measure_store(
     fresh: bool,
     parts: bool = False,
     extra: tuple[str, ...] = (),
+    fmt: str = "json",
 ) -> dict[str, Any]:
-    """``handoffscope audit STORE --format json`` as one whole process of ``python``: wall and
-    CPU seconds and peak memory of that process (``os.wait4``), and a digest of its report.
+    """``handoffscope audit STORE --format FMT`` as one whole process of ``python``: wall and
+    CPU seconds and peak memory of that process (``os.wait4``), and a digest of its report
+    (for JSON, as read back; for the table, its text).
     With ``fresh``, the reports kept beside the store are removed first, and without
     ``parts`` each rule's findings and the figures' rows kept there too. ``extra`` options
     are passed on."""
@@ -442,7 +465,7 @@ def measure_store(
     print(f"bench_audit: {label} audit {store} {' '.join(extra)}...", file=sys.stderr, flush=True)
     # /usr/bin/time reports the child's own peak: a forked child's ru_maxrss starts at this
     # (large) process's. A neutral folder, so `-m` imports the version ``python`` has.
-    command = [python, "-m", "auditor.cli", "audit", str(store.resolve()), "--format", "json"]
+    command = [python, "-m", "auditor.cli", "audit", str(store.resolve()), "--format", fmt]
     command += extra
     with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as out:
         timing = Path(folder) / "time"
@@ -460,6 +483,19 @@ def measure_store(
         text = out.read()
     if done.returncode not in (0, 1):
         return {"error": f"exit {done.returncode}"}
+    if fmt != "json":
+        result = {
+            "seconds": seconds,
+            "cpu_seconds": float(user) + float(system),
+            "peak_mb": int(peak_kb) / 1024,
+            "exit": done.returncode,
+            "bytes": len(text),
+            "sha256": hashlib.sha256(text.replace(str(store.resolve()).encode(), b"")).hexdigest()[
+                :16
+            ],
+        }
+        print(f"bench_audit:   {result}", file=sys.stderr, flush=True)
+        return result
     report = json.loads(text, parse_int=float)
     findings = len(report["findings"])
     del report["files"]  # the store's path
@@ -490,6 +526,7 @@ def measure_stores(args: argparse.Namespace, store: Path) -> dict[str, Any]:
         # reports differ from the others in those settings alone. Both sides get the same
         # threshold, so the same findings.
         threshold = ("--validation-timeout", f"{next(_THRESHOLD)}ms")
+        table = ("--validation-timeout", f"{next(_THRESHOLD)}ms")
         fail_on = ("--fail-on", "never")
         for label, python, path in sides:
             runs[f"{label}_first"].append(measure_store(label, python, path, fresh=True))
@@ -499,6 +536,10 @@ def measure_stores(args: argparse.Namespace, store: Path) -> dict[str, Any]:
             )
             runs[f"{label}_fail_on"].append(
                 measure_store(label, python, path, fresh=True, parts=True, extra=fail_on)
+            )
+            # The default format, which shows each rule's first few findings.
+            runs[f"{label}_table"].append(
+                measure_store(label, python, path, fresh=True, parts=True, extra=table, fmt="table")
             )
     out: dict[str, Any] = {"runs": runs}
     for key, found in runs.items():
@@ -525,6 +566,8 @@ def store_report(figures: dict[str, Any], command: str) -> str:
         "before_threshold": "before, the same",
         "now_fail_on": "now, first audit with --fail-on never (rules' findings kept)",
         "before_fail_on": "before, the same",
+        "now_table": "now, the table (`--format table`) with another new --validation-timeout",
+        "before_table": "before, the same",
     }
     for key, name in names.items():
         r = figures.get(key)
@@ -533,12 +576,13 @@ def store_report(figures: dict[str, Any], command: str) -> str:
         if "error" in r:
             lines.append(f"| {name} | {_failed(r['error'])} | | | |")
             continue
+        found = f"{r['findings']:,}" if "findings" in r else f"({r['bytes']:,} bytes)"
         lines.append(
             f"| {name} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['peak_mb']:.0f} MB"
-            f" | {r['findings']:,} |"
+            f" | {found} |"
         )
     alike = []
-    for same in (("first", "again"), ("threshold",), ("fail_on",)):
+    for same in (("first", "again"), ("threshold",), ("fail_on",), ("table",)):
         keys = {f"{side}_{kind}" for side in ("now", "before") for kind in same}
         digests = {r["sha256"] for k, r in figures.items() if k in keys and "sha256" in r}
         alike.append(len(digests) == 1)
