@@ -107,7 +107,6 @@ class Parts:
         found = _split(data, key)
         if found is None:
             return None
-
         count, columns, text, first = found
         held = min(count, FIRST)
 
@@ -126,7 +125,8 @@ class Parts:
 
         text = findings_text(findings)
         body = _columns(findings)
-        first = _columns(findings[:FIRST])
+        # A rule with no more findings than that keeps its columns twice, as they are.
+        first = body if len(findings) <= FIRST else _columns(findings[:FIRST])
         if body is not None and first is not None:
             written = text or b""
             head = {
@@ -232,12 +232,12 @@ def _split(data: bytes, key: str) -> tuple[int, memoryview, memoryview | None, m
     """A rule's part ``data`` as its count of findings, their columns (JSON, unread), their
     report text and the columns of the first :data:`FIRST`; None unless it is whole and kept
     under ``key``."""
-    first = data.find(b"\n")
-    second = data.find(b"\n", first + 1)
-    if first < 0 or second < 0 or data[:first] != key.encode("utf-8"):
+    newline = data.find(b"\n")
+    second = data.find(b"\n", newline + 1)
+    if newline < 0 or second < 0 or data[:newline] != key.encode("utf-8"):
         return None
     try:
-        head = json.loads(data[first + 1 : second])
+        head = json.loads(data[newline + 1 : second])
         count, columns, length, first, crc = (
             head[k] for k in ("count", "columns", "text", "first", "crc32")
         )

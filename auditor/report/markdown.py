@@ -97,8 +97,9 @@ def render_markdown(result: AuditResult) -> str:
                 [_finding_row(f) for f in items],
             ),
         ]
-        if counts[rule.id] > MAX_ROWS:
-            lines.append(f"\n… and {counts[rule.id] - MAX_ROWS} more (see `--format json`).")
+        more = counts[rule.id] - len(items)
+        if more:
+            lines.append(f"\n… and {more} more (see `--format json`).")
         lines += ["", "</details>", ""]
     passed = [r.id for r in result.rules if not counts[r.id]]
     if found and passed:
