@@ -10,6 +10,7 @@ from __future__ import annotations
 import weakref
 from collections import Counter
 from dataclasses import dataclass, fields
+from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
@@ -267,13 +268,19 @@ _IN_FINDING_ORDER: Final = itemgetter(*(FINDING_COLUMNS.index(n) for n in FINDIN
 
 
 def audit(
-    trace_set: TraceSet, settings: AuditSettings | None = None, *, store: bool = False
+    trace_set: TraceSet,
+    settings: AuditSettings | None = None,
+    *,
+    store: bool = False,
+    json_text: bool = True,
 ) -> AuditResult:
     """Run the selected rules and compute the figures over ``trace_set``.
 
     With ``store``, ``trace_set`` is a compacted store just as it was loaded: the findings of
     each rule and the figures' rows are kept beside it (:mod:`auditor.kept_parts`), and what
-    was kept before for the same settings is used instead of running again.
+    was kept before for the same settings is used instead of running again. Without
+    ``json_text`` (a report in another format is to be written), the findings kept are not
+    also written as the JSON report's text; a later JSON report encodes them.
     """
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
@@ -288,7 +295,15 @@ def audit(
         kept_rows = parts.figures()
     todo = [r for r in rules if r.id not in found]
     if todo or kept_rows is None:
-        fresh = _run(trace_set, settings, todo, figures=kept_rows is None, found=found, parts=parts)
+        fresh = _run(
+            trace_set,
+            settings,
+            todo,
+            figures=kept_rows is None,
+            found=found,
+            parts=parts,
+            json_text=json_text,
+        )
         kept_rows = kept_rows if fresh is None else fresh
     figures = compute_figures(
         trace_set.con, settings=settings, trace_set=trace_set, found=kept_rows
@@ -317,9 +332,10 @@ def _run(
     figures: bool,
     found: dict[str, RuleFindings],
     parts: Parts | None,
+    json_text: bool,
 ) -> dict[str, list[dict[str, Any]]] | None:
     """Run ``rules`` into ``found``, and with ``figures`` the figures' queries, whose rows
-    it returns; each is kept in ``parts``."""
+    it returns; each is kept in ``parts`` (findings with their JSON text if ``json_text``)."""
     con = trace_set.con
     # Each of the helper views, and every query, binds the store's Parquet files again,
     # reading their footers each time unless DuckDB keeps them (checked against the files'
@@ -338,13 +354,16 @@ def _run(
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
     kept = restore(con, trace_set.files, wanted, lazy=True)
+    keep = partial(
+        _query, con, settings, rules, figures=figures, found=found, parts=parts, json_text=json_text
+    )
     try:
-        return _query(con, settings, rules, figures=figures, found=found, parts=parts, kept=kept)
+        return keep(kept=kept)
     except Exception as e:
         if not kept or not _failed_query(e):
             raise
     # A saved file damaged inside (its footer was sound): derive the tables instead.
-    return _query(con, settings, rules, figures=figures, found=found, parts=parts, kept=())
+    return keep(kept=())
 
 
 def _query(
@@ -355,6 +374,7 @@ def _query(
     figures: bool,
     found: dict[str, RuleFindings],
     parts: Parts | None,
+    json_text: bool,
     kept: tuple[str, ...],
 ) -> dict[str, list[dict[str, Any]]] | None:
     step("deriving handoffs, attempts and workflow runs")
@@ -365,7 +385,7 @@ def _query(
             if parts is None:
                 found[rule.id] = RuleFindings(rule, findings)
             else:
-                found[rule.id] = parts.keep_findings(rule, findings)
+                found[rule.id] = parts.keep_findings(rule, findings, text=json_text)
         if figures:
             step("spend and reliability figures")
             rows = figure_rows(con)

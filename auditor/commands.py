@@ -229,7 +229,8 @@ def audit(
             traces = load_traces(paths)
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
         with progress("auditing"):
-            result = run_audit(traces, settings, store=files is not None)
+            # The table and Markdown show a few findings: their parts need no JSON text.
+            result = run_audit(traces, settings, store=files is not None, json_text=fmt == "json")
         # The report reads none of it: DuckDB's memory is free before rendering takes more.
         traces.con.close()
     # The JSON report goes out as the bytes it is written as; the others as text, which click

@@ -23,7 +23,8 @@ A rule's part holds its findings twice: as JSON columns (one list per field), ma
 :class:`~auditor.Finding` objects only when someone reads them, and as the text the JSON
 report writes for them, which a JSON report splices in as it is
 (:mod:`auditor.rule_findings`): a hundred thousand findings cost more to decode and encode
-again than the rest of the audit. After them come the columns of the first :data:`FIRST`
+again than the rest of the audit. (An audit writing a table or Markdown keeps no text: a
+later JSON report encodes those findings, as it does findings orjson cannot write.) After them come the columns of the first :data:`FIRST`
 findings alone, all that a table or Markdown report shows of a rule. A line before them
 gives the number of findings, the length of each section and a CRC-32 of all three, so that
 damage is caught as the part is read, while the rule can still run instead. The text is
@@ -118,27 +119,30 @@ class Parts:
 
         return RuleFindings(rule, count=count, load=load, json_text=text, first=(load_first, held))
 
-    def keep_findings(self, rule: Rule, findings: list[Finding]) -> RuleFindings:
+    def keep_findings(
+        self, rule: Rule, findings: list[Finding], *, text: bool = True
+    ) -> RuleFindings:
         """Keep ``rule``'s ``findings`` (it ran with these settings over this store), with
-        the JSON report's text of them; return them as a report takes them."""
+        the JSON report's text of them unless not ``text``; return them as a report takes
+        them."""
         from auditor.report.json_report import findings_text
 
-        text = findings_text(findings)
+        json_text = findings_text(findings) if text else None
         body = _columns(findings)
         # A rule with no more findings than that keeps its columns twice, as they are.
         first = body if len(findings) <= FIRST else _columns(findings[:FIRST])
         if body is not None and first is not None:
-            written = text or b""
+            written = json_text or b""
             head = {
                 "count": len(findings),
                 "columns": len(body),
-                "text": None if text is None else len(written),
+                "text": None if json_text is None else len(written),
                 "first": len(first),
                 "crc32": zlib.crc32(first, zlib.crc32(written, zlib.crc32(body))),
             }
             line = json.dumps(head).encode() + b"\n"
             self._write_bytes(self._rule_key(rule), [line, body, written, first])
-        return RuleFindings(rule, findings, json_text=text)
+        return RuleFindings(rule, findings, json_text=json_text)
 
     def figures(self) -> dict[str, list[dict[str, Any]]] | None:
         """The figures' rows as kept (:func:`auditor.figures.figure_rows`); None when not."""

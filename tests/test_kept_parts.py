@@ -220,8 +220,9 @@ def test_a_store_audit_with_new_settings_splices_its_kept_findings(
     assert result.exit_code() == 1 and not any(piece.loaded for piece in kept)
     # The command: its report, byte for byte, is the report of the same audit with nothing kept.
     spliced = _json_audit(store, tmp_path / "spliced.json", "--validation-timeout", "50ms")
-    shutil.rmtree(_beside(store))
+    _forget(store)
     fresh = _json_audit(store, tmp_path / "fresh.json", "--validation-timeout", "50ms")
+    assert _beside(store).is_dir()  # it ran: its parts were kept again
     assert spliced == fresh
     assert spliced == json.dumps(json.loads(spliced), indent=2, ensure_ascii=False) + "\n"
     report = json.loads(spliced)
@@ -242,6 +243,36 @@ def source(tmp_path: Path) -> Path:
     return folder
 
 
+def test_a_table_audit_keeps_findings_without_json_text_and_json_reports_them_all(
+    source: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store.parquet"
+    assert main(["compact", str(source), "--out", str(store), "--quiet"]) == 0
+    table = tmp_path / "table.txt"
+    args = ["audit", str(store), "--validation-timeout", "50ms", "--quiet"]
+    assert main([*args, "--output", str(table)]) == 1
+    # The rules the new timeout ran again kept their findings without the JSON text.
+    heads = [
+        json.loads(part.read_bytes().split(b"\n", 2)[1])
+        for part in _beside(store).glob("*.part")
+    ]
+    rerun = [h for h in heads if "rule" not in h and h.get("text", 0) is None]
+    assert any(h["count"] > 0 for h in rerun)
+    assert all(h["text"] is not None for h in heads if h not in rerun and "text" in h)
+    # A JSON report with those settings encodes them: the same bytes as with nothing kept.
+    spliced = _json_audit(store, tmp_path / "spliced.json", "--validation-timeout", "50ms")
+    _forget(store)
+    fresh = _json_audit(store, tmp_path / "fresh.json", "--validation-timeout", "50ms")
+    assert _beside(store).is_dir()  # it ran: its parts were kept again
+    assert spliced == fresh
+    # And the table, with nothing kept, is the table of the parts.
+    _forget(store)
+    assert main([*args, "--output", str(tmp_path / "again.txt")]) == 1
+    assert (tmp_path / "again.txt").read_text(encoding="utf-8") == table.read_text(
+        encoding="utf-8"
+    )
+
+
 def _json_audit(store: Path, out: Path, *extra: str) -> str:
     main(["audit", str(store), "--format", "json", "--output", str(out), "--quiet", *extra])
     return out.read_text(encoding="utf-8")
@@ -251,6 +282,13 @@ def _beside(store: Path) -> Path:
     folder = location([str(store)])
     assert folder is not None
     return folder / "parts"
+
+
+def _forget(store: Path) -> None:
+    """Remove the parts and the reports audits kept beside ``store`` (not its tables)."""
+    for folder in (_beside(store), _beside(store).parent / "reports"):
+        shutil.rmtree(folder, ignore_errors=True)
+    assert not _beside(store).exists()
 
 
 # Damage and tampering: the rule runs again rather than a report taking such a part.
