@@ -24,8 +24,9 @@ A rule's part holds its findings twice: as JSON columns (one list per field), ma
 report writes for them, which a JSON report splices in as it is
 (:mod:`auditor.rule_findings`): a hundred thousand findings cost more to decode and encode
 again than the rest of the audit. (An audit writing a table or Markdown keeps no text: a
-later JSON report encodes those findings, as it does findings orjson cannot write.) After them come the columns of the first :data:`FIRST`
-findings alone, all that a table or Markdown report shows of a rule. A line before them
+later JSON report encodes those findings, as it does findings orjson cannot write.) After
+them come the columns of the first :data:`FIRST` findings alone, all that a table or
+Markdown report shows of a rule. A line before them
 gives the number of findings, the length of each section and a CRC-32 of all three, so that
 damage is caught as the part is read, while the rule can still run instead. The text is
 used only if it reads as a JSON list of that many values, so a part, whoever wrote it,

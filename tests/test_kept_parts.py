@@ -253,8 +253,7 @@ def test_a_table_audit_keeps_findings_without_json_text_and_json_reports_them_al
     assert main([*args, "--output", str(table)]) == 1
     # The rules the new timeout ran again kept their findings without the JSON text.
     heads = [
-        json.loads(part.read_bytes().split(b"\n", 2)[1])
-        for part in _beside(store).glob("*.part")
+        json.loads(part.read_bytes().split(b"\n", 2)[1]) for part in _beside(store).glob("*.part")
     ]
     rerun = [h for h in heads if "rule" not in h and h.get("text", 0) is None]
     assert any(h["count"] > 0 for h in rerun)
@@ -268,9 +267,7 @@ def test_a_table_audit_keeps_findings_without_json_text_and_json_reports_them_al
     # And the table, with nothing kept, is the table of the parts.
     _forget(store)
     assert main([*args, "--output", str(tmp_path / "again.txt")]) == 1
-    assert (tmp_path / "again.txt").read_text(encoding="utf-8") == table.read_text(
-        encoding="utf-8"
-    )
+    assert (tmp_path / "again.txt").read_text(encoding="utf-8") == table.read_text(encoding="utf-8")
 
 
 def _json_audit(store: Path, out: Path, *extra: str) -> str:
