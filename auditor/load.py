@@ -27,7 +27,7 @@ from auditor.derived import uncompressed
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
 from auditor.readers import Reader, memory_limit, run, scale_memory_limit, span_types
-from auditor.sources import SourceFile, discover
+from auditor.sources import SourceFile, discover, has_glob
 from auditor.table import SPANS_DDL
 from collector.progress import step
 
@@ -192,6 +192,18 @@ def append_lines(
     """
     from auditor import derived
 
+    kind = run(
+        trace_set.con,
+        "SELECT table_type FROM information_schema.tables"
+        " WHERE table_name = 'spans' AND table_catalog = current_database()"
+        " AND table_schema = current_schema()",
+    )
+    if kind and kind[0][0] == "VIEW":
+        raise AuditError(
+            f"cannot add the lines of {file}: these spans are a compacted store, read in"
+            " place; load it into a table to add to it (load_traces(paths, con=connect()))",
+            title="read-only spans",
+        )
     reader = Reader(connect(trace_set.con), dedupe_on_insert=True)
     reader.add_lines(file, list(lines), torn_possible=final)
     reader.flush()
@@ -226,6 +238,8 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
     """
     import duckdb
 
+    if any(has_glob(s.path) for s in sources):
+        return None  # a view names its files as DuckDB patterns: the table is read in instead
     con = duckdb.connect(":memory:")
     run(con, "SET enable_progress_bar = false")
     if sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES:

@@ -40,6 +40,7 @@ from auditor.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, class
 from auditor.sources import (
     SourceFile,
     ends_with_newline,
+    has_glob,
     iter_lines,
     open_text,
     read_errors,
@@ -187,6 +188,10 @@ _LINE_COUNTS: Final = (
     f" FROM read_csv($1, {_CSV_OPTIONS}) GROUP BY ALL"
 )
 """Non-empty lines per file (no line numbers needed, so no ordering)."""
+_BLANK_CHARS: Final = "' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)"
+"""The characters of a blank line (spaces, tabs, line and form feeds), as SQL: those
+JSON allows between values, and the vertical tab and form feed Python's ``str.strip``
+also takes. DuckDB's ``trim`` alone strips only spaces."""
 _FILE_STATS: Final = """
     WITH lines AS ({lines}),
     present AS (
@@ -194,8 +199,8 @@ _FILE_STATS: Final = """
         WHERE list_contains($1, source_file) GROUP BY ALL
     )
     SELECT l.source_file,
-           max(l.source_line) FILTER (WHERE trim(l.text) <> '') AS last_line,
-           count(*) FILTER (WHERE trim(l.text) <> '' AND p.spans IS NULL) AS missing,
+           max(l.source_line) FILTER (WHERE trim(l.text, {blank}) <> '') AS last_line,
+           count(*) FILTER (WHERE trim(l.text, {blank}) <> '' AND p.spans IS NULL) AS missing,
            coalesce(sum(p.spans), 0) AS spans
     FROM lines AS l LEFT JOIN present AS p USING (source_file, source_line)
     GROUP BY l.source_file
@@ -205,7 +210,7 @@ _MISSING_LINES: Final = (
     """
     WITH lines AS ({lines})
     SELECT source_file, source_line, text FROM lines AS l
-    WHERE trim(text) <> ''
+    WHERE trim(text, {blank}) <> ''
       AND NOT EXISTS (SELECT 1 FROM spans AS s WHERE s.source_file = l.source_file
                       AND s.source_line = l.source_line)
     QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= """
@@ -293,8 +298,10 @@ class Reader:
             return
         if _looks_pretty(source) and self._read_documents(source):
             return
-        if source.compression == "zstd" and zstd_truncated(source.path):
-            # DuckDB reads a cut zstd stream up to the cut without a word; Python says where.
+        if has_glob(source.path) or (source.compression == "zstd" and zstd_truncated(source.path)):
+            # DuckDB would read a name such as `spans[1].jsonl` as a pattern (and read
+            # `spans1.jsonl`); and it reads a cut zstd stream up to the cut without a word.
+            # Python reads the file as it is named, and says where a stream was cut.
             self._read_lines_in_python(source)
             self.flush()
             return
@@ -568,7 +575,7 @@ class Reader:
             return
         lines = _FILE_LINES if len(suspects) == 1 else _BATCH_LINES
         params = [[s.path for s in suspects], sources[0].compression, MAX_LINE_BYTES]
-        stats = grown(self.con, _FILE_STATS.format(lines=lines), params)
+        stats = grown(self.con, _FILE_STATS.format(lines=lines, blank=_BLANK_CHARS), params)
         by_path = {s.path: s for s in suspects}
         # In the order the files were given, so that their problems are reported in it too
         # (the statement groups its rows in no set order).
@@ -589,7 +596,7 @@ class Reader:
             return
         rows = run(
             self.con,
-            _MISSING_LINES.format(lines=lines),
+            _MISSING_LINES.format(lines=lines, blank=_BLANK_CHARS),
             [[s.path for s, _ in troubled], sources[0].compression, MAX_LINE_BYTES],
         )
         bad: dict[str, list[tuple[str, int, str]]] = {}
@@ -621,17 +628,18 @@ class Reader:
     def _read_parquet(self, source: SourceFile) -> None:
         import duckdb
 
-        why = store_mismatch(self.con, [source.path])
-        if why is None:
-            try:
-                run(
-                    self.con,
-                    f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM read_parquet(?)",
-                    [source.path],
-                )
-                return
-            except duckdb.Error as e:
-                why = f"not a readable Parquet file ({first_line(e)})"
+        with plain_name(source.path) as path:
+            why = store_mismatch(self.con, [path])
+            if why is None:
+                try:
+                    run(
+                        self.con,
+                        f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM read_parquet(?)",
+                        [path],
+                    )
+                    return
+                except duckdb.Error as e:
+                    why = f"not a readable Parquet file ({first_line(e)})"
         self.problems.append(LoadProblem(source.path, None, why))
 
     # ---------------------------------------------------------------- helpers
@@ -742,7 +750,8 @@ class Reader:
                 self._note_replaced(file, number)
                 self._queue(file, number, fixed)
                 repaired = True
-            elif not text.strip() or not is_empty_export(text):
+            elif text.strip() and not is_empty_export(text):
+                # A blank line holds nothing to report, as the lines read in Python skip it.
                 by_file.setdefault(file, []).append((number, text))
         if repaired:
             self._report_replaced()
@@ -969,6 +978,22 @@ def span_types(con: duckdb.DuckDBPyConnection) -> tuple[tuple[str, str], ...]:
             cursor.close()
         _SPAN_TYPES.append(tuple((str(r[0]), str(r[1])) for r in rows))
     return _SPAN_TYPES[0]
+
+
+@contextmanager
+def plain_name(path: str) -> Iterator[str]:
+    """``path``, or while the block runs a link to it whose name DuckDB takes as it is (no
+    ``*``, ``?`` or ``[``, which its readers expand as a pattern); the Parquet ``compact``
+    writes names its source files in its rows, so no row says where it was read from."""
+    if not has_glob(path):
+        yield path
+        return
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="handoffscope-") as folder:
+        link = os.path.join(folder, "store" + os.path.splitext(path)[1])
+        os.symlink(os.path.abspath(path), link)
+        yield link
 
 
 def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | None:

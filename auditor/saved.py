@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from auditor.compact import TABLE_VERSION
 from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects, uncompressed
+from auditor.errors import AuditError
 from auditor.macros import views_sql
 from auditor.readers import grown, run
+from auditor.sources import has_glob
 
 if TYPE_CHECKING:
     import duckdb
@@ -52,14 +54,17 @@ _MANIFEST: Final = "manifest.json"
 def location(files: Sequence[str | os.PathLike[str]]) -> Path | None:
     """Where the derived tables of the store made of ``files`` live: a hidden folder beside
     its one file (``.NAME.derived``), or among its files (``.parquet.derived``) when it is a
-    folder of several; None for files from several folders."""
+    folder of several; None for files from several folders, and for a path DuckDB would
+    read as a pattern (``*``, ``?`` or ``[`` in it), whose saved tables it could not name."""
     paths = [Path(f) for f in files]
     if len(paths) == 1:
-        return paths[0].parent / f".{paths[0].name}.derived"
-    folders = {p.parent for p in paths}
-    if len(folders) != 1:
-        return None
-    return folders.pop() / ".parquet.derived"
+        found = paths[0].parent / f".{paths[0].name}.derived"
+    else:
+        folders = {p.parent for p in paths}
+        if len(folders) != 1:
+            return None
+        found = folders.pop() / ".parquet.derived"
+    return None if has_glob(str(found)) else found
 
 
 def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
@@ -68,7 +73,10 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
     (:func:`auditor.audit.prepare`) and hold no derived tables of its own."""
     target = location(files)
     if target is None:
-        raise ValueError("a store's files are one file or the files of one folder")
+        raise AuditError(
+            "no folder for them beside the store: its files must be one file or the files of"
+            " one folder, named without *, ? or ["
+        )
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)

@@ -51,7 +51,9 @@ class SourceFile:
     """True when the user named the file itself (not found by walking a directory)."""
 
 
-def _has_glob(text: str) -> bool:
+def has_glob(text: str) -> bool:
+    """Whether ``text`` holds a character that DuckDB (and :mod:`glob`) read as a pattern:
+    DuckDB's file readers cannot be given such a name as it is."""
     return any(ch in text for ch in "*?[")
 
 
@@ -87,7 +89,7 @@ def discover(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[SourceFile],
 
     for raw in paths:
         text = os.fspath(raw)
-        if _has_glob(text) and not os.path.exists(text):
+        if has_glob(text) and not os.path.exists(text):
             matches = sorted(glob.glob(text, recursive=True))
             files = [Path(m) for m in matches if os.path.isfile(m)]
             missing.extend(
