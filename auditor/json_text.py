@@ -60,7 +60,18 @@ def opens_value(first_line: bytes) -> bool:
     pretty-printed documents, to be read whole, not line by line (audit's and watch's rule).
     A leading byte-order mark is ignored."""
     first = first_line.removeprefix(b"\xef\xbb\xbf").strip()
-    return first.startswith((b"{", b"[")) and not is_json(first.decode("utf-8", "replace"))
+    if not first.startswith((b"{", b"[")):
+        return False
+    text = first.decode("utf-8", "replace")
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as e:
+        # The value goes on below only if the line ran out before it could close: a line
+        # such as `{oops` is broken where it stands, a malformed line of JSON-lines.
+        return e.pos >= len(text)
+    except (ValueError, RecursionError):
+        return False
+    return False
 
 
 FIRST_LINE_BYTES: Final = 64 * 1024
@@ -204,11 +215,18 @@ def documents(data: bytes, path: str, problems: list[LoadProblem]) -> list[tuple
             if pending.last > pending.line
             else (f"line {pending.line}")
         )
+        # Text that stops before its document closes is a tail being written (or cut).
+        what = (
+            f"the last document is incomplete ({pending.why}): the writer probably stopped"
+            " mid-write"
+            if pending.incomplete
+            else pending.why
+        )
         problems.append(
             LoadProblem(
                 path,
                 pending.line,
-                f"{pending.why}; {lines} skipped, the documents before them were loaded",
+                f"{what}; {lines} skipped, the documents before them were loaded",
             )
         )
     return found.documents
