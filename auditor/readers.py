@@ -311,17 +311,26 @@ class Reader:
             or self._pending_bytes + size > BATCH_FILE_BYTES
             or len(self._pending) >= BATCH_FILES
         ):
-            self._read_files(self._pending)
-            self._pending, self._pending_bytes = [], 0
+            self._read_batch()
         self._pending.append(source)
         self._pending_bytes += size
 
     def finish(self) -> None:
         """Read every queued file and flush queued lines."""
         if self._pending:
-            self._read_files(self._pending)
-            self._pending, self._pending_bytes = [], 0
+            self._read_batch()
         self.flush()
+
+    def _read_batch(self) -> None:
+        """Read the queued files, their problems in the order of the files, then of lines
+        (a file's problems of no one line last): however each file ended up being read (in
+        parallel, or again line by line), its problems come where they would on any path."""
+        start, order = len(self.problems), {s.path: n for n, s in enumerate(self._pending)}
+        self._read_files(self._pending)
+        self._pending, self._pending_bytes = [], 0
+        found = self.problems[start:]
+        found.sort(key=lambda p: (order.get(p.file, len(order)), p.line is None, p.line or 0))
+        self.problems[start:] = found
 
     def add_lines(
         self,

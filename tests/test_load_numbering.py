@@ -500,8 +500,8 @@ def test_problems_of_files_read_again_together_come_in_the_order_of_the_files(
     (folder / "c.jsonl").write_text("\n".join(good[:20]) + "\n" + good[20][:50])
     for _ in range(10):
         assert [(Path(p.file).name, p.line) for p in load_traces(folder).problems] == [
-            ("b.jsonl", 31),  # no span id (the ids are checked first)
             ("b.jsonl", 30),  # "{oops"
+            ("b.jsonl", 31),  # no span id (by line, whatever the kind of problem)
             ("c.jsonl", 21),  # torn
         ]
 
