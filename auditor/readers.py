@@ -637,18 +637,21 @@ class Reader:
     def _read_parquet(self, source: SourceFile) -> None:
         import duckdb
 
-        with plain_name(source.path) as path:
-            why = store_mismatch(self.con, [path])
-            if why is None:
-                try:
-                    run(
-                        self.con,
-                        f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM read_parquet(?)",
-                        [path],
-                    )
-                    return
-                except duckdb.Error as e:
-                    why = f"not a readable Parquet file ({first_line(e)})"
+        try:
+            with plain_name(source.path) as path:
+                why = store_mismatch(self.con, [path])
+                if why is None:
+                    try:
+                        run(
+                            self.con,
+                            f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM read_parquet(?)",
+                            [path],
+                        )
+                        return
+                    except duckdb.Error as e:
+                        why = f"not a readable Parquet file ({first_line(e)})"
+        except OSError as e:  # no link could be made to a name DuckDB would take as a pattern
+            why = f"a name holding *, ? or [ cannot be read here ({e}); rename the file"
         self.problems.append(LoadProblem(source.path, None, why))
 
     # ---------------------------------------------------------------- helpers

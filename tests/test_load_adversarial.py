@@ -306,6 +306,23 @@ def test_a_store_named_like_a_glob_pattern_is_compacted_and_audited_itself(
     assert json.loads(out.read_text(encoding="utf-8"))["summary"]["spans"] == 2
 
 
+def test_a_store_named_like_a_pattern_where_no_link_can_be_made_is_a_problem_not_a_crash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.jsonl").write_text(GOOD[0] + "\n")
+    store = tmp_path / "s[1].parquet"
+    assert main(["compact", str(tmp_path / "a.jsonl"), "--out", str(store), "--quiet"]) == 0
+
+    def refuse(*args: object) -> None:
+        raise PermissionError("symbolic links are not allowed here")
+
+    monkeypatch.setattr("os.symlink", refuse)
+    with pytest.raises(AuditError) as found:
+        load_traces(store)
+    assert "rename the file" in str(found.value)
+    assert "s[1].parquet" in str(found.value)
+
+
 def test_bytes_after_the_last_zstd_frame_cost_no_line_before_them(tmp_path: Path) -> None:
     lines = [line(n) for n in range(1, 200)]
     data = zstandard.ZstdCompressor().compress(("\n".join(lines) + "\n").encode())
