@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 from test_load import export, span_json
 
@@ -504,6 +505,38 @@ def test_problems_of_files_read_again_together_come_in_the_order_of_the_files(
             ("b.jsonl", 31),  # no span id (by line, whatever the kind of problem)
             ("c.jsonl", 21),  # torn
         ]
+
+
+def test_a_large_input_compresses_its_spans_with_a_thread_more_then_as_many_as_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint that compresses a large load's spans runs with one DuckDB thread more
+    (a thread of it may wait on spilled rows), and the load goes on with as many as before."""
+    from auditor import load
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for number in range(3):
+        first = 100 * number + 1
+        lines = [export(span_json(f"{n:016x}")) for n in range(first, first + 20)]
+        (folder / f"{number}.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(readers, "BATCH_FILE_BYTES", 1)  # a batch per file
+    monkeypatch.setattr(load, "LARGE_INPUT_BYTES", 0)
+    monkeypatch.setattr(load, "memory_limit", lambda con: 1)  # compress after every batch
+    during: list[int] = []
+    real_grown = readers.grown
+
+    def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
+        if sql == "CHECKPOINT":
+            during.append(int(con.execute("SELECT current_setting('threads')").fetchone()[0]))
+        return real_grown(con, sql, params)
+
+    monkeypatch.setattr(readers, "grown", spy)
+    usual = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0])
+    large = load_traces(folder)
+    assert during == [usual + 1] * 3
+    assert large.con.execute("SELECT current_setting('threads')").fetchone() == (usual,)
+    assert large.span_count == 60
 
 
 @pytest.mark.parametrize("every", [None, 2])
