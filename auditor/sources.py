@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Final
 
 TRACE_SUFFIXES: Final = (
     ".json",
@@ -227,7 +227,12 @@ def open_text(source: SourceFile) -> IO[bytes]:
     if source.compression == "gzip":
         fh = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
     elif source.compression == "zstd":
-        fh = io.BufferedReader(_ZstdFrames(raw))
+        import zstandard
+
+        reader = zstandard.ZstdDecompressor().stream_reader(
+            raw, closefd=True, read_across_frames=True
+        )
+        fh = io.BufferedReader(reader)  # type: ignore[arg-type]
     try:
         if fh.peek(len(UTF8_BOM)).startswith(UTF8_BOM):  # type: ignore[attr-defined]
             fh.read(len(UTF8_BOM))
@@ -235,64 +240,6 @@ def open_text(source: SourceFile) -> IO[bytes]:
         fh.close()
         raise
     return fh
-
-
-class _ZstdFrames(io.RawIOBase):
-    """The decompressed bytes of a zstd file, frame after frame.
-
-    Bytes after a whole frame that are not a frame (the zeros a crash leaves, a partial
-    copy) raise ``zstandard.ZstdError``, but only once every byte decoded before them has
-    been read: zstandard's own stream reader raises inside the read that meets them, and a
-    buffered reader over it loses what that read had decoded.
-    """
-
-    _CHUNK: Final = 1 << 20
-
-    def __init__(self, raw: IO[bytes]) -> None:
-        import zstandard
-
-        self._raw = raw
-        self._new = zstandard.ZstdDecompressor().decompressobj
-        self._error_type = zstandard.ZstdError
-        self._frame = self._new()
-        self._out = memoryview(b"")
-        self._rest = b""
-        self._error: Exception | None = None
-        self._done = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        while not self._out:
-            if self._error is not None:
-                raise self._error
-            if self._done:
-                return 0
-            self._decode()
-        size = min(len(buffer), len(self._out))
-        buffer[:size] = self._out[:size]
-        self._out = self._out[size:]
-        return size
-
-    def _decode(self) -> None:
-        chunk, self._rest = self._rest or self._raw.read(self._CHUNK), b""
-        if not chunk:
-            self._done = True  # a frame cut short ends here too: zstd_truncated tells it
-            return
-        try:
-            self._out = memoryview(self._frame.decompress(chunk))
-        except self._error_type as e:
-            self._error = e
-            return
-        if self._frame.eof:
-            self._frame, self._rest = self._new(), self._frame.unused_data
-
-    def close(self) -> None:
-        try:
-            self._raw.close()
-        finally:
-            super().close()
 
 
 def read_whole(source: SourceFile) -> bytes:
