@@ -354,16 +354,16 @@ def _run(
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
     kept = restore(con, trace_set.files, wanted, lazy=True)
-    keep = partial(
+    query = partial(
         _query, con, settings, rules, figures=figures, found=found, parts=parts, json_text=json_text
     )
     try:
-        return keep(kept=kept)
+        return query(kept=kept)
     except Exception as e:
         if not kept or not _failed_query(e):
             raise
     # A saved file damaged inside (its footer was sound): derive the tables instead.
-    return keep(kept=())
+    return query(kept=())
 
 
 def _query(

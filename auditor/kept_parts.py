@@ -26,9 +26,9 @@ report writes for them, which a JSON report splices in as it is
 again than the rest of the audit. (An audit writing a table or Markdown keeps no text: a
 later JSON report encodes those findings, as it does findings orjson cannot write.) After
 them come the columns of the first :data:`FIRST` findings alone, all that a table or
-Markdown report shows of a rule. A line before them
-gives the number of findings, the length of each section and a CRC-32 of all three, so that
-damage is caught as the part is read, while the rule can still run instead. The text is
+Markdown report shows of a rule. A line before them gives the number of findings, the length
+of each section and a CRC-32 of all three, so that damage is caught as the part is read,
+while the rule can still run instead. The text is
 used only if it reads as a JSON list of that many values, so a part, whoever wrote it,
 cannot break the report's JSON.
 """

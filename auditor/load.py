@@ -188,15 +188,17 @@ def append_lines(
     hold back an unterminated last line until it is complete; with ``final=True`` the last
     line given is treated as the file's end, so an incomplete one is reported as torn.
     Returns the number of new spans. Derived tables (:mod:`auditor.derived`) computed
-    before are dropped, so nothing reads a snapshot without the new spans.
+    before are dropped, so nothing reads a snapshot without the new spans. Raises
+    :class:`AuditError` when ``spans`` is a view (a compacted store read in place).
     """
     from auditor import derived
 
     kind = run(
         trace_set.con,
         "SELECT table_type FROM information_schema.tables"
-        " WHERE table_name = 'spans' AND table_catalog = current_database()"
-        " AND table_schema = current_schema()",
+        " WHERE table_name = 'spans' AND (table_catalog = 'temp'"
+        " OR table_catalog = current_database() AND table_schema = current_schema())"
+        " ORDER BY table_catalog = 'temp' DESC",  # a temporary one hides the other
     )
     if kind and kind[0][0] == "VIEW":
         raise AuditError(

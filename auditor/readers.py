@@ -292,16 +292,22 @@ class Reader:
 
     # ---------------------------------------------------------------- entry points
     def read(self, source: SourceFile) -> None:
-        """Queue one file; files are read in batches (see :meth:`finish`)."""
+        """Queue one file; files are read in batches (see :meth:`finish`). A file read at
+        once (Parquet, documents, a file DuckDB cannot be given) first has the queued files
+        read, so that problems keep the order of the files."""
         if source.parquet:
+            self._read_queued()
             self._read_parquet(source)
             return
-        if _looks_pretty(source) and self._read_documents(source):
-            return
+        if _looks_pretty(source):
+            self._read_queued()
+            if self._read_documents(source):
+                return
         if has_glob(source.path) or (source.compression == "zstd" and zstd_truncated(source.path)):
             # DuckDB would read a name such as `spans[1].jsonl` as a pattern (and read
             # `spans1.jsonl`); and it reads a cut zstd stream up to the cut without a word.
             # Python reads the file as it is named, and says where a stream was cut.
+            self._read_queued()
             self._read_lines_in_python(source)
             self.flush()
             return
@@ -317,9 +323,12 @@ class Reader:
 
     def finish(self) -> None:
         """Read every queued file and flush queued lines."""
+        self._read_queued()
+        self.flush()
+
+    def _read_queued(self) -> None:
         if self._pending:
             self._read_batch()
-        self.flush()
 
     def _read_batch(self) -> None:
         """Read the queued files, their problems in the order of the files, then of lines
@@ -650,6 +659,8 @@ class Reader:
                         return
                     except duckdb.Error as e:
                         why = f"not a readable Parquet file ({first_line(e)})"
+                # Named as the user named it, not as the link it was read through.
+                why = why.replace(path, source.path)
         except OSError as e:  # no link could be made to a name DuckDB would take as a pattern
             why = f"a name holding *, ? or [ cannot be read here ({e}); rename the file"
         self.problems.append(LoadProblem(source.path, None, why))
@@ -948,12 +959,12 @@ def compress(con: duckdb.DuckDBPyConnection) -> None:
     import duckdb
 
     threads = int(run(con, "SELECT current_setting('threads')")[0][0])  # type: ignore[call-overload]
-    run(con, f"SET threads = {threads + 1}")
+    run(con, "SET threads = ?", [threads + 1])
     try:
         grown(con, "CHECKPOINT")
     finally:
         try:
-            run(con, f"SET threads = {threads}")
+            run(con, "SET threads = ?", [threads])
         except duckdb.Error:
             pass  # an interrupted connection: the error that interrupted it is the one to see
 

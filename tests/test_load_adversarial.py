@@ -306,6 +306,34 @@ def test_a_store_named_like_a_glob_pattern_is_compacted_and_audited_itself(
     assert json.loads(out.read_text(encoding="utf-8"))["summary"]["spans"] == 2
 
 
+def test_a_file_read_at_once_reports_after_the_files_queued_before_it(tmp_path: Path) -> None:
+    """A file DuckDB cannot be given is read in Python at once: the files queued before it
+    are read first, so the problems keep the order of the files."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text("\n".join([GOOD[0], "{oops", GOOD[1]]) + "\n")
+    (folder / "b[1].jsonl").write_text("\n".join([GOOD[2], "{oops", GOOD[3]]) + "\n")
+    ts = load_traces(folder)
+    assert where(ts) == [("a.jsonl", 2), ("b[1].jsonl", 2)]
+    assert ts.span_count == 4
+
+
+def test_a_damaged_parquet_named_like_a_pattern_is_named_as_given(tmp_path: Path) -> None:
+    (tmp_path / "junk[1].parquet").write_bytes(b"PAR1" + b"\0" * 64)
+    (tmp_path / "a.jsonl").write_text(GOOD[0] + "\n")
+    ts = load_traces([tmp_path / "junk[1].parquet", tmp_path / "a.jsonl"])
+    assert ts.span_count == 1
+    assert [Path(p.file).name for p in ts.problems] == ["junk[1].parquet"]
+    assert "handoffscope-" not in ts.problems[0].message
+
+
+def test_append_lines_to_a_temporary_view_named_spans_is_refused_too(tmp_path: Path) -> None:
+    trace_set = TraceSet(con=connect())
+    trace_set.con.execute("CREATE TEMP VIEW spans AS SELECT 1 AS trace_id")
+    with pytest.raises(AuditError):
+        append_lines(trace_set, [(1, GOOD[0])], file="live.jsonl")
+
+
 def test_a_store_named_like_a_pattern_where_no_link_can_be_made_is_a_problem_not_a_crash(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
