@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Final
+from typing import IO, Any, Final
 
 TRACE_SUFFIXES: Final = (
     ".json",
@@ -229,10 +229,24 @@ def open_text(source: SourceFile) -> IO[bytes]:
     elif source.compression == "zstd":
         import zstandard
 
-        reader = zstandard.ZstdDecompressor().stream_reader(
-            raw, closefd=True, read_across_frames=True
-        )
-        fh = io.BufferedReader(reader)  # type: ignore[arg-type]
+        _, end = _zstd_walk(source.path)
+        size = os.fstat(raw.fileno()).st_size
+        if end is None or end >= size:
+            reader = zstandard.ZstdDecompressor().stream_reader(
+                raw, closefd=True, read_across_frames=True
+            )
+            fh = io.BufferedReader(reader)  # type: ignore[arg-type]
+        else:
+            # Bytes after the frames that begin none (the zeros a crash leaves): the frames
+            # are decoded, a little at a time as ever, and the error comes only once all of
+            # them has been read; raised inside a read, it would lose what that read held.
+            frames = zstandard.ZstdDecompressor().stream_reader(
+                _Prefix(raw, end),  # type: ignore[arg-type]  # a raw binary stream
+                closefd=True,
+                read_across_frames=True,
+            )
+            error = zstandard.ZstdError(f"bytes {end + 1} to {size} begin no zstd frame")
+            fh = io.BufferedReader(_ThenRaise(frames, error))
     try:
         if fh.peek(len(UTF8_BOM)).startswith(UTF8_BOM):  # type: ignore[attr-defined]
             fh.read(len(UTF8_BOM))
@@ -240,6 +254,51 @@ def open_text(source: SourceFile) -> IO[bytes]:
         fh.close()
         raise
     return fh
+
+
+class _Prefix(io.RawIOBase):
+    """The first ``length`` bytes of the file ``raw``, then its end."""
+
+    def __init__(self, raw: IO[bytes], length: int) -> None:
+        self._raw, self._left = raw, length
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        got = self._raw.readinto(memoryview(buffer)[: self._left])  # type: ignore[attr-defined]
+        self._left -= got or 0
+        return got or 0
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+class _ThenRaise(io.RawIOBase):
+    """What ``inner`` reads, then ``error`` where it would end."""
+
+    def __init__(self, inner: Any, error: Exception) -> None:
+        self._inner, self._error = inner, error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        got = int(self._inner.readinto(buffer))
+        if got == 0 and len(buffer):
+            raise self._error
+        return got
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
 
 
 def read_whole(source: SourceFile) -> bytes:
@@ -301,6 +360,13 @@ def zstd_truncated(path: str) -> bool:
     Walks the frame and block headers without decompressing (a few bytes per 128 KiB
     block), since the decoders read a cut stream up to the cut without saying so.
     """
+    return _zstd_walk(path)[0]
+
+
+def _zstd_walk(path: str) -> tuple[bool, int | None]:
+    """Whether the zstd file ``path`` ends inside a frame, and where its frames end: the
+    offset of the first byte that begins no frame (the file's size when every byte is in
+    one; None when the file cannot be read)."""
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, os.SEEK_END)
@@ -309,19 +375,19 @@ def zstd_truncated(path: str) -> bool:
                 fh.seek(pos)
                 head = fh.read(4)
                 if len(head) < 4:
-                    return True
+                    return True, None
                 magic = int.from_bytes(head, "little")
                 if magic in _ZSTD_SKIPPABLE:
                     length = int.from_bytes(fh.read(4), "little")
                     pos += 8 + length
                     if pos > size:
-                        return True
+                        return True, None
                     continue
                 if head != ZSTD_MAGIC:
-                    return False  # not zstd past here: the decoder reports that itself
+                    return False, pos  # not zstd past here: the decoder reports that itself
                 descriptor = fh.read(1)
                 if not descriptor:
-                    return True
+                    return True, None
                 d = descriptor[0]
                 single = bool(d & 0x20)
                 fcs = (0, 2, 4, 8)[d >> 6] or (1 if single else 0)
@@ -331,7 +397,7 @@ def zstd_truncated(path: str) -> bool:
                     fh.seek(pos)
                     block = fh.read(3)
                     if len(block) < 3:
-                        return True
+                        return True, None
                     header = int.from_bytes(block, "little")
                     kind = (header >> 1) & 3
                     pos += 3 + (1 if kind == 1 else header >> 3)
@@ -339,7 +405,7 @@ def zstd_truncated(path: str) -> bool:
                         break
                 pos += checksum
                 if pos > size:
-                    return True
-            return False
+                    return True, None
+            return False, size
     except OSError:
-        return False
+        return False, None
