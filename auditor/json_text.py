@@ -26,6 +26,7 @@ __all__ = [
     "REPLACED_SURROGATE",
     "Pending",
     "Split",
+    "WHITESPACE",
     "documents",
     "is_empty_export",
     "is_json",
@@ -35,6 +36,13 @@ __all__ = [
     "replace_surrogate_chars",
     "split",
 ]
+
+WHITESPACE: Final = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005"
+    "\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""Every character Python's ``str.strip()`` takes away: a line of nothing else is blank,
+on every path (the SQL of the parallel path trims these too, not only JSON's four)."""
 
 
 def is_empty_export(text: str) -> bool:

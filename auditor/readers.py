@@ -29,6 +29,7 @@ from auditor.errors import first_line
 from auditor.json_text import (
     FIRST_LINE_BYTES,
     REPLACED_SURROGATE,
+    WHITESPACE,
     documents,
     is_empty_export,
     is_json,
@@ -188,10 +189,10 @@ _LINE_COUNTS: Final = (
     f" FROM read_csv($1, {_CSV_OPTIONS}) GROUP BY ALL"
 )
 """Non-empty lines per file (no line numbers needed, so no ordering)."""
-_BLANK_CHARS: Final = "' ' || chr(9) || chr(10) || chr(11) || chr(12) || chr(13)"
-"""The characters of a blank line (spaces, tabs, line and form feeds), as SQL: those
-JSON allows between values, and the vertical tab and form feed Python's ``str.strip``
-also takes. DuckDB's ``trim`` alone strips only spaces."""
+_BLANK_CHARS: Final = " || ".join(f"chr({ord(c)})" for c in WHITESPACE)
+"""The characters of a blank line, as SQL: :data:`auditor.json_text.WHITESPACE`, what
+Python's ``str.strip`` takes on the lines read in Python or handed over in memory.
+DuckDB's ``trim`` alone strips only spaces."""
 _FILE_STATS: Final = """
     WITH lines AS ({lines}),
     present AS (

@@ -11,13 +11,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import zstandard
 from test_load import export, span_json
 
-from auditor import AuditError, TraceSet, append_lines, connect, load_traces, readers
+from auditor import (
+    AuditError,
+    TraceSet,
+    append_lines,
+    connect,
+    json_text,
+    load_traces,
+    readers,
+)
 from auditor.cli import main
 from auditor.readers import Reader
 
@@ -374,10 +383,13 @@ def test_problems_come_in_the_same_order_on_both_paths(
     assert where(fast) == where(exact)
 
 
-@pytest.mark.parametrize("blank", ["\t", " \t ", "\x0b\x0c"])
+@pytest.mark.parametrize("blank", ["\t", " \t ", "\x0b\x0c", "\u00a0", "\u3000 \x1c"])
 def test_a_line_of_tabs_or_other_whitespace_is_blank_like_a_line_of_spaces(
     blank: str, tmp_path: Path
 ) -> None:
+    """Blank on every path: read by DuckDB, and in Python (lines handed over in memory).
+    Once a line of no-break spaces was blank in Python only, so the torn line before it was
+    called malformed in a file and torn in memory."""
     (tmp_path / "mid.jsonl").write_text("\n".join([GOOD[0], blank, GOOD[1]]) + "\n")
     (tmp_path / "end.jsonl").write_text("\n".join([GOOD[0], GOOD[1], TORN, blank]))
     mid = load_traces(tmp_path / "mid.jsonl")
@@ -392,6 +404,11 @@ def test_a_line_of_tabs_or_other_whitespace_is_blank_like_a_line_of_spaces(
         final=True,
     )
     assert in_memory.problems == end.problems
+
+
+def test_the_whitespace_of_blank_lines_is_all_that_python_strips() -> None:
+    every = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+    assert json_text.WHITESPACE == every
 
 
 def test_a_bad_first_line_costs_no_valid_line_after_it(tmp_path: Path) -> None:
