@@ -170,7 +170,8 @@ def split(
     pos = 1 if at_start and text.startswith("\ufeff") else 0
     done = 0
     while True:
-        while pos < length and text[pos] in " \t\r\n":
+        # Between documents, a blank line is any whitespace, as it is between lines.
+        while pos < length and text[pos] in WHITESPACE:
             pos += 1
         if pos >= length:
             done = length
