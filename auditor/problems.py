@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from functools import partial
+from typing import Any, Final
 
 MAX_PROBLEMS_PER_FILE: Final = 100
 """Problems listed one by one per file; the rest are counted in one summary problem."""
@@ -68,8 +69,9 @@ def classify(
 
 def describe(text: str, *, torn: bool = False) -> str:
     """Why ``text`` (one line or document) holds no span."""
+    keys: list[str] = []
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=partial(_first_wins, keys))
     except (ValueError, RecursionError) as e:
         detail = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
         if torn:
@@ -79,10 +81,7 @@ def describe(text: str, *, torn: bool = False) -> str:
             )
         return f"not valid JSON ({detail}); the line was skipped"
     if not isinstance(value, dict):
-        kind = {list: "an array", str: "a string", bool: "a boolean"}.get(type(value), "a number")
-        if value is None:
-            kind = "null"
-        return f"JSON {kind}, not an OTLP export object; the line was skipped"
+        return f"JSON {_kind(value)}, not an OTLP export object; the line was skipped"
     if "resourceLogs" in value or "resource_logs" in value:
         return (
             "OTLP logs, not traces: handoffscope audits trace files (resourceSpans);"
@@ -94,5 +93,27 @@ def describe(text: str, *, torn: bool = False) -> str:
             " point it at the file your trace exporter writes"
         )
     if "resourceSpans" in value:
-        return "resourceSpans is not a list of OTLP ResourceSpans; the line was skipped"
+        times = keys.count("resourceSpans")
+        repeated = f" (the key appears {times} times; the first is read)" if times > 1 else ""
+        first = value["resourceSpans"]
+        what = "holds no" if isinstance(first, list) else f"is {_kind(first)}, not a list of"
+        return f"resourceSpans {what} OTLP ResourceSpans{repeated}; the line was skipped"
     return NOT_OTLP
+
+
+def _first_wins(keys: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as DuckDB's parser reads them: a repeated key keeps its first
+    value. ``keys`` is left holding the keys of the last object made, the outermost."""
+    keys[:] = [k for k, _ in pairs]
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        out.setdefault(key, value)
+    return out
+
+
+def _kind(value: object) -> str:
+    """What JSON ``value`` is, in words (``an array``, ``a number``...)."""
+    if value is None:
+        return "null"
+    kinds = {list: "an array", dict: "an object", str: "a string", bool: "a boolean"}
+    return kinds.get(type(value), "a number")

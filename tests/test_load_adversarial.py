@@ -406,6 +406,31 @@ def test_a_line_of_tabs_or_other_whitespace_is_blank_like_a_line_of_spaces(
     assert in_memory.problems == end.problems
 
 
+def test_whitespace_lines_between_documents_are_blank_too(tmp_path: Path) -> None:
+    first, second = (json.dumps(json.loads(GOOD[n]), indent=2) for n in (0, 1))
+    (tmp_path / "a.json").write_text(first + "\n\x0c\n\u00a0 \n" + second + "\n\x0c")
+    ts = load_traces(tmp_path / "a.json")
+    assert ts.problems == []
+    assert [n for _, n, _ in spans(ts)] == [1, len(first.splitlines()) + 3]
+
+
+def test_a_repeated_resource_spans_key_is_named_with_the_value_read(tmp_path: Path) -> None:
+    """DuckDB reads the first of a repeated key, Python's json the last: the problem says
+    what was read, not what Python would have."""
+    first_bad = '{"resourceSpans": 5, ' + GOOD[0][1:]
+    first_good = GOOD[1][:-1] + ', "resourceSpans": 5}'
+    (tmp_path / "a.jsonl").write_text("\n".join([first_bad, first_good, GOOD[2]]) + "\n")
+    ts = load_traces(tmp_path / "a.jsonl")
+    assert [n for _, n, _ in spans(ts)] == [2, 3]
+    assert [(p.line, p.message) for p in ts.problems] == [
+        (
+            1,
+            "resourceSpans is a number, not a list of OTLP ResourceSpans (the key appears"
+            " 2 times; the first is read); the line was skipped",
+        )
+    ]
+
+
 def test_the_whitespace_of_blank_lines_is_all_that_python_strips() -> None:
     every = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
     assert json_text.WHITESPACE == every
