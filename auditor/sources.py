@@ -11,6 +11,7 @@ import glob
 import gzip
 import io
 import os
+import re
 import stat
 import zlib
 from collections.abc import Iterable, Iterator
@@ -321,16 +322,48 @@ def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:
     """
     cut = source.compression == "zstd" and zstd_truncated(source.path)
     with open_text(source) as fh:
-        for number, line in enumerate(fh, start=1):
-            if cut and not line.endswith(b"\n"):
+        lines = _any_newline_lines(fh) if _first_newline_is_cr(fh) else fh
+        for number, line in enumerate(lines, start=1):
+            if cut and not line.endswith((b"\n", b"\r")):
                 break  # the part of a line that the cut left
             yield number, line.rstrip(b"\r\n")
     if cut:
         raise EOFError("the zstd stream ends inside a frame: the file is truncated")
 
 
+_NEWLINE: Final = re.compile(rb"\r\n|\r|\n")
+_CHUNK_BYTES: Final = 1024 * 1024
+
+
+def _first_newline_is_cr(fh: IO[bytes]) -> bool:
+    """True when the first line of ``fh`` ends in a lone CR (old Mac line ends), as DuckDB
+    sees it when it detects a file's newline; only peeks."""
+    head = fh.peek(_CHUNK_BYTES)  # type: ignore[attr-defined]
+    found = _NEWLINE.search(head)
+    return found is not None and found.group() == b"\r" and found.end() < len(head)
+
+
+def _any_newline_lines(fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``fh``, each ending in CR, LF or CRLF (the last one perhaps in none),
+    read a chunk at a time. A file that ends its lines with CR alone is split as DuckDB
+    splits it; splitting every file so would also cut lines holding a CR as JSON
+    whitespace, which DuckDB keeps whole."""
+    pending = b""
+    while chunk := fh.read(_CHUNK_BYTES):
+        data, start = pending + chunk, 0
+        for found in _NEWLINE.finditer(data):
+            if found.end() == len(data) and found.group() == b"\r":
+                break  # a CR that ends the chunk may be the first half of a CRLF
+            yield data[start : found.end()]
+            start = found.end()
+        pending = data[start:]
+    if pending:
+        yield pending
+
+
 def ends_with_newline(source: SourceFile) -> bool:
-    """True when the decompressed content of ``source`` ends with a newline.
+    """True when the decompressed content of ``source`` ends with a newline (LF, or CR as
+    old Mac files end their lines).
 
     Reads only the last byte of a plain file, but all of a compressed one: call it only to
     word a problem, not on every file.
@@ -341,12 +374,13 @@ def ends_with_newline(source: SourceFile) -> bool:
                 if fh.seek(0, os.SEEK_END) == 0:
                     return False
                 fh.seek(-1, os.SEEK_END)
-                return fh.read(1) == b"\n"
+                return fh.read(1) in (b"\n", b"\r")
         last = b""
         with open_text(source) as fh:
             while chunk := fh.read(1024 * 1024):
                 last = chunk[-1:]
-        return last == b"\n" and not (source.compression == "zstd" and zstd_truncated(source.path))
+        cut = source.compression == "zstd" and zstd_truncated(source.path)
+        return last in (b"\n", b"\r") and not cut
     except read_errors():
         return False
 

@@ -10,12 +10,15 @@ the end are the bugs found this way, each fixed.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import sys
 from pathlib import Path
 
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_load import export, span_json
 
 from auditor import (
@@ -26,6 +29,7 @@ from auditor import (
     json_text,
     load_traces,
     readers,
+    sources,
 )
 from auditor.cli import main
 from auditor.readers import Reader
@@ -429,6 +433,33 @@ def test_a_repeated_resource_spans_key_is_named_with_the_value_read(tmp_path: Pa
             " 2 times; the first is read); the line was skipped",
         )
     ]
+
+
+@pytest.mark.parametrize("bad", [b"\xff", b""])
+def test_a_file_of_cr_line_ends_reads_line_by_line_on_every_path(
+    bad: bytes, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Old Mac line ends (CR alone): DuckDB splits such a file at each CR; read in Python
+    (a byte that is not UTF-8 sends it there) it was one line, and every span was lost."""
+    lines = [GOOD[0].encode(), b'{"x": "' + bad + b'"}', GOOD[1].encode(), b"{oops"]
+    (tmp_path / "a.jsonl").write_bytes(b"\r".join(lines) + b"\r")
+    fast, exact = both_paths(tmp_path / "a.jsonl", monkeypatch)
+    assert_same(fast, exact)
+    assert [n for _, n, _ in spans(fast)] == [1, 3]
+    assert [(p.line, p.message.split(" (")[0].split(";")[0]) for p in fast.problems] == [
+        (2, "not UTF-8 text" if bad else "JSON, but not an OTLP trace export"),
+        (4, "not valid JSON"),
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary().map(lambda b: bytes(b"a\r\n"[x % 3] for x in b)), chunk=st.integers(1, 5))
+def test_lines_split_at_any_newline_as_python_splits_bytes(data: bytes, chunk: int) -> None:
+    """The chunked splitter against ``bytes.splitlines``, with a CR at a chunk's end."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sources, "_CHUNK_BYTES", chunk)
+        got = list(sources._any_newline_lines(io.BytesIO(data)))
+    assert got == data.splitlines(keepends=True)
 
 
 def test_the_whitespace_of_blank_lines_is_all_that_python_strips() -> None:
