@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from auditor import conventions as c
 from auditor.prices import prices_sql
-from auditor.readers import SPANS_PER_LIMIT, grown, run
+from auditor.statements import SPANS_PER_LIMIT, grown, run
 from collector import schema as s
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from auditor.errors import AuditError
-from auditor.readers import grow_memory_limit, run
+from auditor.statements import grow_memory_limit, run
 
 if TYPE_CHECKING:
     from auditor.load import TraceSet

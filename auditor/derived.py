@@ -30,8 +30,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Final
 
 from auditor.macros import READ_UNFILTERED, unfiltered
-from auditor.readers import grown, run
 from auditor.rules import Rule, all_rules
+from auditor.statements import grown, run
 from auditor.table import SPAN_COLUMNS
 from collector import schema as s
 

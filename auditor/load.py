@@ -26,8 +26,10 @@ from auditor.attribution import attribute
 from auditor.derived import uncompressed
 from auditor.errors import AuditError
 from auditor.problems import NOT_OTLP, LoadProblem
-from auditor.readers import Reader, memory_limit, run, scale_memory_limit, span_types
+from auditor.readers import Reader
 from auditor.sources import SourceFile, discover, has_glob
+from auditor.statements import memory_limit, run, scale_memory_limit
+from auditor.stores import span_types
 from auditor.table import SPANS_DDL
 from collector.progress import step
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import os
 import re
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Final
 
 from auditor.errors import first_line
 from auditor.json_text import (
@@ -47,10 +46,13 @@ from auditor.sources import (
     read_errors,
     zstd_truncated,
 )
-from auditor.table import SPAN_COLUMNS, SPANS_DDL, flatten_sql
+from auditor.statements import compress, grow_memory_limit, grown, run
+from auditor.stores import plain_name, store_mismatch
+from auditor.table import SPAN_COLUMNS, flatten_sql
+from auditor.transactions import committed, insertion_order, rollback
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from collections.abc import Sequence
 
     import duckdb
 
@@ -103,9 +105,9 @@ _LINE_HASHES: Final = (
     f" FROM read_csv($1, {_CSV_OPTIONS})"
 )
 """The hash of every line of the files, stored in the order of the files and their lines
-(with insertion order kept, see :func:`_insertion_order`), read on every thread. Only the
-hash is kept, never the line; and whether the line looks like a whole JSON object, to
-parse lines that all do without error handling (:meth:`Reader._read_files`)."""
+(with insertion order kept: :func:`auditor.transactions.insertion_order`), read on every
+thread. Only the hash is kept, never the line; and whether the line looks like a whole
+JSON object, to parse lines that all do without error handling (:meth:`Reader._read_files`)."""
 _ALL_BRACED: Final = "SELECT coalesce(bool_and(braced), true) FROM _hs_line_hashes WHERE nonblank"
 """Whether every non-blank line looks like a whole JSON object."""
 _NONBLANK_LINES: Final = (
@@ -240,16 +242,6 @@ _MEMORY_LINES: Final = (
     "SELECT unnest($1::VARCHAR[]) AS source_file, unnest($2::BIGINT[]) AS source_line,"
     " unnest($3::VARCHAR[]) AS text"
 )
-
-
-def run(
-    con: duckdb.DuckDBPyConnection,
-    sql: str,
-    params: Sequence[object] | Mapping[str, object] | None = None,
-) -> list[tuple[Any, ...]]:
-    """Execute and fetch everything, so no half-read result blocks the connection."""
-    cursor = con.execute(sql, params) if params is not None else con.execute(sql)
-    return cursor.fetchall()
 
 
 @dataclass
@@ -413,7 +405,7 @@ class Reader:
             run(self.con, "DROP TABLE _hs_batch")
             run(self.con, "COMMIT")
         except Exception:
-            _rollback(self.con)
+            rollback(self.con)
             raise
         self.added += added
         self.duplicates += total - added
@@ -485,7 +477,7 @@ class Reader:
         params = [paths, sources[0].compression, longest]
 
         def insert(valid_json: bool) -> list[SourceFile]:
-            with _insertion_order(self.con, keep=False):
+            with insertion_order(self.con, keep=False):
                 run(
                     self.con,
                     f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL} FROM"
@@ -512,9 +504,9 @@ class Reader:
         # if one fails all the same (a torn line that happens to end in a brace), the insert
         # is rolled back and runs again with the parse's error handling.
         braced = bool(run(self.con, _ALL_BRACED)[0][0])
-        again = _committed(self.con, lambda: insert(valid_json=braced))
+        again = committed(self.con, lambda: insert(valid_json=braced))
         if again is None and braced:
-            again = _committed(self.con, lambda: insert(valid_json=False))
+            again = committed(self.con, lambda: insert(valid_json=False))
         if again is None:
             run(self.con, "DROP TABLE IF EXISTS _hs_line_hashes")
             self._read_exact(sources)  # as above
@@ -544,7 +536,7 @@ class Reader:
 
         for longest in dict.fromkeys((min(SHORT_LINE_BYTES, MAX_LINE_BYTES), MAX_LINE_BYTES)):
             try:
-                with _insertion_order(self.con, keep=True):
+                with insertion_order(self.con, keep=True):
                     grown(self.con, _LINE_HASHES, [paths, compression, longest])
             except duckdb.InterruptException:
                 raise
@@ -567,7 +559,7 @@ class Reader:
             )
             return True
 
-        if _committed(self.con, insert) is None:
+        if committed(self.con, insert) is None:
             # DuckDB refused a file (bytes that are not UTF-8, a damaged stream): read the
             # files one by one, and a refused one in Python, so only bad lines are lost.
             if len(sources) > 1:
@@ -807,179 +799,6 @@ def _id_fault(field: str, value: object, digits: int) -> str | None:
     return f"{field} {text[:40]!r} is not {digits} hex digits"
 
 
-@contextmanager
-def _insertion_order(con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iterator[None]:
-    """Make DuckDB store rows in the order they were read (``keep``), or let it store them
-    in any order, during the block; the connection's own setting is put back after it.
-
-    Kept in order, a large insert waits on its slowest thread whenever the memory limit is
-    near, and runs on one; the numbering of lines relies on that order."""
-    import duckdb
-
-    before = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
-    run(con, "SET preserve_insertion_order = ?", [keep])
-    try:
-        yield
-    finally:
-        try:
-            run(con, "SET preserve_insertion_order = ?", [before])
-        except duckdb.TransactionException:
-            # The statement that failed aborted the transaction, which then refuses even
-            # settings: it must be rolled back anyway (the error raised is the statement's).
-            _rollback(con)
-            run(con, "SET preserve_insertion_order = ?", [before])
-
-
-_T = TypeVar("_T")
-
-
-def _committed(con: duckdb.DuckDBPyConnection, body: Callable[[], _T]) -> _T | None:
-    """Run ``body`` in a transaction of its own and commit it; return what it returned.
-
-    Out of memory, the transaction is rolled back and ``body`` runs again under a larger
-    limit (:func:`grow_memory_limit`). Ctrl-C passes through. Any other DuckDB error is
-    taken as DuckDB refusing the input: the transaction is rolled back and None returned,
-    for the caller to read the input a slower way (``body`` must not return None itself).
-    """
-    import duckdb
-
-    while True:
-        run(con, "BEGIN TRANSACTION")
-        try:
-            try:
-                result = body()
-            except duckdb.OutOfMemoryException as e:
-                _rollback(con)
-                grow_memory_limit(con, e)
-                continue
-            except duckdb.InterruptException:
-                raise  # Ctrl-C: not input DuckDB refused (rolled back below)
-            except duckdb.Error:
-                _rollback(con)
-                return None
-            run(con, "COMMIT")
-        except BaseException:
-            _rollback(con)
-            raise
-        return result
-
-
-def _rollback(con: duckdb.DuckDBPyConnection) -> None:
-    """Roll back the open transaction, if a failed statement left one open."""
-    import duckdb
-
-    try:
-        run(con, "ROLLBACK")
-    except duckdb.TransactionException:
-        pass  # the failure already ended it
-
-
-MEMORY_CEILING_BYTES: Final = 8 * 1024**3
-"""The memory limit is never raised past this (or half the machine's memory)."""
-_UNITS: Final = {"bytes": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
-
-
-def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
-    """Double DuckDB's memory limit after ``error`` (out of memory), or raise AuditError.
-
-    The limit a large load starts with is small, so that typical inputs stay within a modest
-    footprint; an input that needs more (a compressed file, whose decompression DuckDB holds
-    in its buffers, or very wide lines) gets it, up to a ceiling, rather than failing.
-    """
-    from auditor.errors import AuditError
-    from auditor.load import MEMORY_LIMIT_ENV
-
-    current = memory_limit(con)
-    grown = min(current * 2, _ceiling())
-    if grown <= current:
-        raise AuditError(
-            f"DuckDB ran out of memory loading the traces ({first_line(error)})."
-            f" Set {MEMORY_LIMIT_ENV}"
-            " (e.g. 4GB) to allow more, or split the input into smaller files.",
-            title="out of memory",
-        ) from error
-    run(con, "SET memory_limit = ?", [f"{grown // 1024}KiB"])
-
-
-SPANS_PER_LIMIT: Final = 1_000_000
-"""Spans a large load's starting memory limit is meant for (see :func:`scale_memory_limit`)."""
-
-
-def scale_memory_limit(con: duckdb.DuckDBPyConnection, spans: int) -> None:
-    """Give a large load of more than :data:`SPANS_PER_LIMIT` spans that limit per as many
-    spans, up to the ceiling; a limit is never lowered, and one the user set
-    (``HANDOFFSCOPE_MEMORY_LIMIT``) is left as it is.
-
-    What an audit derives from the spans grows with them, and under the limit meant for a
-    million it spills to disk although the machine has the memory.
-    """
-    from auditor.load import MEMORY_LIMIT_ENV
-
-    if spans <= SPANS_PER_LIMIT or os.environ.get(MEMORY_LIMIT_ENV):
-        return
-    current = memory_limit(con)
-    wanted = min(current * spans // SPANS_PER_LIMIT, _ceiling())
-    if wanted > current:
-        run(con, "SET memory_limit = ?", [f"{wanted // 1024}KiB"])
-
-
-def _ceiling() -> int:
-    """The highest memory limit: :data:`MEMORY_CEILING_BYTES`, or half the machine's memory."""
-    try:
-        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        physical = MEMORY_CEILING_BYTES * 2
-    return min(MEMORY_CEILING_BYTES, physical // 2)
-
-
-def grown(
-    con: duckdb.DuckDBPyConnection,
-    sql: str,
-    params: Sequence[object] | Mapping[str, object] | None = None,
-) -> list[tuple[Any, ...]]:
-    """:func:`run` ``sql``, raising DuckDB's memory limit and running it again whenever it
-    runs out (:func:`grow_memory_limit`): for statements that read whole inputs or build
-    whole tables, which a small limit cannot always hold."""
-    import duckdb
-
-    while True:
-        try:
-            return run(con, sql, params)
-        except duckdb.OutOfMemoryException as e:
-            grow_memory_limit(con, e)
-
-
-def compress(con: duckdb.DuckDBPyConnection) -> None:
-    """``CHECKPOINT`` ``con``'s database, compressing the rows written since the last one,
-    with one DuckDB thread more than usual while it runs.
-
-    Under the memory limit the rows to compress are partly spilled, and in about half of the
-    loads of a million spans one of the threads waited throughout while spilled rows moved
-    between memory and disk, leaving the other to compress every row group alone: twice the
-    time. A thread more takes up that work (``docs/benchmarks/auditor.md``)."""
-    import duckdb
-
-    threads = int(run(con, "SELECT current_setting('threads')")[0][0])  # type: ignore[call-overload]
-    run(con, "SET threads = ?", [threads + 1])
-    try:
-        grown(con, "CHECKPOINT")
-    finally:
-        try:
-            run(con, "SET threads = ?", [threads])
-        except duckdb.Error:
-            pass  # an interrupted connection: the error that interrupted it is the one to see
-
-
-def memory_limit(con: duckdb.DuckDBPyConnection) -> int:
-    """DuckDB's memory limit on ``con``, in bytes (0 when it cannot be read)."""
-    text = str(run(con, "SELECT current_setting('memory_limit')")[0][0])
-    number, _, unit = text.partition(" ")
-    try:
-        return int(float(number) * _UNITS[unit])
-    except (ValueError, KeyError):
-        return 0
-
-
 def _size(source: SourceFile) -> int:
     try:
         size = os.path.getsize(source.path)
@@ -1001,77 +820,3 @@ def _looks_pretty(source: SourceFile) -> bool:
     except read_errors():
         return False
     return opens_document(head)
-
-
-_SPAN_TYPES: list[tuple[tuple[str, str], ...]] = []  # filled once per process
-_TEMP_SPANS: Final = SPANS_DDL.replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMP TABLE", 1)
-assert _TEMP_SPANS != SPANS_DDL
-
-
-def span_types(con: duckdb.DuckDBPyConnection) -> tuple[tuple[str, str], ...]:
-    """(column, type) of the ``spans`` table, as DuckDB describes them.
-
-    Asked once per process, of a cursor of ``con``'s database: its temporary table goes with
-    the cursor, and a database of its own would cost more to start and stop than the
-    question (a store audit with new settings takes under a second in all)."""
-    if not _SPAN_TYPES:
-        cursor = con.cursor()
-        try:
-            run(cursor, _TEMP_SPANS)
-            rows = run(cursor, "DESCRIBE spans")
-        finally:
-            cursor.close()
-        _SPAN_TYPES.append(tuple((str(r[0]), str(r[1])) for r in rows))
-    return _SPAN_TYPES[0]
-
-
-@contextmanager
-def plain_name(path: str) -> Iterator[str]:
-    """``path``, or while the block runs a link to it whose name DuckDB takes as it is (no
-    ``*``, ``?`` or ``[``, which its readers expand as a pattern); the Parquet ``compact``
-    writes names its source files in its rows, so no row says where it was read from."""
-    if not has_glob(path):
-        yield path
-        return
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="handoffscope-") as folder:
-        link = os.path.join(folder, "store" + os.path.splitext(path)[1])
-        os.symlink(os.path.abspath(path), link)
-        yield link
-
-
-def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | None:
-    """Why the Parquet at ``paths`` is not a ``spans`` table ``compact`` wrote; None if it is.
-
-    Compares the top-level columns' names and types (a nested ``links.trace_id`` is no
-    ``trace_id``); extra columns are allowed, as they are never read.
-    """
-    import duckdb
-
-    try:
-        rows = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])
-    except duckdb.Error as e:
-        return f"not a readable Parquet file ({first_line(e)})"
-    have = {str(r[0]): str(r[1]) for r in rows}
-    fix = "; make one with: handoffscope compact TRACES --out store.parquet"
-    missing = [c for c, _ in span_types(con) if c not in have]
-    if missing:
-        return (
-            "Parquet that `handoffscope compact` did not write (no column "
-            + ", ".join(missing[:3])
-            + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
-            + ")"
-            + fix
-        )
-    wrong = [(c, t) for c, t in span_types(con) if have[c] != t]
-    if wrong:
-        column, expected = wrong[0]
-        return (
-            f"Parquet that `handoffscope compact` did not write (column {column} is"
-            f" {have[column]}, not {expected}"
-            + (f"; {len(wrong) - 1} more columns differ" if len(wrong) > 1 else "")
-            + ")"
-            + fix
-        )
-    return None

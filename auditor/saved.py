@@ -28,8 +28,8 @@ from auditor.compact import TABLE_VERSION
 from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects, uncompressed
 from auditor.errors import AuditError
 from auditor.macros import views_sql
-from auditor.readers import grown, run
 from auditor.sources import has_glob
+from auditor.statements import grown, run
 
 if TYPE_CHECKING:
     import duckdb

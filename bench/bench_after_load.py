@@ -57,8 +57,8 @@ def main() -> None:
     from auditor.audit import prepare, run_rule
     from auditor.figures import figure_rows
     from auditor.load import connect
-    from auditor.readers import grown
     from auditor.rules import all_rules
+    from auditor.statements import grown
 
     con = connect(large=True)
     con.execute("INSERT INTO spans SELECT * FROM read_parquet(?)", [args.store])

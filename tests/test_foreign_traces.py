@@ -289,7 +289,7 @@ def test_agents_walked_a_share_of_the_traces_at_a_time_are_the_same(
     """A large input's ancestors are walked a share of its traces at a time, so that the
     walk stays within the memory limit: every span gets the agent one walk gives it."""
     import auditor.attribution as attribution
-    from auditor import readers
+    from auditor import statements
 
     for name in ("langgraph-openinference", "openinference-agents"):
         BUILDERS[name](tmp_path / f"{name}.jsonl")
@@ -299,7 +299,7 @@ def test_agents_walked_a_share_of_the_traces_at_a_time_are_the_same(
     whole = load_traces(files).con.execute(query).fetchall()
     walks: list[object] = []
     resolved: list[object] = []
-    real_grown = readers.grown
+    real_grown = statements.grown
 
     def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
         done = real_grown(con, sql, params)

@@ -404,11 +404,11 @@ def test_a_load_that_runs_out_of_memory_raises_the_limit_and_loses_nothing():
 
 
 def test_out_of_memory_at_the_ceiling_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys):
-    from auditor import readers
+    from auditor import statements
     from auditor.cli import main
     from auditor.load import MEMORY_LIMIT_ENV, connect
 
-    monkeypatch.setattr(readers, "MEMORY_CEILING_BYTES", 8 * 1024**2)
+    monkeypatch.setattr(statements, "MEMORY_CEILING_BYTES", 8 * 1024**2)
     con = connect()
     con.execute("SET memory_limit = '4MB'")
     with pytest.raises(AuditError, match=f"ran out of memory.*{MEMORY_LIMIT_ENV}"):
@@ -713,7 +713,7 @@ def test_a_load_of_more_spans_than_a_limit_is_meant_for_leaves_that_limit_per_as
     """What an audit derives grows with the spans: a large load leaves it the starting limit
     per as many spans as that limit is meant for (else the derived tables spill to disk
     although the machine has the memory), unless the user set the limit."""
-    from auditor import audit, readers
+    from auditor import audit, statements
     from auditor.load import MEMORY_LIMIT_ENV
 
     monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
@@ -725,7 +725,7 @@ def test_a_load_of_more_spans_than_a_limit_is_meant_for_leaves_that_limit_per_as
     spans = traces.span_count
     before = _limit_mib(traces.con)
     assert round(before) == 610
-    monkeypatch.setattr(readers, "SPANS_PER_LIMIT", spans // 3)
+    monkeypatch.setattr(statements, "SPANS_PER_LIMIT", spans // 3)
     traces = load_traces(_FAULT_MIX)
     audit(traces)
     wanted = before if set_by_user else before * spans / (spans // 3)

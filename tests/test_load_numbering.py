@@ -512,7 +512,7 @@ def test_a_large_input_compresses_its_spans_with_a_thread_more_then_as_many_as_b
 ) -> None:
     """The checkpoint that compresses a large load's spans runs with one DuckDB thread more
     (a thread of it may wait on spilled rows), and the load goes on with as many as before."""
-    from auditor import load
+    from auditor import load, statements
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -524,14 +524,14 @@ def test_a_large_input_compresses_its_spans_with_a_thread_more_then_as_many_as_b
     monkeypatch.setattr(load, "LARGE_INPUT_BYTES", 0)
     monkeypatch.setattr(load, "memory_limit", lambda con: 1)  # compress after every batch
     during: list[int] = []
-    real_grown = readers.grown
+    real_grown = statements.grown
 
     def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
         if sql == "CHECKPOINT":
             during.append(int(con.execute("SELECT current_setting('threads')").fetchone()[0]))
         return real_grown(con, sql, params)
 
-    monkeypatch.setattr(readers, "grown", spy)
+    monkeypatch.setattr(statements, "grown", spy)
     usual = int(duckdb.connect().execute("SELECT current_setting('threads')").fetchall()[0][0])
     large = load_traces(folder)
     assert during == [usual + 1] * 3

@@ -16,9 +16,9 @@ from auditor.audit import prepare
 from auditor.derived import Selection, attach, derive, forget
 from auditor.errors import AuditError
 from auditor.load import MEMORY_LIMIT_ENV
-from auditor.readers import memory_limit
 from auditor.saved import SAVED, restore
 from auditor.settings import AuditSettings
+from auditor.statements import memory_limit
 from collector import schema as s
 from dashboard.selection import Filters, build_index, scoped
 
