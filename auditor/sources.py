@@ -317,12 +317,17 @@ def read_whole(source: SourceFile) -> bytes:
 def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:
     """Yield ``(line number, raw bytes without the newline)``; 1-based.
 
-    A compressed stream that ends early raises ``EOFError`` after the last complete line
-    (gzip does so itself; a cut zstd frame is spotted by :func:`zstd_truncated`).
+    Lines end in LF (or CRLF); in a file whose first lines end in CR alone
+    (:func:`cr_line_ends`), at CR, LF or CRLF. A compressed stream that ends early raises
+    ``EOFError`` after the last complete line (gzip does so itself; a cut zstd frame is
+    spotted by :func:`zstd_truncated`).
     """
     cut = source.compression == "zstd" and zstd_truncated(source.path)
     with open_text(source) as fh:
-        lines = _any_newline_lines(fh) if _first_newline_is_cr(fh) else fh
+        head, error = _head(fh)
+        rest: IO[bytes] = fh if error is None else io.BufferedReader(_Failed(error))
+        split = _any_newline_lines if cr_line_ends(head) else _lf_lines
+        lines = split(head, rest)
         for number, line in enumerate(lines, start=1):
             if cut and not line.endswith((b"\n", b"\r")):
                 break  # the part of a line that the cut left
@@ -331,34 +336,107 @@ def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:
         raise EOFError("the zstd stream ends inside a frame: the file is truncated")
 
 
+def cr_line_ends(head: bytes) -> bool:
+    """True when ``head``, a file's first bytes, shows that it ends its lines with CR alone
+    (old Mac files): no LF in its first :data:`LINE_ENDS_BYTES` (or up to just past its first
+    CR, when that is further in), and a CR with more after it. DuckDB splits such a file at
+    each CR; in a file with an LF there, a stray CR stays inside its line (JSON whitespace).
+    """
+    first = _ANY_NEWLINE_CHAR.search(head)
+    if first is None:
+        return False
+    judged = head[: max(LINE_ENDS_BYTES, first.end() + 1)]
+    return b"\n" not in judged and b"\r" in judged[:-1]
+
+
+LINE_ENDS_BYTES: Final = 1024 * 1024
+"""How much of a file :func:`cr_line_ends` looks at (at least)."""
+_ANY_NEWLINE_CHAR: Final = re.compile(rb"[\r\n]")
 _NEWLINE: Final = re.compile(rb"\r\n|\r|\n")
-_CHUNK_BYTES: Final = 1024 * 1024
+_CHUNK_BYTES: Final = LINE_ENDS_BYTES
 
 
-def _first_newline_is_cr(fh: IO[bytes]) -> bool:
-    """True when the first line of ``fh`` ends in a lone CR (old Mac line ends), as DuckDB
-    sees it when it detects a file's newline; only peeks."""
-    head = fh.peek(_CHUNK_BYTES)  # type: ignore[attr-defined]
-    found = _NEWLINE.search(head)
-    return found is not None and found.group() == b"\r" and found.end() < len(head)
+def _head(fh: IO[bytes]) -> tuple[bytes, Exception | None]:
+    """The first bytes of ``fh``: a chunk, and more until they show how lines end (an LF,
+    or a CR with more after it) or the file ends: all :func:`cr_line_ends` looks at. Read a
+    little at a time, so that a stream cut short keeps what came before the cut: the error
+    is returned beside those bytes, to be raised after their lines."""
+    parts: list[bytes] = []
+    size, last, shown = 0, b"", False
+    try:
+        while chunk := fh.read1(_CHUNK_BYTES):  # type: ignore[attr-defined]
+            parts.append(chunk)
+            size += len(chunk)
+            seen = last + chunk
+            shown = shown or b"\n" in seen or b"\r" in seen[:-1]
+            if shown and size >= LINE_ENDS_BYTES:
+                break
+            last = chunk[-1:]
+    except read_errors() as e:
+        return b"".join(parts), e
+    return b"".join(parts), None
 
 
-def _any_newline_lines(fh: IO[bytes]) -> Iterator[bytes]:
-    """The lines of ``fh``, each ending in CR, LF or CRLF (the last one perhaps in none),
-    read a chunk at a time. A file that ends its lines with CR alone is split as DuckDB
-    splits it; splitting every file so would also cut lines holding a CR as JSON
-    whitespace, which DuckDB keeps whole."""
-    pending = b""
-    while chunk := fh.read(_CHUNK_BYTES):
-        data, start = pending + chunk, 0
-        for found in _NEWLINE.finditer(data):
-            if found.end() == len(data) and found.group() == b"\r":
-                break  # a CR that ends the chunk may be the first half of a CRLF
-            yield data[start : found.end()]
+class _Failed(io.RawIOBase):
+    """A stream whose every read raises ``error`` (what cut the head short)."""
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        raise self._error
+
+
+def _lf_lines(head: bytes, fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``head`` and then of the rest of ``fh``, each ending in LF (the last
+    one perhaps in none)."""
+    lines = head.split(b"\n")
+    cut_short = lines.pop()  # the line the head ends inside (b"" if it ends with one)
+    for line in lines:
+        yield line + b"\n"
+    if rest := cut_short + fh.readline():
+        yield rest
+        yield from fh
+
+
+def _any_newline_lines(head: bytes, fh: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``head`` and then of the rest of ``fh``, each ending in CR, LF or CRLF
+    (the last one perhaps in none), read a chunk at a time; a line's pieces are joined once.
+    A read that fails raises once the lines before it are out (the last, cut, is not)."""
+    error: Exception | None = None
+
+    def read() -> bytes:
+        nonlocal error
+        if error is None:
+            try:
+                return fh.read(_CHUNK_BYTES)
+            except read_errors() as e:
+                error = e
+        return b""
+
+    parts: list[bytes] = []
+    chunk = head or read()
+    following = read()
+    while chunk:
+        if chunk.endswith(b"\r") and following.startswith(b"\n"):
+            # A CRLF across two chunks: its LF is moved to the first.
+            chunk, following = chunk + b"\n", following[1:] or read()
+        start = 0
+        for found in _NEWLINE.finditer(chunk):
+            parts.append(chunk[start : found.end()])
+            yield b"".join(parts)
+            parts.clear()
             start = found.end()
-        pending = data[start:]
-    if pending:
-        yield pending
+        if start < len(chunk):
+            parts.append(chunk[start:])
+        chunk, following = following, read() if following else b""
+    if error is not None:
+        raise error
+    if parts:
+        yield b"".join(parts)
 
 
 def ends_with_newline(source: SourceFile) -> bool:
