@@ -17,9 +17,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Final
 
-from auditor.problems import LoadProblem
+from auditor.problems import LoadProblem, first_wins
 
 __all__ = [
     "FIRST_LINE_BYTES",
@@ -48,7 +49,7 @@ on every path (the SQL of the parallel path trims these too, not only JSON's fou
 def is_empty_export(text: str) -> bool:
     """True for a valid trace export that simply holds no span (nothing to report)."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=partial(first_wins, []))
     except (ValueError, RecursionError):
         return False
     if not isinstance(value, dict) or not isinstance(value.get("resourceSpans"), list):
@@ -155,7 +156,9 @@ def split(
     """
     # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
     text = data.decode("utf-8", "surrogateescape")
-    decoder = json.JSONDecoder()
+    # A repeated key keeps its first value, as DuckDB reads the compacted text, and as a
+    # JSON line with the same text is read.
+    decoder = json.JSONDecoder(object_pairs_hook=partial(first_wins, []))
     out = Split()
     length = len(text)
     unfinished = text.rfind("\n") + 1  # where the last line without its newline starts

@@ -71,7 +71,7 @@ def describe(text: str, *, torn: bool = False) -> str:
     """Why ``text`` (one line or document) holds no span."""
     keys: list[str] = []
     try:
-        value = json.loads(text, object_pairs_hook=partial(_first_wins, keys))
+        value = json.loads(text, object_pairs_hook=partial(first_wins, keys))
     except (ValueError, RecursionError) as e:
         detail = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
         if torn:
@@ -101,9 +101,10 @@ def describe(text: str, *, torn: bool = False) -> str:
     return NOT_OTLP
 
 
-def _first_wins(keys: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def first_wins(keys: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object's pairs as DuckDB's parser reads them: a repeated key keeps its first
-    value. ``keys`` is left holding the keys of the last object made, the outermost."""
+    value (Python's ``json`` keeps the last). An ``object_pairs_hook`` once ``keys`` is
+    bound; ``keys`` is left holding the keys of the last object made, the outermost."""
     keys[:] = [k for k, _ in pairs]
     out: dict[str, Any] = {}
     for key, value in pairs:
