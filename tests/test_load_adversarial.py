@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -175,9 +176,13 @@ def test_compressed_files_of_several_streams_read_like_one(
     assert [(p.line, p.message[:14]) for p in fast.problems] == [(3, "not valid JSON")]
 
 
-def test_a_gzip_file_cut_short_keeps_every_line_before_the_cut(tmp_path: Path) -> None:
+@pytest.mark.parametrize("newline", ["\n", "\r"])
+def test_a_gzip_file_cut_short_keeps_every_line_before_the_cut(
+    newline: str, tmp_path: Path
+) -> None:
+    """Also when the cut falls in the first bytes read to see how lines end."""
     lines = [line(n) for n in range(1, 200)]
-    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    data = gzip.compress((newline.join(lines) + newline).encode())
     (tmp_path / "a.jsonl.gz").write_bytes(data[: len(data) // 2])
     ts = load_traces(tmp_path / "a.jsonl.gz")
     loaded = [n for _, n, _ in spans(ts)]
@@ -453,13 +458,110 @@ def test_a_file_of_cr_line_ends_reads_line_by_line_on_every_path(
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.binary().map(lambda b: bytes(b"a\r\n"[x % 3] for x in b)), chunk=st.integers(1, 5))
-def test_lines_split_at_any_newline_as_python_splits_bytes(data: bytes, chunk: int) -> None:
-    """The chunked splitter against ``bytes.splitlines``, with a CR at a chunk's end."""
+@given(
+    data=st.binary().map(lambda b: bytes(b"a\r\n"[x % 3] for x in b)),
+    chunk=st.integers(1, 5),
+    head=st.integers(0, 8),
+)
+def test_lines_split_at_any_newline_as_python_splits_bytes(
+    data: bytes, chunk: int, head: int
+) -> None:
+    """The chunked splitters against ``bytes.split`` and ``bytes.splitlines``, with a CR at
+    a chunk's end and the head read first ending anywhere."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(sources, "_CHUNK_BYTES", chunk)
-        got = list(sources._any_newline_lines(io.BytesIO(data)))
-    assert got == data.splitlines(keepends=True)
+        anywhere = list(sources._any_newline_lines(data[:head], io.BytesIO(data[head:])))
+        at_lf = list(sources._lf_lines(data[:head], io.BufferedReader(io.BytesIO(data[head:]))))
+    assert anywhere == data.splitlines(keepends=True)
+    assert at_lf == [piece for piece in re.split(b"(?<=\n)", data) if piece]
+
+
+BIG = export(*(span_json(f"{n:016x}") for n in range(100, 140)))
+"""One export line of 40 spans, longer than any read buffer's first fill."""
+
+
+@pytest.mark.parametrize("compression", ["none", "gzip", "zstd", "gzip, a member a line"])
+def test_cr_line_ends_are_found_past_a_long_first_line_and_in_any_stream(
+    compression: str, tmp_path: Path
+) -> None:
+    """How a file ends its lines was once judged from what a read buffer held: a first line
+    longer than that (most export lines), or a gzip member ending at the first CR, made a
+    file of CR line ends one line, and every span in it was lost."""
+    lines = [BIG.encode(), b'{"x": "\xff"}', GOOD[1].encode()]
+    data = b"\r".join(lines) + b"\r"
+    path = tmp_path / "a.jsonl"
+    if compression == "gzip":
+        data = gzip.compress(data)
+    elif compression == "zstd":
+        data = zstandard.ZstdCompressor().compress(data)
+    elif compression != "none":
+        data = b"".join(gzip.compress(line + b"\r") for line in lines)
+    if compression != "none":
+        path = tmp_path / ("a.jsonl.zst" if compression == "zstd" else "a.jsonl.gz")
+    path.write_bytes(data)
+    ts = load_traces(path)
+    assert [n for _, n, _ in spans(ts)] == [1] * 40 + [3]
+    assert [(p.line, p.message.split(" (")[0]) for p in ts.problems] == [(2, "not UTF-8 text")]
+
+
+def test_watch_reads_files_of_cr_line_ends_as_the_audit_does(tmp_path: Path) -> None:
+    """``watch`` waited for an LF that never came in a plain file of CR line ends, and read
+    a compressed one as one line."""
+    from auditor.watch import WatchSettings
+    from auditor.watch.dedupe import Cooldown, Deduper
+    from auditor.watch.evaluate import Engine
+    from auditor.watch.follow import Follower
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    lines = [BIG.encode(), b'{"x": "\xff"}', GOOD[1].encode(), GOOD[2].encode()]
+    (folder / "a.jsonl").write_bytes(b"\r".join(lines) + b"\r")
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress(b"\r".join(g.encode() for g in GOOD[3:])))
+    query = "SELECT parse_filename(source_file), source_line, span_id FROM spans ORDER BY ALL"
+    audited = load_traces(folder).con.execute(query).fetchall()
+    assert len(audited) == 40 + 2 + 3
+    follower = Follower(folder, patterns=("*.jsonl", "*.jsonl.gz"))
+    batch = follower.poll(final=True)
+    follower.close()
+    engine = Engine(WatchSettings(), dedupe=Deduper(), cooldown=Cooldown(cooldown_s=300))
+    engine.ingest(batch.lines)
+    assert engine.con.execute(query).fetchall() == audited
+
+
+def test_a_cr_inside_the_first_line_of_a_file_of_lf_lines_stays_inside_it(
+    tmp_path: Path,
+) -> None:
+    """A CR is JSON whitespace: a file of LF lines with one inside its first line (which
+    DuckDB refuses, so it is read in Python) keeps that line whole."""
+    first = GOOD[0].replace(', "scopeSpans"', ',\r"scopeSpans"', 1)
+    assert first != GOOD[0]
+    (tmp_path / "a.jsonl").write_bytes((first + "\n" + GOOD[1] + "\n").encode())
+    ts = load_traces(tmp_path / "a.jsonl")
+    assert ts.problems == []
+    assert [n for _, n, _ in spans(ts)] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("text", "reported"),
+    [
+        ('{"resourceSpans": 5, "resourceSpans": []}', True),  # 5 is read: not an export
+        ('{"resourceSpans": [], "resourceSpans": 5}', False),  # [] is read: nothing in it
+    ],
+)
+def test_a_repeated_key_is_judged_by_its_first_value_everywhere(
+    text: str, reported: bool, tmp_path: Path
+) -> None:
+    """As a JSON line (DuckDB keeps a repeated key's first value), in a file of documents
+    (compacted, then read the same way) and for what counts as an empty export."""
+    (tmp_path / "a.jsonl").write_text("\n".join([GOOD[0], text, GOOD[1]]) + "\n")
+    assert [p.line for p in load_traces(tmp_path / "a.jsonl").problems] == ([2] if reported else [])
+    doubled = GOOD[2][:-1] + ', "resourceSpans": []}'
+    pretty = json.dumps(json.loads(GOOD[0]), indent=2)
+    (tmp_path / "b.json").write_text(pretty + "\n" + doubled + "\n")
+    assert [n for _, n, _ in spans(load_traces(tmp_path / "b.json"))] == [
+        1,
+        len(pretty.splitlines()) + 1,
+    ]
 
 
 def test_the_whitespace_of_blank_lines_is_all_that_python_strips() -> None:

@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
-from auditor.sources import SourceFile, cannot_read, read_errors, read_whole, sniff
+from auditor.sources import (
+    SourceFile,
+    cannot_read,
+    cr_line_ends,
+    read_errors,
+    read_whole,
+    sniff,
+)
 
 DEFAULT_PATTERNS: tuple[str, ...] = (
     "*.jsonl",
@@ -97,6 +104,9 @@ class Cursor:
     documents: bool = False
     """Holds pretty-printed JSON documents, read whole document by document, not by line;
     ``offset`` is then just past the last complete document."""
+    cr: bool = False
+    """Ends its lines with CR alone (old Mac files, :func:`auditor.sources.cr_line_ends`):
+    each CR is read as a newline, as the audit reads it."""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -117,6 +127,7 @@ class Cursor:
             head_len=int(data.get("head_len", 0)),
             sealed=bool(data.get("sealed", False)),
             documents=bool(data.get("documents", False)),
+            cr=bool(data.get("cr", False)),
         )
 
 
@@ -290,6 +301,8 @@ class Follower:
             return
         with path.open("rb") as f:
             data = f.read()
+        cursor.cr = cr_line_ends(data[:HEAD_BYTES])
+        data = _as_lf(data, cursor)
         cursor.documents = opens_document(data)
         end = len(data) if cursor.documents else data.rfind(b"\n") + 1
         cursor.offset = end
@@ -352,6 +365,9 @@ class Follower:
         data = handle.read(self._chunk)
         if len(data) == self._chunk:
             batch.more = True
+        if cursor.offset == 0:
+            cursor.cr = cr_line_ends(data)
+        data = _as_lf(data, cursor)
         end = data.rfind(b"\n") + 1
         if final and end < len(data) and not batch.more:
             tail = len(data) - end
@@ -473,6 +489,8 @@ class Follower:
             self._unreadable[cursor.key] = (size, told or size == seen_size)
             return
         self._unreadable.pop(cursor.key, None)
+        cursor.cr = cr_line_ends(data[:HEAD_BYTES])
+        data = _as_lf(data, cursor)
         found = split(data, path=cursor.path) if opens_document(data) else None
         if found is not None and found.documents:
             # Pretty-printed documents, compressed: read whole, as the audit reads them.
@@ -526,6 +544,12 @@ def _pending_note(path: str, pending: Pending) -> str:
         f"{path}:{pending.line}: {pending.why}; the documents before it were read, and "
         "documents after it are read when the file grows"
     )
+
+
+def _as_lf(data: bytes, cursor: Cursor) -> bytes:
+    """``data`` with each CR an LF when ``cursor``'s file ends its lines with CR alone: of
+    the same length, so offsets into the file stay right."""
+    return data.replace(b"\r", b"\n") if cursor.cr else data
 
 
 def _lines(data: bytes) -> list[bytes]:
