@@ -21,6 +21,7 @@ from functools import partial
 from typing import Final
 
 from auditor.problems import LoadProblem, first_wins
+from auditor.sources import cr_line_ends
 
 __all__ = [
     "FIRST_LINE_BYTES",
@@ -95,8 +96,14 @@ def opens_document(head: bytes) -> bool:
     decides nothing: a reader following a growing file reads it as JSON-lines, which holds
     such a line back anyway, and looks again while nothing of it has been read.
     """
-    end = head.find(b"\n", 0, FIRST_LINE_BYTES)
+    end = _as_lf(head).find(b"\n", 0, FIRST_LINE_BYTES)
     return end >= 0 and opens_value(head[:end])
+
+
+def _as_lf(data: bytes) -> bytes:
+    """``data`` with each CR an LF if it ends its lines with CR alone (old Mac files,
+    :func:`auditor.sources.cr_line_ends`); of the same length, so offsets stay right."""
+    return data.replace(b"\r", b"\n") if cr_line_ends(data) else data
 
 
 def is_json(text: str) -> bool:
@@ -155,7 +162,7 @@ def split(
     read once, as the audit does): until then the rest of it may still be on its way.
     """
     # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
-    text = data.decode("utf-8", "surrogateescape")
+    text = _as_lf(data).decode("utf-8", "surrogateescape")
     # A repeated key keeps its first value, as DuckDB reads the compacted text, and as a
     # JSON line with the same text is read.
     decoder = json.JSONDecoder(object_pairs_hook=partial(first_wins, []))

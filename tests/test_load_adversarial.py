@@ -528,6 +528,26 @@ def test_watch_reads_files_of_cr_line_ends_as_the_audit_does(tmp_path: Path) -> 
     assert engine.con.execute(query).fetchall() == audited
 
 
+def test_pretty_documents_with_cr_line_ends_are_numbered_by_line_in_audit_and_watch(
+    tmp_path: Path,
+) -> None:
+    """Every document was once line 1, and a broken one lost those after it."""
+    from auditor.watch.follow import Follower
+
+    first, second = (json.dumps(json.loads(GOOD[n]), indent=2) for n in (0, 1))
+    broken = '{\n  "resourceSpans": [oops\n}'
+    text = "\n".join([first, broken, second]) + "\n"
+    (tmp_path / "a.json").write_bytes(text.replace("\n", "\r").encode())
+    ts = load_traces(tmp_path / "a.json")
+    second_at = len(first.splitlines()) + 4
+    assert [n for _, n, _ in spans(ts)] == [1, second_at]
+    assert [p.line for p in ts.problems] == [len(first.splitlines()) + 1]
+    follower = Follower(tmp_path, patterns=("*.json",))
+    batch = follower.poll(final=True)
+    follower.close()
+    assert [line.number for line in batch.lines] == [1, second_at]
+
+
 def test_a_cr_inside_the_first_line_of_a_file_of_lf_lines_stays_inside_it(
     tmp_path: Path,
 ) -> None:
