@@ -90,14 +90,19 @@ FIRST_LINE_BYTES: Final = 64 * 1024
 
 def opens_document(head: bytes) -> bool:
     """True when ``head`` (a file's first bytes) starts with a line that opens a JSON
-    value it does not close (:func:`opens_value`): the file holds pretty-printed documents.
+    value it does not close (:func:`opens_value`), blank lines aside: the file holds
+    pretty-printed documents.
 
     A first line that is not finished yet (no newline, or longer than ``FIRST_LINE_BYTES``)
     decides nothing: a reader following a growing file reads it as JSON-lines, which holds
     such a line back anyway, and looks again while nothing of it has been read.
     """
-    end = _as_lf(head).find(b"\n", 0, FIRST_LINE_BYTES)
-    return end >= 0 and opens_value(head[:end])
+    head = _as_lf(head).removeprefix(b"\xef\xbb\xbf")
+    # Blank lines before the first document are skipped, as between documents.
+    text = head[:FIRST_LINE_BYTES].decode("utf-8", "surrogateescape")
+    start = len(text[: len(text) - len(text.lstrip(WHITESPACE))].encode("utf-8", "surrogateescape"))
+    end = head.find(b"\n", start, start + FIRST_LINE_BYTES)
+    return end >= 0 and opens_value(head[start:end])
 
 
 def _as_lf(data: bytes) -> bytes:

@@ -548,6 +548,26 @@ def test_pretty_documents_with_cr_line_ends_are_numbered_by_line_in_audit_and_wa
     assert [line.number for line in batch.lines] == [1, second_at]
 
 
+@pytest.mark.parametrize("before", ["\n", "\n\n", " \u00a0\n", "\ufeff\n", "\x0c\n"])
+def test_blank_lines_before_the_first_document_still_make_a_file_of_documents(
+    before: str, tmp_path: Path
+) -> None:
+    """In audit and watch alike: watch read such a file line by line, reporting each."""
+    from auditor.watch.follow import Follower
+
+    first, second = (json.dumps(json.loads(GOOD[n]), indent=2) for n in (0, 1))
+    (tmp_path / "a.json").write_text(before + first + "\n" + second + "\n")
+    ts = load_traces(tmp_path / "a.json")
+    lines = [2 + before.count("\n") - 1, len(first.splitlines()) + before.count("\n") + 1]
+    assert ts.problems == []
+    assert [n for _, n, _ in spans(ts)] == lines
+    follower = Follower(tmp_path, patterns=("*.json",))
+    batch = follower.poll(final=True)
+    follower.close()
+    assert batch.notes == []
+    assert [line.number for line in batch.lines] == lines
+
+
 def test_a_cr_inside_the_first_line_of_a_file_of_lf_lines_stays_inside_it(
     tmp_path: Path,
 ) -> None:
