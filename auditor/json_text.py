@@ -154,7 +154,13 @@ class Split:
 
 
 def split(
-    data: bytes, *, path: str, first_line: int = 1, at_start: bool = True, settled: bool = True
+    data: bytes,
+    *,
+    path: str,
+    first_line: int = 1,
+    at_start: bool = True,
+    settled: bool = True,
+    cr: bool | None = None,
 ) -> Split:
     """Split ``data``, a file of JSON documents (or its unread part), into whole documents.
 
@@ -165,9 +171,13 @@ def split(
     not a whole document is left in :attr:`Split.pending`. An incomplete document at the end
     is read past in the same way only when ``settled`` (the file stopped growing, or is
     read once, as the audit does): until then the rest of it may still be on its way.
+    ``cr`` says whether the file ends its lines with CR alone, as judged from its start
+    (:func:`auditor.sources.cr_line_ends`); None judges from ``data``, the whole file.
     """
     # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
-    text = _as_lf(data).decode("utf-8", "surrogateescape")
+    if cr if cr is not None else cr_line_ends(data):
+        data = data.replace(b"\r", b"\n")
+    text = data.decode("utf-8", "surrogateescape")
     # A repeated key keeps its first value, as DuckDB reads the compacted text, and as a
     # JSON line with the same text is read.
     decoder = json.JSONDecoder(object_pairs_hook=partial(first_wins, []))

@@ -412,7 +412,9 @@ def _any_newline_lines(head: bytes, fh: IO[bytes]) -> Iterator[bytes]:
         nonlocal error
         if error is None:
             try:
-                return fh.read(_CHUNK_BYTES)
+                # read1: a raw read that fails costs only itself, not what came before it
+                # in the same call.
+                return fh.read1(_CHUNK_BYTES)  # type: ignore[attr-defined]
             except read_errors() as e:
                 error = e
         return b""
