@@ -57,6 +57,8 @@ HEAD_BYTES = 1024
 
 CHUNK_BYTES = 8 << 20
 """At most this much is read from one file per poll, so a large backlog streams in steps."""
+LONGEST_LINE_BYTES = 64 << 20
+"""A longer line is skipped with a note rather than held in memory whole."""
 
 ORPHAN_GRACE_S = 10.0
 """How long a file renamed away from the followed names is still drained for late writes."""
@@ -301,7 +303,7 @@ class Follower:
             return
         with path.open("rb") as f:
             data = f.read()
-        cursor.cr = cr_line_ends(data[:HEAD_BYTES])
+        cursor.cr = cr_line_ends(data)
         data = _as_lf(data, cursor)
         cursor.documents = opens_document(data)
         end = len(data) if cursor.documents else data.rfind(b"\n") + 1
@@ -369,6 +371,9 @@ class Follower:
             cursor.cr = cr_line_ends(data)
         data = _as_lf(data, cursor)
         end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == self._chunk:
+            # A line longer than a chunk: read on to its end, or skip it past a bound.
+            data, end = self._long_line(handle, data, cursor, batch)
         if final and end < len(data) and not batch.more:
             tail = len(data) - end
             where = cursor.lines + data.count(b"\n", 0, end) + 1
@@ -392,6 +397,42 @@ class Follower:
         cursor.lines = number
         cursor.offset += end
         batch.bytes_read += end
+
+    def _long_line(
+        self, handle: BinaryIO, data: bytes, cursor: Cursor, batch: Batch
+    ) -> tuple[bytes, int]:
+        """``data`` (a chunk holding no newline) and the rest of its line: the line's bytes
+        and where it ends, once its newline has come. Past :data:`LONGEST_LINE_BYTES`
+        the line is skipped with a note, to bound memory; until its newline comes, nothing
+        is read (``end`` 0)."""
+        parts = [data]
+        size = len(data)
+        while size <= LONGEST_LINE_BYTES:
+            more = _as_lf(handle.read(self._chunk), cursor)
+            if not more:
+                return b"", 0  # not finished yet: looked at again when the file grows
+            newline = more.find(b"\n")
+            if newline >= 0:
+                parts.append(more[: newline + 1])
+                line = b"".join(parts)
+                return line, len(line)
+            parts.append(more)
+            size += len(more)
+        # Too long to hold: skip to its end, a chunk at a time, then go on after it.
+        skipped = size
+        while (more := _as_lf(handle.read(self._chunk), cursor)) and b"\n" not in more:
+            skipped += len(more)
+        if not more:
+            return b"", 0  # its end has not come yet
+        skipped += more.find(b"\n") + 1
+        batch.notes.append(
+            f"{cursor.path}:{cursor.lines + 1}: a line of more than {LONGEST_LINE_BYTES:,}"
+            " bytes, too long to hold; skipped"
+        )
+        cursor.offset += skipped
+        cursor.lines += 1
+        batch.bytes_read += skipped
+        return b"", 0
 
     def _read_documents(
         self,
@@ -437,8 +478,11 @@ class Follower:
                 cursor.documents = False
                 return False
         settled = final or waiting is not None  # no more to come, or unchanged for a while
+        if cursor.offset == 0:
+            cursor.cr = cr_line_ends(data)
         found = split(
             data[cursor.offset :],
+            cr=cursor.cr,
             path=cursor.path,
             first_line=cursor.lines + 1,
             at_start=cursor.offset == 0,
@@ -489,7 +533,7 @@ class Follower:
             self._unreadable[cursor.key] = (size, told or size == seen_size)
             return
         self._unreadable.pop(cursor.key, None)
-        cursor.cr = cr_line_ends(data[:HEAD_BYTES])
+        cursor.cr = cr_line_ends(data)
         data = _as_lf(data, cursor)
         found = split(data, path=cursor.path) if opens_document(data) else None
         if found is not None and found.documents:
