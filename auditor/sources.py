@@ -326,10 +326,11 @@ def iter_lines(source: SourceFile) -> Iterator[tuple[int, bytes]]:
     with open_text(source) as fh:
         head, error = _head(fh)
         rest: IO[bytes] = fh if error is None else io.BufferedReader(_Failed(error))
-        split = _any_newline_lines if cr_line_ends(head) else _lf_lines
-        lines = split(head, rest)
+        cr = cr_line_ends(head)
+        lines = (_any_newline_lines if cr else _lf_lines)(head, rest)
+        ends = (b"\n", b"\r") if cr else (b"\n",)
         for number, line in enumerate(lines, start=1):
-            if cut and not line.endswith((b"\n", b"\r")):
+            if cut and not line.endswith(ends):
                 break  # the part of a line that the cut left
             yield number, line.rstrip(b"\r\n")
     if cut:

@@ -384,6 +384,20 @@ def test_bytes_after_the_last_zstd_frame_cost_no_line_before_them(tmp_path: Path
     assert [p.line for p in ts.problems] == [200]
 
 
+def test_a_zstd_cut_just_after_a_cr_inside_a_line_reports_the_cut_alone(
+    tmp_path: Path,
+) -> None:
+    """In a file of LF lines a CR ends nothing: the part of a line the cut left is not
+    taken for a whole line (and reported as a second problem) because it ends in one."""
+    zstd = zstandard.ZstdCompressor()
+    head = zstd.compress((GOOD[0] + "\n" + '{"resourceSpans":\r').encode())
+    rest = zstd.compress(("[]}\n" + GOOD[1] + "\n").encode())
+    (tmp_path / "a.jsonl.zst").write_bytes(head + rest[:8])
+    ts = load_traces(tmp_path / "a.jsonl.zst")
+    assert [n for _, n, _ in spans(ts)] == [1]
+    assert [(p.line, "cannot be read past" in p.message) for p in ts.problems] == [(2, True)]
+
+
 def test_problems_come_in_the_same_order_on_both_paths(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
