@@ -21,7 +21,7 @@ from functools import partial
 from typing import Final
 
 from auditor.problems import LoadProblem, first_wins
-from auditor.sources import cr_line_ends
+from auditor.sources import as_lf
 
 __all__ = [
     "FIRST_LINE_BYTES",
@@ -97,18 +97,13 @@ def opens_document(head: bytes) -> bool:
     decides nothing: a reader following a growing file reads it as JSON-lines, which holds
     such a line back anyway, and looks again while nothing of it has been read.
     """
-    head = _as_lf(head).removeprefix(b"\xef\xbb\xbf")
+    head = as_lf(head).removeprefix(b"\xef\xbb\xbf")
     # Blank lines before the first document are skipped, as between documents.
     text = head[:FIRST_LINE_BYTES].decode("utf-8", "surrogateescape")
-    start = len(text[: len(text) - len(text.lstrip(WHITESPACE))].encode("utf-8", "surrogateescape"))
+    blank = text[: len(text) - len(text.lstrip(WHITESPACE))]
+    start = len(blank.encode("utf-8", "surrogateescape"))
     end = head.find(b"\n", start, start + FIRST_LINE_BYTES)
     return end >= 0 and opens_value(head[start:end])
-
-
-def _as_lf(data: bytes) -> bytes:
-    """``data`` with each CR an LF if it ends its lines with CR alone (old Mac files,
-    :func:`auditor.sources.cr_line_ends`); of the same length, so offsets stay right."""
-    return data.replace(b"\r", b"\n") if cr_line_ends(data) else data
 
 
 def is_json(text: str) -> bool:
@@ -175,9 +170,7 @@ def split(
     (:func:`auditor.sources.cr_line_ends`); None judges from ``data``, the whole file.
     """
     # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
-    if cr if cr is not None else cr_line_ends(data):
-        data = data.replace(b"\r", b"\n")
-    text = data.decode("utf-8", "surrogateescape")
+    text = as_lf(data, cr).decode("utf-8", "surrogateescape")
     # A repeated key keeps its first value, as DuckDB reads the compacted text, and as a
     # JSON line with the same text is read.
     decoder = json.JSONDecoder(object_pairs_hook=partial(first_wins, []))

@@ -350,6 +350,15 @@ def cr_line_ends(head: bytes) -> bool:
     return b"\n" not in judged and b"\r" in judged[:-1]
 
 
+def as_lf(data: bytes, cr: bool | None = None) -> bytes:
+    """``data`` with each CR an LF when its file ends its lines with CR alone (``cr``, or
+    judged by :func:`cr_line_ends` from ``data`` itself, a file's start); of the same
+    length, so offsets into the file stay right."""
+    if cr is None:
+        cr = cr_line_ends(data)
+    return data.replace(b"\r", b"\n") if cr else data
+
+
 LINE_ENDS_BYTES: Final = 1024 * 1024
 """How much of a file :func:`cr_line_ends` looks at (at least)."""
 _ANY_NEWLINE_CHAR: Final = re.compile(rb"[\r\n]")
@@ -443,25 +452,27 @@ def _any_newline_lines(head: bytes, fh: IO[bytes]) -> Iterator[bytes]:
 
 
 def ends_with_newline(source: SourceFile) -> bool:
-    """True when the decompressed content of ``source`` ends with a newline (LF, or CR as
-    old Mac files end their lines).
+    """True when the decompressed content of ``source`` ends with a newline: LF, or CR in a
+    file that ends its lines with CR alone (:func:`cr_line_ends`), as :func:`iter_lines`
+    ends them.
 
-    Reads only the last byte of a plain file, but all of a compressed one: call it only to
-    word a problem, not on every file.
+    Reads the first MiB and the last byte of a plain file, but all of a compressed one:
+    call it only to word a problem, not on every file.
     """
     try:
-        if source.compression == "none":
-            with open(source.path, "rb") as fh:
-                if fh.seek(0, os.SEEK_END) == 0:
-                    return False
-                fh.seek(-1, os.SEEK_END)
-                return fh.read(1) in (b"\n", b"\r")
-        last = b""
         with open_text(source) as fh:
-            while chunk := fh.read(1024 * 1024):
-                last = chunk[-1:]
+            head, error = _head(fh)
+            if error is not None or not head:
+                return False
+            last = head[-1:]
+            if source.compression == "none":
+                fh.seek(-1, os.SEEK_END)
+                last = fh.read(1)
+            else:
+                while chunk := fh.read(1024 * 1024):
+                    last = chunk[-1:]
         cut = source.compression == "zstd" and zstd_truncated(source.path)
-        return last in (b"\n", b"\r") and not cut
+        return (last == b"\n" or (last == b"\r" and cr_line_ends(head))) and not cut
     except read_errors():
         return False
 

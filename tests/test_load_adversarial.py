@@ -477,6 +477,17 @@ def test_a_file_of_cr_line_ends_reads_line_by_line_on_every_path(
     ]
 
 
+def test_a_last_line_ending_in_cr_is_complete_only_in_a_file_of_cr_line_ends(
+    tmp_path: Path,
+) -> None:
+    """A writer of CRLF stopped between the CR and the LF left an unfinished line."""
+    (tmp_path / "lf.jsonl").write_bytes(f"{GOOD[0]}\n{GOOD[1]}\n{{oops\r".encode())
+    (tmp_path / "cr.jsonl").write_bytes(f"{GOOD[0]}\r{GOOD[1]}\r{{oops\r".encode())
+    for name, first_words in (("lf", "the last line is incomplete"), ("cr", "not valid JSON")):
+        problems = load_traces(tmp_path / f"{name}.jsonl").problems
+        assert [(p.line, p.message.startswith(first_words)) for p in problems] == [(3, True)]
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     data=st.binary().map(lambda b: bytes(b"a\r\n"[x % 3] for x in b)),

@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
 from auditor.sources import (
     SourceFile,
+    as_lf,
     cannot_read,
     cr_line_ends,
     read_errors,
@@ -304,7 +305,7 @@ class Follower:
         with path.open("rb") as f:
             data = f.read()
         cursor.cr = cr_line_ends(data)
-        data = _as_lf(data, cursor)
+        data = as_lf(data, cursor.cr)
         cursor.documents = opens_document(data)
         end = len(data) if cursor.documents else data.rfind(b"\n") + 1
         cursor.offset = end
@@ -369,7 +370,7 @@ class Follower:
             batch.more = True
         if cursor.offset == 0:
             cursor.cr = cr_line_ends(data)
-        data = _as_lf(data, cursor)
+        data = as_lf(data, cursor.cr)
         end = data.rfind(b"\n") + 1
         if end == 0 and len(data) == self._chunk:
             # A line longer than a chunk: read on to its end, or skip it past a bound.
@@ -408,7 +409,7 @@ class Follower:
         parts = [data]
         size = len(data)
         while size <= LONGEST_LINE_BYTES:
-            more = _as_lf(handle.read(self._chunk), cursor)
+            more = as_lf(handle.read(self._chunk), cursor.cr)
             if not more:
                 return b"", 0  # not finished yet: looked at again when the file grows
             newline = more.find(b"\n")
@@ -420,7 +421,7 @@ class Follower:
             size += len(more)
         # Too long to hold: skip to its end, a chunk at a time, then go on after it.
         skipped = size
-        while (more := _as_lf(handle.read(self._chunk), cursor)) and b"\n" not in more:
+        while (more := as_lf(handle.read(self._chunk), cursor.cr)) and b"\n" not in more:
             skipped += len(more)
         if not more:
             return b"", 0  # its end has not come yet
@@ -534,7 +535,7 @@ class Follower:
             return
         self._unreadable.pop(cursor.key, None)
         cursor.cr = cr_line_ends(data)
-        data = _as_lf(data, cursor)
+        data = as_lf(data, cursor.cr)
         found = split(data, path=cursor.path) if opens_document(data) else None
         if found is not None and found.documents:
             # Pretty-printed documents, compressed: read whole, as the audit reads them.
@@ -588,12 +589,6 @@ def _pending_note(path: str, pending: Pending) -> str:
         f"{path}:{pending.line}: {pending.why}; the documents before it were read, and "
         "documents after it are read when the file grows"
     )
-
-
-def _as_lf(data: bytes, cursor: Cursor) -> bytes:
-    """``data`` with each CR an LF when ``cursor``'s file ends its lines with CR alone: of
-    the same length, so offsets into the file stay right."""
-    return data.replace(b"\r", b"\n") if cursor.cr else data
 
 
 def _lines(data: bytes) -> list[bytes]:
