@@ -18,7 +18,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from auditor.problems import LoadProblem, first_wins
 from auditor.sources import as_lf
@@ -156,6 +156,7 @@ def split(
     at_start: bool = True,
     settled: bool = True,
     cr: bool | None = None,
+    after_cr: bool = False,
 ) -> Split:
     """Split ``data``, a file of JSON documents (or its unread part), into whole documents.
 
@@ -168,12 +169,19 @@ def split(
     read once, as the audit does): until then the rest of it may still be on its way.
     ``cr`` says whether the file ends its lines with CR alone, as judged from its start
     (:func:`auditor.sources.cr_line_ends`); None judges from ``data``, the whole file.
+    ``after_cr`` says that the byte before ``data`` was a CR (:func:`auditor.sources.as_lf`).
     """
     # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
-    text = as_lf(data, cr).decode("utf-8", "surrogateescape")
+    text = as_lf(data, cr, after_cr=after_cr).decode("utf-8", "surrogateescape")
     # A repeated key keeps its first value, as DuckDB reads the compacted text, and as a
     # JSON line with the same text is read.
-    decoder = json.JSONDecoder(object_pairs_hook=partial(first_wins, []))
+    outermost: list[tuple[str, Any]] = []
+
+    def pairs_hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        outermost[:] = pairs  # the last object made is the document itself
+        return first_wins([], pairs)
+
+    decoder = json.JSONDecoder(object_pairs_hook=pairs_hook)
     out = Split()
     length = len(text)
     unfinished = text.rfind("\n") + 1  # where the last line without its newline starts
@@ -219,12 +227,24 @@ def split(
             )
             pos = done = resume + 1
             continue
-        out.documents.append((line_at(pos), json.dumps(value, separators=(",", ":"))))
+        out.documents.append((line_at(pos), _compact(value, outermost)))
         pos = done = end
     read = text[:done]
     out.consumed = len(read.encode("utf-8", "surrogateescape"))
     out.newlines = read.count("\n")
     return out
+
+
+def _compact(value: Any, pairs: list[tuple[str, Any]]) -> str:
+    """A document's ``value`` as one line of JSON. An object keeps its repeated keys (each
+    one's first value is the one read), so that a problem can still name them; ``pairs``
+    are its keys and values, in order."""
+    if not isinstance(value, dict) or len(pairs) == len(value):
+        return json.dumps(value, separators=(",", ":"))
+    members = (
+        f"{json.dumps(key)}:{json.dumps(item, separators=(',', ':'))}" for key, item in pairs
+    )
+    return "{" + ",".join(members) + "}"
 
 
 def documents(data: bytes, path: str, problems: list[LoadProblem]) -> list[tuple[int, str]]:

@@ -350,19 +350,29 @@ def cr_line_ends(head: bytes) -> bool:
     return b"\n" not in judged and b"\r" in judged[:-1]
 
 
-def as_lf(data: bytes, cr: bool | None = None) -> bytes:
-    """``data`` with each CR an LF when its file ends its lines with CR alone (``cr``, or
-    judged by :func:`cr_line_ends` from ``data`` itself, a file's start); of the same
-    length, so offsets into the file stay right."""
+def as_lf(data: bytes, cr: bool | None = None, *, after_cr: bool = False) -> bytes:
+    """``data`` with each line-ending CR an LF when its file ends its lines with CR alone
+    (``cr``, or judged by :func:`cr_line_ends` from ``data`` itself, a file's start); of
+    the same length, so offsets into the file stay right.
+
+    A CRLF in such a file ends one line, as :func:`iter_lines` reads it: its CR stays (JSON
+    whitespace before the LF). ``after_cr`` says that the byte before ``data`` in the file
+    was a CR, already taken for a line end: an LF that opens ``data`` is that CRLF's second
+    half, and becomes a space rather than a second line end.
+    """
     if cr is None:
         cr = cr_line_ends(data)
-    return data.replace(b"\r", b"\n") if cr else data
+    if not cr:
+        return data
+    data = _LONE_CR.sub(b"\n", data)
+    return b" " + data[1:] if after_cr and data.startswith(b"\n") else data
 
 
 LINE_ENDS_BYTES: Final = 1024 * 1024
 """How much of a file :func:`cr_line_ends` looks at (at least)."""
 _ANY_NEWLINE_CHAR: Final = re.compile(rb"[\r\n]")
 _NEWLINE: Final = re.compile(rb"\r\n|\r|\n")
+_LONE_CR: Final = re.compile(rb"\r(?!\n)")
 _CHUNK_BYTES: Final = LINE_ENDS_BYTES
 
 

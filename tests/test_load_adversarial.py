@@ -641,6 +641,46 @@ def test_watch_numbers_compact_documents_appended_to_a_file_of_cr_line_ends(
     assert [n for _, n, _ in spans(audited)] == [1, pretty.count("\r") + 2, pretty.count("\r") + 3]
 
 
+def test_a_crlf_in_a_file_of_cr_line_ends_ends_one_line_in_audit_and_watch(
+    tmp_path: Path,
+) -> None:
+    """A file judged by its first MiB to end its lines with CR that goes on with CRLF:
+    watch counted each CRLF as two lines (the audit, one), and so numbered every later
+    line wrongly; also when the CR and the LF arrive in different polls."""
+    from auditor.watch.follow import Follower
+
+    assert sources.as_lf(b"a\rb\r\nc\r", True) == b"a\nb\r\nc\n"
+    assert sources.as_lf(b"\nd\r", True, after_cr=True) == b" d\n"
+    assert sources.as_lf(b"a\rb\r\n", False) == b"a\rb\r\n"
+    head = [line(n).encode() for n in range(1, 3000)]
+    assert len(b"\r".join(head)) > sources.LINE_ENDS_BYTES
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\r".join(head) + b"\r" + line(5000).encode() + b"\r\n")
+    follower = Follower(tmp_path, patterns=("*.jsonl",), chunk_bytes=4096)
+    got = []
+
+    def poll() -> None:
+        while True:
+            batch = follower.poll()
+            got.extend(batch.lines)
+            if not batch.more:
+                return
+
+    poll()
+    for more in [line(5001) + "\r", "\n" + line(5002) + "\r\n" + line(5003) + "\r"]:
+        with path.open("ab") as f:
+            f.write(more.encode())
+        poll()
+    follower.close()
+    audited = spans(load_traces(path))
+    assert len(audited) == len(head) + 4
+    assert [
+        (g.number, json.loads(g.text)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"])
+        for g in got
+    ] == [(n, s) for _, n, s in audited]
+    assert audited[-1][1] == len(head) + 4
+
+
 @pytest.mark.parametrize("newline", ["\n", "\r"])
 def test_watch_reads_a_line_longer_than_its_chunk_and_skips_one_past_its_bound(
     newline: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -702,6 +742,20 @@ def test_a_repeated_key_is_judged_by_its_first_value_everywhere(
         1,
         len(pretty.splitlines()) + 1,
     ]
+
+
+def test_a_repeated_key_in_a_document_is_named_as_on_a_line(tmp_path: Path) -> None:
+    """A document is compacted for DuckDB: the copy kept its repeated key's first value
+    only, and the problem lost the words that say the key was repeated."""
+    text = '{"resourceSpans": 5, "resourceSpans": []}'
+    (tmp_path / "a.jsonl").write_text("\n".join([GOOD[0], text]) + "\n")
+    pretty = json.dumps(json.loads(GOOD[0]), indent=2)
+    (tmp_path / "b.json").write_text(pretty + "\n" + text.replace(", ", ",\n") + "\n")
+    on_line = load_traces(tmp_path / "a.jsonl").problems
+    in_document = load_traces(tmp_path / "b.json").problems
+    assert "the key appears 2 times; the first is read" in on_line[0].message
+    assert [p.message for p in in_document] == [p.message for p in on_line]
+    assert [p.line for p in in_document] == [len(pretty.splitlines()) + 1]
 
 
 def test_the_whitespace_of_blank_lines_is_all_that_python_strips() -> None:

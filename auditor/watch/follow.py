@@ -364,13 +364,14 @@ class Follower:
         self._read_from(handle, cursor, batch, final=False)
 
     def _read_from(self, handle: BinaryIO, cursor: Cursor, batch: Batch, *, final: bool) -> None:
+        after_cr = _after_cr(handle, cursor)
         handle.seek(cursor.offset)
         data = handle.read(self._chunk)
         if len(data) == self._chunk:
             batch.more = True
         if cursor.offset == 0:
             cursor.cr = cr_line_ends(data)
-        data = as_lf(data, cursor.cr)
+        data = as_lf(data, cursor.cr, after_cr=after_cr)
         end = data.rfind(b"\n") + 1
         if end == 0 and len(data) == self._chunk:
             # A line longer than a chunk: read on to its end, or skip it past a bound.
@@ -408,8 +409,12 @@ class Follower:
         is read (``end`` 0)."""
         parts = [data]
         size = len(data)
+        # A CRLF across two reads is one line end (``data`` holds no line end, so no CR).
+        last_cr = False
         while size <= LONGEST_LINE_BYTES:
-            more = as_lf(handle.read(self._chunk), cursor.cr)
+            raw = handle.read(self._chunk)
+            more = as_lf(raw, cursor.cr, after_cr=last_cr)
+            last_cr = raw.endswith(b"\r")
             if not more:
                 return b"", 0  # not finished yet: looked at again when the file grows
             newline = more.find(b"\n")
@@ -421,10 +426,15 @@ class Follower:
             size += len(more)
         # Too long to hold: skip to its end, a chunk at a time, then go on after it.
         skipped = size
-        while (more := as_lf(handle.read(self._chunk), cursor.cr)) and b"\n" not in more:
+        while True:
+            raw = handle.read(self._chunk)
+            if not raw:
+                return b"", 0  # its end has not come yet
+            more = as_lf(raw, cursor.cr, after_cr=last_cr)
+            if b"\n" in more:
+                break
+            last_cr = raw.endswith(b"\r")
             skipped += len(more)
-        if not more:
-            return b"", 0  # its end has not come yet
         skipped += more.find(b"\n") + 1
         batch.notes.append(
             f"{cursor.path}:{cursor.lines + 1}: a line of more than {LONGEST_LINE_BYTES:,}"
@@ -484,6 +494,7 @@ class Follower:
         found = split(
             data[cursor.offset :],
             cr=cursor.cr,
+            after_cr=cursor.cr and data[cursor.offset - 1 : cursor.offset] == b"\r",
             path=cursor.path,
             first_line=cursor.lines + 1,
             at_start=cursor.offset == 0,
@@ -589,6 +600,15 @@ def _pending_note(path: str, pending: Pending) -> str:
         f"{path}:{pending.line}: {pending.why}; the documents before it were read, and "
         "documents after it are read when the file grows"
     )
+
+
+def _after_cr(handle: BinaryIO, cursor: Cursor) -> bool:
+    """True when, in a file of CR line ends, the byte before the unread part is a CR (taken
+    for a line end when it was read): an LF after it is the rest of a CRLF."""
+    if not (cursor.cr and cursor.offset):
+        return False
+    handle.seek(cursor.offset - 1)
+    return handle.read(1) == b"\r"
 
 
 def _lines(data: bytes) -> list[bytes]:
