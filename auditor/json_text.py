@@ -57,10 +57,11 @@ def is_empty_export(text: str) -> bool:
         return False
     return all(
         isinstance(rs, dict)
-        and all(
-            isinstance(ss, dict) and not ss.get("spans")
-            for ss in (rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or [])
+        # Anything but a list of scopes (a number, say) is a problem to report, not empty.
+        and isinstance(
+            scopes := rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or [], list
         )
+        and all(isinstance(ss, dict) and not ss.get("spans") for ss in scopes)
         for rs in value["resourceSpans"]
     )
 

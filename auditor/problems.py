@@ -96,9 +96,42 @@ def describe(text: str, *, torn: bool = False) -> str:
         times = keys.count("resourceSpans")
         repeated = f" (the key appears {times} times; the first is read)" if times > 1 else ""
         first = value["resourceSpans"]
-        what = "holds no" if isinstance(first, list) else f"is {_kind(first)}, not a list of"
+        if not isinstance(first, list):
+            what = f"is {_kind(first)}, not a list of"
+        elif (wrong := _misshapen(first)) is not None:
+            return f"{wrong}{repeated}; the line was skipped"
+        else:
+            what = "holds no"
         return f"resourceSpans {what} OTLP ResourceSpans{repeated}; the line was skipped"
     return NOT_OTLP
+
+
+def _misshapen(resource_spans: list[Any]) -> str | None:
+    """The first part of an export's ``resourceSpans`` list that is not of the shape OTLP
+    gives it, named by its path (``resourceSpans[0].scopeSpans is a number, not a list``);
+    None when every part is."""
+    for i, rs in enumerate(resource_spans):
+        where = f"resourceSpans[{i}]"
+        if not isinstance(rs, dict):
+            return f"{where} is {_kind(rs)}, not a ResourceSpans object"
+        key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+        scopes = rs.get(key)
+        if scopes is None:
+            continue
+        if not isinstance(scopes, list):
+            return f"{where}.{key} is {_kind(scopes)}, not a list"
+        for j, ss in enumerate(scopes):
+            if not isinstance(ss, dict):
+                return f"{where}.{key}[{j}] is {_kind(ss)}, not a ScopeSpans object"
+            spans = ss.get("spans")
+            if spans is None:
+                continue
+            if not isinstance(spans, list):
+                return f"{where}.{key}[{j}].spans is {_kind(spans)}, not a list"
+            for k, span in enumerate(spans):
+                if not isinstance(span, dict):
+                    return f"{where}.{key}[{j}].spans[{k}] is {_kind(span)}, not a span object"
+    return None
 
 
 def first_wins(keys: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -142,3 +142,28 @@ def test_audit_and_watch_read_the_same_spans_from_every_kind_of_file(tmp_path: P
     watch_rows, watch_problems = watched(folder, "*.json", "*.jsonl", "*.jsonl.zst", "*.json.gz")
     assert watch_rows == rows
     assert watch_problems == problems
+
+
+def test_scopes_that_are_not_a_list_are_problems_not_a_crash(tmp_path: Path):
+    """A number or a boolean where the scopes' list belongs once stopped audit and watch
+    alike with a traceback (the check for an empty export looped over it)."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    odd = [
+        '{"resourceSpans":[{"scopeSpans":5}]}',
+        '{"resourceSpans":[{"scopeSpans":true}]}',
+        '{"resourceSpans":[{"instrumentationLibrarySpans":1.5}]}',
+        '{"resourceSpans":[{"scopeSpans":[{"spans":7}]}]}',
+    ]
+    (folder / "a.jsonl").write_text(record(1) + "\n".join(odd) + "\n" + record(2))
+    rows, problems = audited(folder)
+    assert [r[4] for r in rows] == [1, 6]
+    assert [p.split(":")[1] for p in problems] == ["2", "3", "4", "5"]
+    assert [p.split(": ", 1)[1] for p in problems] == [
+        "resourceSpans[0].scopeSpans is a number, not a list; the line was skipped",
+        "resourceSpans[0].scopeSpans is a boolean, not a list; the line was skipped",
+        "resourceSpans[0].instrumentationLibrarySpans is a number, not a list;"
+        " the line was skipped",
+        "resourceSpans[0].scopeSpans[0].spans is a number, not a list; the line was skipped",
+    ]
+    assert watched(folder) == (rows, problems)
