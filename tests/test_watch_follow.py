@@ -118,6 +118,28 @@ def test_copy_truncate_rotation_rereads_from_the_start(tmp_path: Path):
     follower.close()
 
 
+def test_a_file_truncated_in_place_hands_out_none_of_its_old_lines(tmp_path: Path):
+    """Past the 1 KiB head it digests, the file's first read left its old bytes in a read
+    buffer, and the seek back to its start after the truncation was answered from them."""
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b"".join(b'{"n":%d}\n' % n for n in range(1, 201)))
+    follower = Follower(tmp_path)
+    assert len(follower.poll().lines) == 200
+    os.truncate(f, 0)
+    batch = follower.poll()
+    assert batch.lines == []
+    assert [note for note in batch.notes if "shrank" in note] == [
+        "a.jsonl shrank below what was read (truncated or replaced); reading it again from"
+        " the start"
+    ]
+    with f.open("ab") as out:
+        out.write(b'{"n":500}\n')
+    batch = follower.poll()
+    assert [(line.number, line.text) for line in batch.lines] == [(1, '{"n":500}')]
+    assert batch.notes == []
+    follower.close()
+
+
 def test_start_at_end_skips_existing_lines_only(tmp_path: Path):
     f = tmp_path / "a.jsonl"
     f.write_text('{"n":1}\n{"n":2}\n')

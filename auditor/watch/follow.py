@@ -318,7 +318,9 @@ class Follower:
             entry.orphaned_at = None
             entry.used_at = time.monotonic()
             return entry.handle
-        handle = path.open("rb")
+        # Unbuffered: a buffer would answer a seek back to bytes it holds from memory, and
+        # hand out lines of a file since truncated in place (copy-and-truncate rotation).
+        handle = path.open("rb", buffering=0)
         if cursor.head_len:
             # Opened again (after a restart, or after it was closed while idle): make sure
             # this inode still holds the same file.
