@@ -152,6 +152,26 @@ def test_start_at_end_skips_existing_lines_only(tmp_path: Path):
     follower.close()
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r"])
+def test_start_at_end_then_an_append_reads_only_the_appended_line(tmp_path: Path, newline: str):
+    """In a file of CR line ends, the head digested when skipping to the end was of the
+    bytes with their CRs made LFs, so the next poll took the file for another one and read
+    it all again from the start."""
+    f = tmp_path / "a.jsonl"
+    f.write_text("".join(f'{{"n":{n}}}{newline}' for n in range(1, 4)), newline="")
+    first = Follower(tmp_path, start_at_end=True)
+    assert texts(first) == []
+    saved = [Cursor.from_json(c.to_json()) for c in first.cursors()]
+    for follower in (first, Follower(tmp_path, cursors=saved)):  # on, and after a restart
+        with f.open("a", newline="") as out:
+            out.write(f'{{"n":4}}{newline}')
+        batch = follower.poll()
+        assert [(line.number, line.text) for line in batch.lines] == [(4, '{"n":4}')]
+        assert batch.notes == []
+        follower.close()
+        f.write_bytes(f.read_bytes()[: -len('{"n":4}') - 1])  # as it was when saved
+
+
 def test_patterns_hidden_files_subfolders_and_exclusions(tmp_path: Path):
     (tmp_path / "sub").mkdir()
     (tmp_path / ".state").mkdir()

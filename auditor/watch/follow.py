@@ -303,14 +303,15 @@ class Follower:
             cursor.sealed = True
             return
         with path.open("rb") as f:
-            data = f.read()
-        cursor.cr = cr_line_ends(data)
-        data = as_lf(data, cursor.cr)
+            raw = f.read()
+        # The digest is of the bytes on disk, as it is checked against them later.
+        cursor.head, cursor.head_len = _digest(raw[:HEAD_BYTES])
+        cursor.cr = cr_line_ends(raw)
+        data = as_lf(raw, cursor.cr)
         cursor.documents = opens_document(data)
         end = len(data) if cursor.documents else data.rfind(b"\n") + 1
         cursor.offset = end
         cursor.lines = data.count(b"\n", 0, end)
-        cursor.head, cursor.head_len = _digest(data[:HEAD_BYTES])
 
     def _handle(self, path: Path, key: tuple[int, int], cursor: Cursor, batch: Batch) -> BinaryIO:
         entry = self._open.get(key)
