@@ -708,6 +708,64 @@ def test_watch_reads_a_line_longer_than_its_chunk_and_skips_one_past_its_bound(
     assert notes == ["a.jsonl:3: a line of more than 20,000 bytes, too long to hold; skipped"]
 
 
+@pytest.mark.parametrize("held", [True, False], ids=["held", "past-the-bound"])
+def test_watch_judges_cr_line_ends_past_a_first_line_longer_than_its_chunk(
+    held: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How a file ends its lines was judged from the first chunk alone: with no line end in
+    it, a file of CR line ends was taken for LF lines, never read, and polled again at once,
+    forever. An unfinished long line no longer asks for the next poll at once either."""
+    import auditor.watch.follow as follow
+
+    monkeypatch.setattr(follow, "LONGEST_LINE_BYTES", 20_000)
+    huge = export(*(span_json(f"{n:016x}") for n in range(300, 400)))
+    first = BIG if held else huge
+    assert len(BIG) < 20_000 < len(huge)
+    path = tmp_path / "a.jsonl"
+    path.write_text(first[:9_000], newline="")
+    follower = follow.Follower(tmp_path, patterns=("*.jsonl",), chunk_bytes=4096)
+    batch = follower.poll()
+    assert (batch.lines, batch.more, batch.notes) == ([], False, [])  # unfinished: wait
+    with path.open("a", newline="") as f:
+        f.write("\r".join([first[9_000:], GOOD[1], GOOD[2]]) + "\r")
+    got, notes = [], []
+    for _ in range(10):
+        batch = follower.poll(final=True)
+        got += [line.number for line in batch.lines]
+        notes += batch.notes
+        if not batch.more:
+            break
+    assert not batch.more
+    follower.close()
+    assert got == ([1, 2, 3] if held else [2, 3])
+    if held:
+        assert notes == []
+        assert sorted({n for _, n, _ in spans(load_traces(path))}) == got
+    else:
+        assert notes == ["a.jsonl:1: a line of more than 20,000 bytes, too long to hold; skipped"]
+
+
+def test_watch_notes_a_rotated_file_that_ends_inside_a_line_longer_than_its_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A torn tail of a file rotated away is reported when drained, a long one too."""
+    import auditor.watch.follow as follow
+
+    monkeypatch.setattr(follow, "ORPHAN_GRACE_S", 0.0)
+    path = tmp_path / "a.jsonl"
+    path.write_text(GOOD[0] + "\n" + BIG[:9_000])
+    follower = follow.Follower(tmp_path, patterns=("*.jsonl",), chunk_bytes=4096)
+    assert [line.number for line in follower.poll().lines] == [1]
+    path.rename(tmp_path / "a.old")
+    batch = follower.poll()
+    follower.close()
+    assert (batch.lines, batch.more) == ([], False)
+    assert batch.notes == [
+        "a.jsonl:2: the file ended mid-line (9000 bytes without a newline, a writer stopped"
+        " while writing); that fragment was skipped"
+    ]
+
+
 def test_a_cr_inside_the_first_line_of_a_file_of_lf_lines_stays_inside_it(
     tmp_path: Path,
 ) -> None:

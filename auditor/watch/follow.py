@@ -21,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -29,6 +30,7 @@ from typing import Any, BinaryIO
 
 from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
 from auditor.sources import (
+    LINE_ENDS_BYTES,
     SourceFile,
     as_lf,
     cannot_read,
@@ -60,6 +62,7 @@ CHUNK_BYTES = 8 << 20
 """At most this much is read from one file per poll, so a large backlog streams in steps."""
 LONGEST_LINE_BYTES = 64 << 20
 """A longer line is skipped with a note rather than held in memory whole."""
+_ANY_NEWLINE_BYTE = re.compile(rb"[\r\n]")
 
 ORPHAN_GRACE_S = 10.0
 """How long a file renamed away from the followed names is still drained for late writes."""
@@ -370,16 +373,20 @@ class Follower:
         after_cr = _after_cr(handle, cursor)
         handle.seek(cursor.offset)
         data = handle.read(self._chunk)
-        if len(data) == self._chunk:
-            batch.more = True
+        more = len(data) == self._chunk
         if cursor.offset == 0:
             cursor.cr = cr_line_ends(data)
         data = as_lf(data, cursor.cr, after_cr=after_cr)
         end = data.rfind(b"\n") + 1
-        if end == 0 and len(data) == self._chunk:
+        if end == 0 and more:
             # A line longer than a chunk: read on to its end, or skip it past a bound.
+            offset = cursor.offset
             data, end = self._long_line(handle, data, cursor, batch)
-        if final and end < len(data) and not batch.more:
+            # Read to its end or skipped, there may be more after it; unfinished, nothing
+            # more comes until the file grows (asking again at once would spin).
+            more = end > 0 or cursor.offset != offset
+        batch.more = batch.more or more
+        if final and end < len(data) and not more:
             tail = len(data) - end
             where = cursor.lines + data.count(b"\n", 0, end) + 1
             batch.notes.append(
@@ -408,18 +415,30 @@ class Follower:
     ) -> tuple[bytes, int]:
         """``data`` (a chunk holding no newline) and the rest of its line: the line's bytes
         and where it ends, once its newline has come. Past :data:`LONGEST_LINE_BYTES`
-        the line is skipped with a note, to bound memory; until its newline comes, nothing
-        is read (``end`` 0)."""
+        the line is skipped with a note, to bound memory (``b""``, ``end`` 0); until its
+        newline comes, what there is of it, with ``end`` 0.
+
+        A file's first line decides how its lines end (:func:`cr_line_ends`): while it has
+        not ended, that is judged again as more of it is read. ``data`` then holds the
+        bytes as they are on disk (no LF, and a CR only at its end).
+        """
+        judging = cursor.offset == 0
         parts = [data]
         size = len(data)
-        # A CRLF across two reads is one line end (``data`` holds no line end, so no CR).
-        last_cr = False
         while size <= LONGEST_LINE_BYTES:
             raw = handle.read(self._chunk)
-            more = as_lf(raw, cursor.cr, after_cr=last_cr)
-            last_cr = raw.endswith(b"\r")
-            if not more:
-                return b"", 0  # not finished yet: looked at again when the file grows
+            if not raw:
+                return b"".join(parts), 0  # not finished yet: looked at again as it grows
+            if judging and _ANY_NEWLINE_BYTE.search(raw):
+                judging = False
+                if raw.endswith(b"\r"):
+                    raw += handle.read(1)  # whether an LF follows decides
+                raw = b"".join(parts) + raw
+                parts, size = [], 0
+                cursor.cr = cr_line_ends(raw)
+            # A chunk ending in a CR of a CRLF ends the line in a file of CR line ends:
+            # the LF after it is met by the next read (:func:`_after_cr`).
+            more = as_lf(raw, cursor.cr)
             newline = more.find(b"\n")
             if newline >= 0:
                 parts.append(more[: newline + 1])
@@ -433,10 +452,15 @@ class Follower:
             raw = handle.read(self._chunk)
             if not raw:
                 return b"", 0  # its end has not come yet
-            more = as_lf(raw, cursor.cr, after_cr=last_cr)
+            if judging and _ANY_NEWLINE_BYTE.search(raw):
+                judging = False
+                if raw.endswith(b"\r"):
+                    raw += handle.read(1)  # whether an LF follows decides
+                # What the first MiB held is known: no line end. Judged as if it were there.
+                cursor.cr = cr_line_ends(bytes(LINE_ENDS_BYTES) + raw)
+            more = as_lf(raw, cursor.cr)
             if b"\n" in more:
                 break
-            last_cr = raw.endswith(b"\r")
             skipped += len(more)
         skipped += more.find(b"\n") + 1
         batch.notes.append(
