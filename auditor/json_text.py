@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from auditor.problems import LoadProblem, first_wins
+from auditor.problems import LoadProblem, first_wins, not_utf8
 from auditor.sources import as_lf
 
 __all__ = [
@@ -228,12 +228,25 @@ def split(
             )
             pos = done = resume + 1
             continue
-        out.documents.append((line_at(pos), _compact(value, outermost)))
+        first = line_at(pos)
+        if (bad := _NOT_UTF8.search(text, pos, end)) is not None:
+            # Bytes that are not UTF-8 (each a lone surrogate here) are read as U+FFFD, as
+            # in a JSON line; the document is parsed again from the text so mended.
+            start = text.rfind("\n", 0, bad.start()) + 1
+            byte = len(text[start : bad.start()].encode("utf-8", "surrogateescape")) + 1
+            number = first + text.count("\n", pos, bad.start())
+            out.skipped.append(LoadProblem(path, number, not_utf8(byte)))
+            value = decoder.decode(_NOT_UTF8.sub("\ufffd", text[pos:end]))
+        out.documents.append((first, _compact(value, outermost)))
         pos = done = end
     read = text[:done]
     out.consumed = len(read.encode("utf-8", "surrogateescape"))
     out.newlines = read.count("\n")
     return out
+
+
+_NOT_UTF8: Final = re.compile("[\udc80-\udcff]")
+"""A byte that is not UTF-8, in text decoded with ``surrogateescape``."""
 
 
 def _compact(value: Any, pairs: list[tuple[str, Any]]) -> str:

@@ -67,6 +67,21 @@ def classify(
     return out
 
 
+def decoded(raw: bytes) -> tuple[str, str | None]:
+    """``raw``, a line's bytes, as text, and what to report when some of them are not
+    UTF-8 (None when all are). Each such byte is read as U+FFFD, the replacement character,
+    rather than losing the line: the rest of it may hold good spans."""
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as e:
+        return raw.decode("utf-8", "replace"), not_utf8(e.start + 1)
+
+
+def not_utf8(byte: int) -> str:
+    """The problem of a line that is not UTF-8 text from ``byte`` on (1-based)."""
+    return f"not UTF-8 text (byte {byte}); it was read as U+FFFD, the replacement character"
+
+
 def describe(text: str, *, torn: bool = False) -> str:
     """Why ``text`` (one line or document) holds no span."""
     keys: list[str] = []

@@ -36,7 +36,7 @@ from auditor.json_text import (
     repair_surrogates,
     replace_surrogate_chars,
 )
-from auditor.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify
+from auditor.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
 from auditor.sources import (
     SourceFile,
     ends_with_newline,
@@ -435,16 +435,10 @@ class Reader:
         try:
             for number, raw in iter_lines(source):
                 last = number
-                try:
-                    batch.append((number, raw.decode("utf-8")))
-                except UnicodeDecodeError as e:
-                    self.problems.append(
-                        LoadProblem(
-                            source.path,
-                            number,
-                            f"not UTF-8 text (byte {e.start + 1}); line skipped",
-                        )
-                    )
+                text, problem = decoded(raw)
+                batch.append((number, text))
+                if problem is not None:
+                    self.problems.append(LoadProblem(source.path, number, problem))
                 if len(batch) >= BATCH_LINES:
                     self.add_lines(source.path, batch, explicit=source.explicit, source=source)
                     batch = []
@@ -641,7 +635,6 @@ class Reader:
         try:
             with open_text(source) as fh:
                 data = fh.read()
-            data.decode("utf-8")  # text that is not UTF-8 is read line by line instead
         except read_errors():
             return False
         docs = documents(data, source.path, self.problems)

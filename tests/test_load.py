@@ -227,16 +227,22 @@ def test_compressed_files_are_recognised_by_content(tmp_path: Path, codec: str) 
     assert load_traces(tmp_path).span_count == 1
 
 
-def test_non_utf8_bytes_lose_only_their_line(tmp_path: Path) -> None:
+def test_non_utf8_bytes_are_read_as_replacement_characters_and_reported(tmp_path: Path) -> None:
+    """Their line once was skipped whole, and its spans lost (``watch`` read them)."""
     lines = [export(span_json(f"{i:016x}")).encode() for i in range(1, 4)]
     lines[1] = lines[1].replace(b"handoff.validate", b"handoff.\xff\xfe")
     # Large enough to be read by DuckDB first, which refuses it and falls back.
     padding = [b"" for _ in range(10)]
     (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines + padding))
     ts = load_traces(tmp_path / "t.jsonl")
-    assert ids(ts) == ["0000000000000001", "0000000000000003"]
-    assert [p.line for p in ts.problems] == [2]
-    assert "UTF-8" in ts.problems[0].message
+    assert ids(ts) == ["0000000000000001", "0000000000000002", "0000000000000003"]
+    names = ts.con.execute("SELECT name FROM spans ORDER BY span_id").fetchall()
+    assert names[1] == ("handoff.\ufffd\ufffd",)
+    byte = lines[1].index(b"\xff") + 1
+    assert [str(p).removeprefix(str(tmp_path)) for p in ts.problems] == [
+        f"/t.jsonl:2: not UTF-8 text (byte {byte}); it was read as U+FFFD, the replacement"
+        " character"
+    ]
 
 
 def test_manifests_in_a_directory_are_skipped_quietly_but_named_files_are_reported(

@@ -167,3 +167,35 @@ def test_scopes_that_are_not_a_list_are_problems_not_a_crash(tmp_path: Path):
         "resourceSpans[0].scopeSpans[0].spans is a number, not a list; the line was skipped",
     ]
     assert watched(folder) == (rows, problems)
+
+
+def test_bytes_that_are_not_utf8_cost_no_document_of_a_file_of_documents(tmp_path: Path):
+    """One such byte sent the audit's read of a file of pretty-printed documents to its
+    line-by-line read, which lost every document (watch read them): each byte is now read
+    as U+FFFD, as in a JSON line, and reported at its line."""
+    import json
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    docs = [json.dumps(json.loads(record(n)), indent=2).encode() for n in (1, 2, 3)]
+    assert b'"handoff.validate"' in docs[1]
+    docs[1] = docs[1].replace(b'"handoff.validate"', b'"handoff.\xff"')
+    odd = b'{\n  "resourceSpans": 5,\n  "x": "\xfe"\n}'
+    (folder / "a.json").write_bytes(b"\n".join([docs[0], docs[1], odd, docs[2]]) + b"\n")
+    rows, problems = audited(folder)
+    starts = [1]
+    for doc in (docs[0], docs[1], odd):
+        starts.append(starts[-1] + doc.count(b"\n") + 1)
+    assert [r[4] for r in rows] == [starts[0], starts[1], starts[3]]
+    assert "handoff.\ufffd" in [r[2] for r in rows]
+    bad_line = starts[1] + docs[1][: docs[1].index(b"\xff")].count(b"\n")
+    column = docs[1].index(b"\xff") - docs[1].rindex(b"\n", 0, docs[1].index(b"\xff"))
+    assert problems == [
+        f"a.json:{bad_line}: not UTF-8 text (byte {column}); it was read as U+FFFD, the"
+        " replacement character",
+        f"a.json:{starts[2] + 2}: not UTF-8 text (byte 9); it was read as U+FFFD, the"
+        " replacement character",
+        f"a.json:{starts[2]}: resourceSpans is a number, not a list of OTLP ResourceSpans;"
+        " the line was skipped",
+    ]
+    assert watched(folder, "*.json") == (rows, problems)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
+from auditor.problems import decoded
 from auditor.sources import (
     LINE_ENDS_BYTES,
     SourceFile,
@@ -401,12 +402,7 @@ class Follower:
             cursor.head, cursor.head_len = _digest(
                 handle.read(min(HEAD_BYTES, cursor.offset + end))
             )
-        number = cursor.lines
-        for raw in _lines(data[:end]):
-            number += 1
-            if raw.strip():
-                batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
-        cursor.lines = number
+        cursor.lines = _take_lines(batch, cursor.path, data[:end], cursor.lines)
         cursor.offset += end
         batch.bytes_read += end
 
@@ -583,11 +579,7 @@ class Follower:
                 batch.notes.append(_pending_note(cursor.path, found.pending))
             number = data.count(b"\n")
         else:
-            number = 0
-            for raw in _lines(data):
-                number += 1
-                if raw.strip():
-                    batch.lines.append(Line(cursor.path, number, raw.decode("utf-8", "replace")))
+            number = _take_lines(batch, cursor.path, data, 0)
         cursor.lines = number
         cursor.offset = path.stat().st_size
         cursor.sealed = True
@@ -636,6 +628,20 @@ def _after_cr(handle: BinaryIO, cursor: Cursor) -> bool:
         return False
     handle.seek(cursor.offset - 1)
     return handle.read(1) == b"\r"
+
+
+def _take_lines(batch: Batch, path: str, data: bytes, number: int) -> int:
+    """Add the lines of ``data`` (whole lines, the first after line ``number``) to ``batch``,
+    blank ones aside, with a note for each that is not UTF-8, as the audit reports it; the
+    number of the last line."""
+    for raw in _lines(data):
+        number += 1
+        if raw.strip():
+            text, problem = decoded(raw)
+            batch.lines.append(Line(path, number, text))
+            if problem is not None:
+                batch.notes.append(f"{path}:{number}: {problem}")
+    return number
 
 
 def _lines(data: bytes) -> list[bytes]:
