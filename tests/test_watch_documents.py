@@ -180,6 +180,21 @@ def test_documents_appended_later_are_read_and_earlier_ones_are_not_read_again(t
     restarted.close()
 
 
+def test_from_the_end_a_document_being_written_is_read_once_complete(tmp_path: Path):
+    """Starting at the end of a file of documents went past the one still being written,
+    so its rest was read from its middle: a note of text that is not JSON, and it was lost."""
+    target = tmp_path / "t.json"
+    target.write_text('{\n  "n": 1\n}\n{\n  "n":')
+    follower = Follower(tmp_path, patterns=PATTERNS, start_at_end=True)
+    assert texts(follower) == []
+    with target.open("a") as f:
+        f.write(' 2\n}\n{"n": 3}\n')
+    batch = follower.poll(final=True)
+    assert [(line.number, line.text) for line in batch.lines] == [(4, '{"n":2}'), (7, '{"n":3}')]
+    assert batch.notes == []
+    follower.close()
+
+
 def test_an_incomplete_document_is_reported_only_once_it_stops_growing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -313,7 +313,13 @@ class Follower:
         cursor.cr = cr_line_ends(raw)
         data = as_lf(raw, cursor.cr)
         cursor.documents = opens_document(data)
-        end = len(data) if cursor.documents else data.rfind(b"\n") + 1
+        if cursor.documents:
+            # Up to the end of the last whole document: one still being written is read
+            # once it is complete, not from its middle.
+            found = split(data, path=cursor.path, cr=False, settled=False)
+            end = found.consumed
+        else:
+            end = data.rfind(b"\n") + 1
         cursor.offset = end
         cursor.lines = data.count(b"\n", 0, end)
 
