@@ -39,9 +39,9 @@ from auditor.json_text import (
 from auditor.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
 from auditor.sources import (
     SourceFile,
-    ends_with_newline,
     has_glob,
     iter_lines,
+    last_line_ended,
     open_text,
     read_errors,
     zstd_truncated,
@@ -349,6 +349,9 @@ class Reader:
         lines were read from, lets a malformed last line be told from a torn one.
         """
         last = max((n for n, t in lines if t.strip()), default=None)
+        if source is None and last is not None and max(n for n, _ in lines) > last:
+            # A line (blank) came after the last one with text: that one was finished.
+            torn_possible = False
         info = self._info.setdefault(file, _FileInfo(last, torn_possible, explicit, 0, source))
         if last is not None and (info.last_line is None or last > info.last_line):
             info.last_line = last
@@ -786,7 +789,7 @@ class Reader:
                 last_line is not None
                 and info.source is not None
                 and any(n == last_line for n, _ in rows)
-                and ends_with_newline(info.source)
+                and last_line_ended(info.source)
             ):
                 info.torn_possible = False  # a complete last line: malformed, not torn
                 last_line = None

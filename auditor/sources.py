@@ -461,30 +461,39 @@ def _any_newline_lines(head: bytes, fh: IO[bytes]) -> Iterator[bytes]:
         yield b"".join(parts)
 
 
-def ends_with_newline(source: SourceFile) -> bool:
-    """True when the decompressed content of ``source`` ends with a newline: LF, or CR in a
-    file that ends its lines with CR alone (:func:`cr_line_ends`), as :func:`iter_lines`
-    ends them.
+def last_line_ended(source: SourceFile) -> bool:
+    """True when the decompressed content of ``source`` has no unfinished last line: it
+    ends with a newline (LF, or CR in a file that ends its lines with CR alone,
+    :func:`cr_line_ends`, as :func:`iter_lines` ends them), or nothing but whitespace follows
+    its last newline (a blank line, even unfinished, is no line cut short).
 
-    Reads the first MiB and the last byte of a plain file, but all of a compressed one:
-    call it only to word a problem, not on every file.
+    Reads the first MiB and the last :data:`_TAIL_BYTES` of a plain file, but all of a
+    compressed one: call it only to word a problem, not on every file.
     """
     try:
         with open_text(source) as fh:
             head, error = _head(fh)
             if error is not None or not head:
                 return False
-            last = head[-1:]
+            tail = head[-_TAIL_BYTES:]
             if source.compression == "none":
-                fh.seek(-1, os.SEEK_END)
-                last = fh.read(1)
+                fh.seek(max(fh.seek(0, os.SEEK_END) - _TAIL_BYTES, 0))
+                tail = fh.read()
             else:
                 while chunk := fh.read(1024 * 1024):
-                    last = chunk[-1:]
-        cut = source.compression == "zstd" and zstd_truncated(source.path)
-        return (last == b"\n" or (last == b"\r" and cr_line_ends(head))) and not cut
+                    tail = (tail + chunk)[-_TAIL_BYTES:]
+        if source.compression == "zstd" and zstd_truncated(source.path):
+            return False
+        last = max(tail.rfind(b"\n"), tail.rfind(b"\r") if cr_line_ends(head) else -1)
+        if last < 0:
+            return False  # one line, longer than what is looked at: not blank
+        return not tail[last + 1 :].decode("utf-8", "surrogateescape").strip()
     except read_errors():
         return False
+
+
+_TAIL_BYTES: Final = 64 * 1024
+"""How much of a file's end :func:`last_line_ended` looks at for its last newline."""
 
 
 _ZSTD_SKIPPABLE: Final = range(0x184D2A50, 0x184D2A60)

@@ -199,3 +199,28 @@ def test_bytes_that_are_not_utf8_cost_no_document_of_a_file_of_documents(tmp_pat
         " the line was skipped",
     ]
     assert watched(folder, "*.json") == (rows, problems)
+
+
+def test_a_broken_line_followed_by_an_unfinished_blank_one_is_malformed_not_torn(
+    tmp_path: Path,
+):
+    """Its newline came: the writer finished it. The audit took whitespace after it, with no
+    newline of its own, for the end of that line, and called it torn (watch, malformed)."""
+    import gzip
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    files = [("a.jsonl", "\n \t"), ("b.jsonl", "\r\n\u3000"), ("c.jsonl.gz", "\n  ")]
+    for trace, (name, tail) in enumerate(files, start=3):
+        data = (record(trace) + '{"resourceSpans": [' + tail).encode()
+        (folder / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+    (folder / "d.jsonl").write_text(record(2) + '{"resourceSpans": [')  # torn, for contrast
+    rows, problems = audited(folder)
+    assert [r[4] for r in rows] == [1, 1, 1, 1]
+    assert [p.split(": ", 1)[1].split(" (")[0] for p in problems] == [
+        "not valid JSON",
+        "not valid JSON",
+        "not valid JSON",
+        "the last line is incomplete JSON",
+    ]
+    assert watched(folder, "*.jsonl", "*.jsonl.gz") == (rows, problems[:3])
