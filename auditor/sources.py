@@ -364,8 +364,9 @@ def as_lf(data: bytes, cr: bool | None = None, *, after_cr: bool = False) -> byt
         cr = cr_line_ends(data)
     if not cr:
         return data
+    second_half = after_cr and data.startswith(b"\n")  # an LF on disk, not a CR made one
     data = _LONE_CR.sub(b"\n", data)
-    return b" " + data[1:] if after_cr and data.startswith(b"\n") else data
+    return b" " + data[1:] if second_half else data
 
 
 LINE_ENDS_BYTES: Final = 1024 * 1024

@@ -656,6 +656,7 @@ def test_a_crlf_in_a_file_of_cr_line_ends_ends_one_line_in_audit_and_watch(
 
     assert sources.as_lf(b"a\rb\r\nc\r", True) == b"a\nb\r\nc\n"
     assert sources.as_lf(b"\nd\r", True, after_cr=True) == b" d\n"
+    assert sources.as_lf(b"\rd\r", True, after_cr=True) == b"\nd\n"  # a blank line
     assert sources.as_lf(b"a\rb\r\n", False) == b"a\rb\r\n"
     head = [line(n).encode() for n in range(1, 3000)]
     assert len(b"\r".join(head)) > sources.LINE_ENDS_BYTES
@@ -672,18 +673,22 @@ def test_a_crlf_in_a_file_of_cr_line_ends_ends_one_line_in_audit_and_watch(
                 return
 
     poll()
-    for more in [line(5001) + "\r", "\n" + line(5002) + "\r\n" + line(5003) + "\r"]:
+    for more in [
+        line(5001) + "\r",
+        "\n" + line(5002) + "\r\n" + line(5003) + "\r",
+        "\r" + line(5004) + "\r",  # a blank line, its CR the first byte of a poll's read
+    ]:
         with path.open("ab") as f:
             f.write(more.encode())
         poll()
     follower.close()
     audited = spans(load_traces(path))
-    assert len(audited) == len(head) + 4
+    assert len(audited) == len(head) + 5
     assert [
         (g.number, json.loads(g.text)["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["spanId"])
         for g in got
     ] == [(n, s) for _, n, s in audited]
-    assert audited[-1][1] == len(head) + 4
+    assert audited[-1][1] == len(head) + 6
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r"])
