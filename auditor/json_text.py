@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from auditor.problems import LoadProblem, first_wins, not_utf8
+from auditor.problems import LoadProblem, first_wins, not_utf8, scopes_of
 from auditor.sources import as_lf
 
 __all__ = [
@@ -55,13 +55,12 @@ def is_empty_export(text: str) -> bool:
         return False
     if not isinstance(value, dict) or not isinstance(value.get("resourceSpans"), list):
         return False
+    # Anything but a list where a list belongs (a number, false, "") is a problem to
+    # report, not an empty export.
     return all(
         isinstance(rs, dict)
-        # Anything but a list of scopes (a number, say) is a problem to report, not empty.
-        and isinstance(
-            scopes := rs.get("scopeSpans") or rs.get("instrumentationLibrarySpans") or [], list
-        )
-        and all(isinstance(ss, dict) and not ss.get("spans") for ss in scopes)
+        and ((scopes := scopes_of(rs)[1]) is None or isinstance(scopes, list))
+        and all(isinstance(ss, dict) and ss.get("spans") in (None, []) for ss in scopes or [])
         for rs in value["resourceSpans"]
     )
 

@@ -121,6 +121,16 @@ def describe(text: str, *, torn: bool = False) -> str:
     return NOT_OTLP
 
 
+def scopes_of(resource: dict[str, Any]) -> tuple[str, Any]:
+    """The key and value of the scopes a ResourceSpans object holds, as the loader reads
+    them: its ``scopeSpans``, or the ``instrumentationLibrarySpans`` of OTLP before 0.15 when
+    ``scopeSpans`` is missing, empty or not a list and those are there."""
+    current = resource.get("scopeSpans")
+    if (isinstance(current, list) and current) or "instrumentationLibrarySpans" not in resource:
+        return "scopeSpans", current
+    return "instrumentationLibrarySpans", resource["instrumentationLibrarySpans"]
+
+
 def _misshapen(resource_spans: list[Any]) -> str | None:
     """The first part of an export's ``resourceSpans`` list that is not of the shape OTLP
     gives it, named by its path (``resourceSpans[0].scopeSpans is a number, not a list``);
@@ -129,8 +139,7 @@ def _misshapen(resource_spans: list[Any]) -> str | None:
         where = f"resourceSpans[{i}]"
         if not isinstance(rs, dict):
             return f"{where} is {_kind(rs)}, not a ResourceSpans object"
-        key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
-        scopes = rs.get(key)
+        key, scopes = scopes_of(rs)
         if scopes is None:
             continue
         if not isinstance(scopes, list):

@@ -325,9 +325,13 @@ def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -
     structure = DOCUMENT_STRUCTURE if legacy else CURRENT_STRUCTURE
     scopes = "rs.scopeSpans"
     if legacy:
+        # The legacy scopes when scopeSpans is missing, empty or not a list (NULL here):
+        # auditor.problems.scopes_of, which words the problems, reads them the same way.
         scopes = (
-            "coalesce(rs.scopeSpans, list_transform(rs.instrumentationLibrarySpans,"
-            " lambda il: {'scope': il.instrumentationLibrary, 'spans': il.spans}))"
+            "CASE WHEN len(rs.scopeSpans) > 0 THEN rs.scopeSpans"
+            " ELSE coalesce(list_transform(rs.instrumentationLibrarySpans,"
+            " lambda il: {'scope': il.instrumentationLibrary, 'spans': il.spans}),"
+            " rs.scopeSpans) END"
         )
     typed_list = "[" + ", ".join(f"'{k}'" for k in sorted(TYPED_KEYS)) + "]"
     # One call per key, not a lambda over the keys: lambdas cost more than the lookups.

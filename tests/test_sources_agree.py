@@ -144,9 +144,26 @@ def test_audit_and_watch_read_the_same_spans_from_every_kind_of_file(tmp_path: P
     assert watch_problems == problems
 
 
+def legacy(trace: int, scope_spans: object) -> str:
+    """``record(trace)`` with its scopes as the ``instrumentationLibrarySpans`` of OTLP
+    before 0.15, and ``scope_spans`` as its ``scopeSpans``."""
+    import json
+
+    export = json.loads(record(trace))
+    resource = export["resourceSpans"][0]
+    resource["instrumentationLibrarySpans"] = [
+        {"instrumentationLibrary": ss.get("scope", {}), "spans": ss["spans"]}
+        for ss in resource.pop("scopeSpans")
+    ]
+    resource["scopeSpans"] = scope_spans
+    return json.dumps(export) + "\n"
+
+
 def test_scopes_that_are_not_a_list_are_problems_not_a_crash(tmp_path: Path):
     """A number or a boolean where the scopes' list belongs once stopped audit and watch
-    alike with a traceback (the check for an empty export looped over it)."""
+    alike with a traceback (the check for an empty export looped over it); false, 0, "" or
+    {} were taken for an empty export, and said nothing. Old exports' scopes are read when
+    ``scopeSpans`` is empty or not a list, as the Collector reads them."""
     folder = tmp_path / "traces"
     folder.mkdir()
     odd = [
@@ -154,18 +171,28 @@ def test_scopes_that_are_not_a_list_are_problems_not_a_crash(tmp_path: Path):
         '{"resourceSpans":[{"scopeSpans":true}]}',
         '{"resourceSpans":[{"instrumentationLibrarySpans":1.5}]}',
         '{"resourceSpans":[{"scopeSpans":[{"spans":7}]}]}',
+        '{"resourceSpans":[{"scopeSpans":false}]}',
+        '{"resourceSpans":[{"scopeSpans":[{"spans":""}]}]}',
+        '{"resourceSpans":[{"scopeSpans":{}}]}',
+        '{"resourceSpans":[{"scopeSpans":[],"instrumentationLibrarySpans":0}]}',
+        '{"resourceSpans":[{"scopeSpans":[{"spans":[]}]}, {}]}',  # empty: nothing to say
     ]
-    (folder / "a.jsonl").write_text(record(1) + "\n".join(odd) + "\n" + record(2))
+    text = record(1) + "\n".join(odd) + "\n" + legacy(3, []) + legacy(4, False) + record(2)
+    (folder / "a.jsonl").write_text(text)
     rows, problems = audited(folder)
-    assert [r[4] for r in rows] == [1, 6]
-    assert [p.split(":")[1] for p in problems] == ["2", "3", "4", "5"]
+    assert sorted((int(r[0], 16), r[4]) for r in rows) == [(1, 1), (2, 13), (3, 11), (4, 12)]
+    rest = "; the line was skipped"
     assert [p.split(": ", 1)[1] for p in problems] == [
-        "resourceSpans[0].scopeSpans is a number, not a list; the line was skipped",
-        "resourceSpans[0].scopeSpans is a boolean, not a list; the line was skipped",
-        "resourceSpans[0].instrumentationLibrarySpans is a number, not a list;"
-        " the line was skipped",
-        "resourceSpans[0].scopeSpans[0].spans is a number, not a list; the line was skipped",
+        f"resourceSpans[0].scopeSpans is a number, not a list{rest}",
+        f"resourceSpans[0].scopeSpans is a boolean, not a list{rest}",
+        f"resourceSpans[0].instrumentationLibrarySpans is a number, not a list{rest}",
+        f"resourceSpans[0].scopeSpans[0].spans is a number, not a list{rest}",
+        f"resourceSpans[0].scopeSpans is a boolean, not a list{rest}",
+        f"resourceSpans[0].scopeSpans[0].spans is a string, not a list{rest}",
+        f"resourceSpans[0].scopeSpans is an object, not a list{rest}",
+        f"resourceSpans[0].instrumentationLibrarySpans is a number, not a list{rest}",
     ]
+    assert [p.split(":")[1] for p in problems] == [str(n) for n in range(2, 10)]
     assert watched(folder) == (rows, problems)
 
 
