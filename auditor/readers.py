@@ -433,7 +433,7 @@ class Reader:
 
     def _read_lines_in_python(self, source: SourceFile) -> None:
         batch: list[tuple[int, str]] = []
-        last = 0
+        last = not_utf8 = 0
         errors = read_errors()
         try:
             for number, raw in iter_lines(source):
@@ -441,7 +441,9 @@ class Reader:
                 text, problem = decoded(raw)
                 batch.append((number, text))
                 if problem is not None:
-                    self.problems.append(LoadProblem(source.path, number, problem))
+                    not_utf8 += 1
+                    if not_utf8 <= MAX_PROBLEMS_PER_FILE:
+                        self.problems.append(LoadProblem(source.path, number, problem))
                 if len(batch) >= BATCH_LINES:
                     self.add_lines(source.path, batch, explicit=source.explicit, source=source)
                     batch = []
@@ -451,6 +453,16 @@ class Reader:
                     source.path,
                     last + 1,
                     f"the file cannot be read past this point ({e}); earlier lines were loaded",
+                )
+            )
+        if not_utf8 > MAX_PROBLEMS_PER_FILE:
+            more = not_utf8 - MAX_PROBLEMS_PER_FILE
+            self.problems.append(
+                LoadProblem(
+                    source.path,
+                    None,
+                    f"{more} more lines that are not UTF-8 text are not listed; in each, those"
+                    " bytes were read as U+FFFD",
                 )
             )
         self.add_lines(source.path, batch, explicit=source.explicit, source=source)

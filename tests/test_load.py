@@ -245,6 +245,32 @@ def test_non_utf8_bytes_are_read_as_replacement_characters_and_reported(tmp_path
     ]
 
 
+def test_lines_that_are_not_utf8_are_listed_up_to_the_cap_then_counted(tmp_path: Path) -> None:
+    """Every such line was listed: a file of Latin-1 text gave a problem per line."""
+    from auditor.problems import MAX_PROBLEMS_PER_FILE
+    from auditor.watch.follow import MAX_NOTES_PER_READ, Follower
+
+    lines = [
+        export(span_json(f"{i:016x}", name="cafe!")).encode().replace(b"cafe!", b"caf\xe9")
+        for i in range(1, MAX_PROBLEMS_PER_FILE + 31)
+    ]
+    (tmp_path / "t.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    ts = load_traces(tmp_path / "t.jsonl")
+    assert ts.span_count == len(lines)
+    assert [p.line for p in ts.problems] == [*range(1, MAX_PROBLEMS_PER_FILE + 1), None]
+    assert ts.problems[-1].message.startswith("30 more lines that are not UTF-8 text")
+    follower = Follower(tmp_path)
+    notes = follower.poll().notes
+    follower.close()
+    assert notes[:MAX_NOTES_PER_READ] == [
+        f"t.jsonl:{p.line}: {p.message}" for p in ts.problems[:MAX_NOTES_PER_READ]
+    ]
+    assert notes[MAX_NOTES_PER_READ:] == [
+        f"t.jsonl: {len(lines) - MAX_NOTES_PER_READ} more lines that are not UTF-8 text in"
+        " this read are not listed; in each, those bytes were read as U+FFFD"
+    ]
+
+
 def test_manifests_in_a_directory_are_skipped_quietly_but_named_files_are_reported(
     tmp_path: Path,
 ) -> None:

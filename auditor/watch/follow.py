@@ -64,6 +64,8 @@ CHUNK_BYTES = 8 << 20
 LONGEST_LINE_BYTES = 64 << 20
 """A longer line is skipped with a note rather than held in memory whole."""
 _ANY_NEWLINE_BYTE = re.compile(rb"[\r\n]")
+MAX_NOTES_PER_READ = 20
+"""Lines that are not UTF-8 noted one by one per file and read; the rest are counted."""
 
 ORPHAN_GRACE_S = 10.0
 """How long a file renamed away from the followed names is still drained for late writes."""
@@ -638,15 +640,23 @@ def _after_cr(handle: BinaryIO, cursor: Cursor) -> bool:
 
 def _take_lines(batch: Batch, path: str, data: bytes, number: int) -> int:
     """Add the lines of ``data`` (whole lines, the first after line ``number``) to ``batch``,
-    blank ones aside, with a note for each that is not UTF-8, as the audit reports it; the
-    number of the last line."""
+    blank ones aside, with a note for each that is not UTF-8 (as the audit reports it; past
+    :data:`MAX_NOTES_PER_READ`, counted); the number of the last line."""
+    noted = 0
     for raw in _lines(data):
         number += 1
         if raw.strip():
             text, problem = decoded(raw)
             batch.lines.append(Line(path, number, text))
             if problem is not None:
-                batch.notes.append(f"{path}:{number}: {problem}")
+                noted += 1
+                if noted <= MAX_NOTES_PER_READ:
+                    batch.notes.append(f"{path}:{number}: {problem}")
+    if noted > MAX_NOTES_PER_READ:
+        batch.notes.append(
+            f"{path}: {noted - MAX_NOTES_PER_READ} more lines that are not UTF-8 text in this"
+            " read are not listed; in each, those bytes were read as U+FFFD"
+        )
     return number
 
 
