@@ -140,6 +140,32 @@ def test_a_file_truncated_in_place_hands_out_none_of_its_old_lines(tmp_path: Pat
     follower.close()
 
 
+@pytest.mark.parametrize("head_changes", [True, False])
+def test_a_file_truncated_and_written_past_the_old_end_is_read_again(
+    tmp_path: Path, head_changes: bool
+):
+    """Between two polls, truncated in place and written again beyond where it had been
+    read: reading went on from the old offset, mid-line, and lost the new first lines."""
+    f = tmp_path / "a.jsonl"
+    f.write_bytes(b"".join(b'{"n":%d}\n' % n for n in range(1, 6)))
+    follower = Follower(tmp_path)
+    assert len(follower.poll().lines) == 5
+    first = 1 if head_changes else 100  # the same first line, or another one
+    lines = [b'{"n":1}\n'] if not head_changes else []
+    lines += [b'{"n":%d, "pad": "xx"}\n' % n for n in range(first + 1, first + 8)]
+    os.truncate(f, 0)
+    with f.open("ab") as out:
+        out.write(b"".join(lines))
+    batch = follower.poll()
+    assert [line.text for line in batch.lines] == [line.decode().strip() for line in lines]
+    assert [line.number for line in batch.lines] == list(range(1, len(lines) + 1))
+    assert [n for n in batch.notes if "rewritten" in n] == [
+        "a.jsonl was rewritten in place (truncated and written again); reading it again"
+        " from the start"
+    ]
+    follower.close()
+
+
 def test_start_at_end_skips_existing_lines_only(tmp_path: Path):
     f = tmp_path / "a.jsonl"
     f.write_text('{"n":1}\n{"n":2}\n')

@@ -376,6 +376,14 @@ class Follower:
             )
             cursor.offset = cursor.lines = cursor.head_len = 0
             cursor.head = ""
+        elif not _unchanged(handle, cursor):
+            # Truncated and written again past where it was read, between two polls.
+            batch.notes.append(
+                f"{cursor.path} was rewritten in place (truncated and written again); "
+                "reading it again from the start"
+            )
+            cursor.offset = cursor.lines = cursor.head_len = 0
+            cursor.head = ""
         self._read_from(handle, cursor, batch, final=False)
 
     def _read_from(self, handle: BinaryIO, cursor: Cursor, batch: Batch, *, final: bool) -> None:
@@ -627,6 +635,21 @@ def _pending_note(path: str, pending: Pending) -> str:
         f"{path}:{pending.line}: {pending.why}; the documents before it were read, and "
         "documents after it are read when the file grows"
     )
+
+
+def _unchanged(handle: BinaryIO, cursor: Cursor) -> bool:
+    """True when what was read of the file still stands: its first bytes are the ones
+    digested, and a line ended where reading stopped."""
+    if not cursor.offset:
+        return True
+    handle.seek(0)
+    if cursor.head_len and _digest(handle.read(cursor.head_len)) != (
+        cursor.head,
+        cursor.head_len,
+    ):
+        return False
+    handle.seek(cursor.offset - 1)
+    return handle.read(1) in ((b"\n", b"\r") if cursor.cr else (b"\n",))
 
 
 def _after_cr(handle: BinaryIO, cursor: Cursor) -> bool:
