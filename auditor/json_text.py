@@ -157,6 +157,7 @@ def split(
     settled: bool = True,
     cr: bool | None = None,
     after_cr: bool = False,
+    line_offset: int = 0,
 ) -> Split:
     """Split ``data``, a file of JSON documents (or its unread part), into whole documents.
 
@@ -169,7 +170,9 @@ def split(
     read once, as the audit does): until then the rest of it may still be on its way.
     ``cr`` says whether the file ends its lines with CR alone, as judged from its start
     (:func:`auditor.sources.cr_line_ends`); None judges from ``data``, the whole file.
-    ``after_cr`` says that the byte before ``data`` was a CR (:func:`auditor.sources.as_lf`).
+    ``after_cr`` says that the byte before ``data`` was a CR (:func:`auditor.sources.as_lf`);
+    ``line_offset``, how many bytes of the line ``data`` starts inside come before it (a
+    byte-order mark aside), to name a byte of that line by its place in the whole line.
     """
     # surrogateescape keeps every byte: the length of what was read is counted back in bytes.
     text = as_lf(data, cr, after_cr=after_cr).decode("utf-8", "surrogateescape")
@@ -232,10 +235,16 @@ def split(
             # Bytes that are not UTF-8 (each a lone surrogate here) are read as U+FFFD, as
             # in a JSON line; the document is parsed again from the text so mended.
             start = text.rfind("\n", 0, bad.start()) + 1
+            if start == 0 and at_start and text.startswith("\ufeff"):
+                start = 1  # a byte-order mark is no part of the line
             byte = len(text[start : bad.start()].encode("utf-8", "surrogateescape")) + 1
             number = first + text.count("\n", pos, bad.start())
-            out.skipped.append(LoadProblem(path, number, not_utf8(byte)))
-            value = decoder.decode(_NOT_UTF8.sub("\ufffd", text[pos:end]))
+            out.skipped.append(
+                LoadProblem(path, number, not_utf8(byte + (line_offset if start == 0 else 0)))
+            )
+            # Mended as a JSON line is decoded, each run of bad bytes one U+FFFD or more.
+            raw = text[pos:end].encode("utf-8", "surrogateescape")
+            value = decoder.decode(raw.decode("utf-8", "replace"))
         out.documents.append((first, _compact(value, outermost)))
         pos = done = end
     read = text[:done]

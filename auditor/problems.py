@@ -69,8 +69,9 @@ def classify(
 
 def decoded(raw: bytes) -> tuple[str, str | None]:
     """``raw``, a line's bytes, as text, and what to report when some of them are not
-    UTF-8 (None when all are). Each such byte is read as U+FFFD, the replacement character,
-    rather than losing the line: the rest of it may hold good spans."""
+    UTF-8 (None when all are). Those are read as U+FFFD, the replacement character (one
+    for each broken sequence), rather than losing the line: the rest of it may hold good
+    spans."""
     try:
         return raw.decode("utf-8"), None
     except UnicodeDecodeError as e:

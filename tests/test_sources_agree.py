@@ -251,3 +251,49 @@ def test_a_broken_line_followed_by_an_unfinished_blank_one_is_malformed_not_torn
         "the last line is incomplete JSON",
     ]
     assert watched(folder, "*.jsonl", "*.jsonl.gz") == (rows, problems[:3])
+
+
+def test_bytes_that_are_not_utf8_are_placed_and_mended_alike_on_every_path(tmp_path: Path):
+    """The byte named: watch counted a byte-order mark in a plain file's first line, and,
+    in a file of documents read over two polls, counted from where its second read began.
+    The mending: a broken sequence was one U+FFFD in a line, one per byte in a document."""
+    import gzip
+    import json
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    bad = record(1).encode().replace(b"handoff.", b"handoff.\xe2\x82")
+    assert bad != record(1).encode()
+    (folder / "a.jsonl").write_bytes(b"\xef\xbb\xbf" + bad)
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + bad.replace(b"1", b"2")))
+    pretty = json.dumps(json.loads(record(3)), indent=2).encode()
+    docs = folder / "c.json"
+    docs.write_bytes(pretty)
+    follower = Follower(folder, patterns=("*.jsonl", "*.jsonl.gz", "*.json"))
+    first = follower.poll(final=True)
+    compact = record(4).encode().strip().replace(b"handoff.", b"handoff.\xe2\x82")
+    with docs.open("ab") as f:
+        f.write(b"  " + compact + b"\n")
+    second = follower.poll(final=True)
+    follower.close()
+    engine = Engine(WatchSettings(), dedupe=Deduper(), cooldown=Cooldown(cooldown_s=300))
+    ingested = engine.ingest(first.lines + second.lines)
+    watched_rows = engine.con.execute(SPANS).fetchall()
+    rows, problems = audited(folder)
+    assert watched_rows == rows
+    assert sorted(first.notes + second.notes + [str(p) for p in ingested.problems]) == sorted(
+        problems
+    )
+    column = bad.index(b"\xe2") + 1
+    last_line = pretty.count(b"\n") + 1
+    in_docs = len(pretty) - (pretty.rindex(b"\n") + 1) + 2 + compact.index(b"\xe2") + 1
+    assert sorted(problems) == [
+        f"a.jsonl:1: not UTF-8 text (byte {column}); it was read as U+FFFD, the"
+        " replacement character",
+        f"b.jsonl.gz:1: not UTF-8 text (byte {column}); it was read as U+FFFD, the"
+        " replacement character",
+        f"c.json:{last_line}: not UTF-8 text (byte {in_docs}); it was read as U+FFFD, the"
+        " replacement character",
+    ]
+    names = {r[2] for r in rows}
+    assert {n for n in names if "\ufffd" in n} == {"handoff.\ufffdvalidate"}

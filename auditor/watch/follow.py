@@ -534,6 +534,7 @@ class Follower:
             data[cursor.offset :],
             cr=cursor.cr,
             after_cr=cursor.cr and data[cursor.offset - 1 : cursor.offset] == b"\r",
+            line_offset=_line_offset(data, cursor),
             path=cursor.path,
             first_line=cursor.lines + 1,
             at_start=cursor.offset == 0,
@@ -637,6 +638,16 @@ def _pending_note(path: str, pending: Pending) -> str:
     )
 
 
+def _line_offset(data: bytes, cursor: Cursor) -> int:
+    """How many bytes of the line that ``cursor`` stopped inside come before its offset in
+    ``data``, the whole file (a byte-order mark aside)."""
+    before = data[: cursor.offset]
+    start = max(before.rfind(b"\n"), before.rfind(b"\r") if cursor.cr else -1) + 1
+    if start == 0 and before.startswith(b"\xef\xbb\xbf"):
+        start = 3
+    return max(cursor.offset - start, 0)
+
+
 def _unchanged(handle: BinaryIO, cursor: Cursor) -> bool:
     """True when what was read of the file still stands: its first bytes are the ones
     digested, and a line ended where reading stopped."""
@@ -668,6 +679,8 @@ def _take_lines(batch: Batch, path: str, data: bytes, number: int) -> int:
     noted = 0
     for raw in _lines(data):
         number += 1
+        if number == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")  # no part of the line, as in the audit
         if raw.strip():
             text, problem = decoded(raw)
             batch.lines.append(Line(path, number, text))
