@@ -297,3 +297,20 @@ def test_bytes_that_are_not_utf8_are_placed_and_mended_alike_on_every_path(tmp_p
     ]
     names = {r[2] for r in rows}
     assert {n for n in names if "\ufffd" in n} == {"handoff.\ufffdvalidate"}
+
+
+def test_a_compressed_file_cut_inside_its_last_line_is_torn_on_every_path(tmp_path: Path):
+    """watch reads a compressed segment whole and took its unfinished last line for a
+    finished one, malformed; the audit calls it torn. A whole JSON line without a newline
+    is read on both."""
+    import gzip
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "a.jsonl.gz").write_bytes(gzip.compress((record(1) + record(2)[:60]).encode()))
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress((record(3) + record(4).strip()).encode()))
+    rows, problems = audited(folder)
+    assert sorted(int(r[0], 16) for r in rows) == [1, 3, 4]
+    assert [p.split(": ", 1)[0] for p in problems] == ["a.jsonl.gz:2"]
+    assert "the last line is incomplete JSON" in problems[0]
+    assert watched(folder, "*.jsonl.gz") == (rows, problems)

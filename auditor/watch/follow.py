@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from auditor.json_text import FIRST_LINE_BYTES, Pending, opens_document, split
-from auditor.problems import decoded
+from auditor.json_text import FIRST_LINE_BYTES, Pending, is_json, opens_document, split
+from auditor.problems import decoded, describe
 from auditor.sources import (
     LINE_ENDS_BYTES,
     SourceFile,
@@ -597,6 +597,16 @@ class Follower:
             number = data.count(b"\n")
         else:
             number = _take_lines(batch, cursor.path, data, 0)
+            last = batch.lines[-1] if batch.lines else None
+            if (
+                last is not None
+                and (last.path, last.number) == (cursor.path, number)
+                and not data.endswith(b"\n")
+                and not is_json(last.text)
+            ):
+                # Its last line, cut short and written no further: torn, as the audit says.
+                batch.lines.pop()
+                batch.notes.append(f"{cursor.path}:{number}: {describe(last.text, torn=True)}")
         cursor.lines = number
         cursor.offset = path.stat().st_size
         cursor.sealed = True
