@@ -141,19 +141,15 @@ def _misshapen(resource_spans: list[Any]) -> str | None:
         if not isinstance(rs, dict):
             return f"{where} is {_kind(rs)}, not a ResourceSpans object"
         key, scopes = scopes_of(rs)
-        if scopes is None:
-            continue
-        if not isinstance(scopes, list):
-            return f"{where}.{key} is {_kind(scopes)}, not a list"
-        for j, ss in enumerate(scopes):
+        if (wrong := _not_a_list(scopes, f"{where}.{key}")) is not None:
+            return wrong
+        for j, ss in enumerate(scopes or []):
             if not isinstance(ss, dict):
                 return f"{where}.{key}[{j}] is {_kind(ss)}, not a ScopeSpans object"
             spans = ss.get("spans")
-            if spans is None:
-                continue
-            if not isinstance(spans, list):
-                return f"{where}.{key}[{j}].spans is {_kind(spans)}, not a list"
-            for k, span in enumerate(spans):
+            if (wrong := _not_a_list(spans, f"{where}.{key}[{j}].spans")) is not None:
+                return wrong
+            for k, span in enumerate(spans or []):
                 if not isinstance(span, dict):
                     return f"{where}.{key}[{j}].spans[{k}] is {_kind(span)}, not a span object"
     return None
@@ -168,6 +164,13 @@ def first_wins(keys: list[str], pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     for key, value in pairs:
         out.setdefault(key, value)
     return out
+
+
+def _not_a_list(value: object, where: str) -> str | None:
+    """What is wrong with ``value`` at ``where``, a list if there at all; None if nothing."""
+    if value is None or isinstance(value, list):
+        return None
+    return f"{where} is {_kind(value)}, not a list"
 
 
 def _kind(value: object) -> str:

@@ -433,7 +433,7 @@ class Reader:
 
     def _read_lines_in_python(self, source: SourceFile) -> None:
         batch: list[tuple[int, str]] = []
-        last = not_utf8 = 0
+        last = bad_lines = 0
         errors = read_errors()
         try:
             for number, raw in iter_lines(source):
@@ -441,8 +441,8 @@ class Reader:
                 text, problem = decoded(raw)
                 batch.append((number, text))
                 if problem is not None:
-                    not_utf8 += 1
-                    if not_utf8 <= MAX_PROBLEMS_PER_FILE:
+                    bad_lines += 1
+                    if bad_lines <= MAX_PROBLEMS_PER_FILE:
                         self.problems.append(LoadProblem(source.path, number, problem))
                 if len(batch) >= BATCH_LINES:
                     self.add_lines(source.path, batch, explicit=source.explicit, source=source)
@@ -455,8 +455,8 @@ class Reader:
                     f"the file cannot be read past this point ({e}); earlier lines were loaded",
                 )
             )
-        if not_utf8 > MAX_PROBLEMS_PER_FILE:
-            more = not_utf8 - MAX_PROBLEMS_PER_FILE
+        if bad_lines > MAX_PROBLEMS_PER_FILE:
+            more = bad_lines - MAX_PROBLEMS_PER_FILE
             self.problems.append(
                 LoadProblem(
                     source.path,
