@@ -1,0 +1,271 @@
+"""CrewAI: a ``Process.hierarchical`` crew whose manager delegates to two coworkers, and a Flow
+whose steps run agents, traced by OpenInference (wrapper mode and event-listener mode) or by
+OpenLLMetry. Runs in the venv of scripts/framework_runs/requirements/crewai.txt.
+
+Every agent has an ``LLM`` of its own (CrewAI's native OpenAI provider) pointed at the scripted
+server on 127.0.0.1, so CrewAI counts each agent's tokens on that agent's LLM: the figures in
+reported.json are ``LLM.get_token_usage_summary()`` per agent and the crew's ``usage_metrics``.
+The delegations are CrewAI's own ``ToolUsageFinishedEvent``s of its delegation tool, in order.
+"""
+
+import json
+import os
+from typing import Any
+
+from .common import PROMPT, totals, versions
+from .isolated import child_main
+from .scripted_openai import MODEL, ScriptedOpenAI
+
+CREWAI_OFFLINE_ENV = {
+    # CrewAI's anonymous telemetry (OpenTelemetry to its own endpoint) and its tracing to
+    # its platform; the run fails anyway when anything connects off 127.0.0.1.
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_DISABLE_TRACKING": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_STORAGE_DIR": "crewai-fixture",
+    # OpenLLMetry's crewai instrumentation: no telemetry of its own; keep message content.
+    "TRACELOOP_TELEMETRY": "false",
+    "TRACELOOP_TRACE_CONTENT": "true",
+}
+MANAGER = "Crew Manager"  # the role CrewAI gives the manager it builds for manager_llm
+RESEARCHER = "Researcher"
+WRITER = "Writer"
+DELEGATE = "delegate_work_to_coworker"  # "Delegate work to coworker", as a function name
+FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
+ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+
+
+def _delegation(coworker: str, task: str) -> str:
+    return json.dumps({"task": task, "context": PROMPT, "coworker": coworker})
+
+
+HIERARCHICAL_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    "manager": [
+        {
+            "tool": DELEGATE,
+            "args": _delegation(RESEARCHER, "Find out why multi-agent workflows fail."),
+            "usage": (1500, 60),
+        },
+        {
+            "tool": DELEGATE,
+            "args": _delegation(WRITER, f"Write the answer from these findings: {FINDINGS}"),
+            "usage": (1700, 70, 1024),  # the manager's long prompt, read from the cache
+        },
+        {"text": ANSWER, "usage": (1800, 75, 1536)},
+    ],
+    "researcher": [{"text": FINDINGS, "usage": (400, 150)}],
+    "writer": [{"text": ANSWER, "usage": (600, 200)}],
+}
+
+
+def _usage(metrics: Any) -> dict[str, int]:
+    """CrewAI's ``UsageMetrics`` in the fixtures' keys."""
+    return {
+        "input_tokens": metrics.prompt_tokens,
+        "output_tokens": metrics.completion_tokens,
+        "cache_read_tokens": metrics.cached_prompt_tokens,
+        "requests": metrics.successful_requests,
+    }
+
+
+class _Delegations:
+    """CrewAI's own events of its delegation tools, in the order they finished."""
+
+    def __init__(self) -> None:
+        from crewai.events import crewai_event_bus
+        from crewai.events.types.tool_usage_events import ToolUsageFinishedEvent
+
+        self.handoffs: list[dict[str, str]] = []
+
+        @crewai_event_bus.on(ToolUsageFinishedEvent)
+        def finished(_source: Any, event: Any) -> None:
+            name = str(event.tool_name)
+            if "coworker" not in name.lower():
+                return
+            args = event.tool_args if isinstance(event.tool_args, dict) else {}
+            receiver = str(args.get("coworker", ""))
+            self.handoffs.append(
+                {"sender": str(event.agent_role), "receiver": receiver, "via": name}
+            )
+
+
+def _llm(server: ScriptedOpenAI, agent: str) -> Any:
+    """An LLM of the agent's own: CrewAI counts tokens per LLM instance."""
+    from crewai import LLM
+
+    return LLM(model=MODEL, base_url=server.base_url(agent), api_key="sk-offline", max_retries=0)
+
+
+def _coworkers(server: ScriptedOpenAI) -> tuple[Any, Any]:
+    from crewai import Agent
+
+    researcher = Agent(
+        role=RESEARCHER,
+        goal="Find out why multi-agent workflows fail.",
+        backstory="You study incident reports of agent systems.",
+        llm=_llm(server, "researcher"),
+        allow_delegation=False,
+    )
+    writer = Agent(
+        role=WRITER,
+        goal="Write short, clear answers.",
+        backstory="You turn findings into advice.",
+        llm=_llm(server, "writer"),
+        allow_delegation=False,
+    )
+    return researcher, writer
+
+
+def hierarchical_run(server: ScriptedOpenAI) -> dict[str, Any]:
+    """A manager (built by CrewAI from ``manager_llm``) delegates the research to the
+    Researcher and the writing to the Writer, then answers."""
+    from crewai import Crew, Process, Task
+
+    delegations = _Delegations()
+    researcher, writer = _coworkers(server)
+    task = Task(description=PROMPT, expected_output="A short answer with one piece of advice.")
+    crew = Crew(
+        agents=[researcher, writer],
+        tasks=[task],
+        process=Process.hierarchical,
+        manager_llm=_llm(server, "manager"),
+    )
+    result = crew.kickoff()
+    assert str(result.raw).strip() == ANSWER, result.raw
+    manager = crew.manager_agent
+    assert manager is not None and manager.role == MANAGER, manager
+    agents = {
+        a.role: _usage(a.llm.get_token_usage_summary()) for a in (manager, researcher, writer)
+    }
+    reported = {
+        "framework": "crewai",
+        "workflow": "Crew(process=Process.hierarchical, manager_llm=...): the manager delegates "
+        "with CrewAI's 'Delegate work to coworker' tool",
+        "offline_model": "crewai.LLM (its native OpenAI provider), one per agent, against a "
+        "scripted OpenAI-compatible server on 127.0.0.1",
+        "provider": "openai",
+        "model_api": "chat_completions",
+        "agents": dict(sorted(agents.items())),
+        "run_usage": _usage(crew.usage_metrics),
+        "handoffs": delegations.handoffs,
+        "handoff_kind": "delegation: the manager's tool call runs the coworker's agent inside "
+        "it and gets its answer back; the manager goes on",
+        "usage_source": "LLM.get_token_usage_summary() of each agent's own LLM (the manager's "
+        "is crew.manager_agent.llm); run_usage is crew.usage_metrics; handoffs are CrewAI's "
+        "ToolUsageFinishedEvents of its delegation tool, in order",
+    }
+    _check_totals(reported)
+    return reported
+
+
+def _check_totals(reported: dict[str, Any]) -> None:
+    """CrewAI's crew figure is the sum of its agents' figures."""
+    run = reported["run_usage"]
+    assert {k: run[k] for k in ("input_tokens", "output_tokens", "requests")} == totals(
+        reported["agents"]
+    ), reported
+
+
+def _report(reported: dict[str, Any], *packages: str, **facts: Any) -> dict[str, Any]:
+    facts.setdefault("written_by", "instrumentation")
+    return {**reported, **facts, "packages": versions("crewai", "openai", *packages)}
+
+
+OI_PACKAGES = ("openinference-instrumentation-crewai", "openinference-instrumentation")
+OI_WRAPPER_NOTES = [
+    "Wrapper mode (the instrumentor's default) patches Crew.kickoff, Task._execute_core and "
+    "BaseTool.run; it makes no LLM span, so the run also has OpenInference's OpenAI "
+    "instrumentor, as with CrewAI's native OpenAI provider a user adds it for the model "
+    "calls.",
+    "The task span is named '<agent role>._execute_core' (AGENT, graph.node.id = the role) "
+    "for the task's agent only, the manager in a hierarchical crew: a coworker has no agent "
+    "span of its own. A delegation is a TOOL span 'Delegate work to coworker.run' whose "
+    "input.value holds the coworker, and the coworker's LLM spans are its children.",
+]
+OI_EVENT_NOTES = [
+    "Event-listener mode (use_event_listener=True, create_llm_spans=True) builds its spans "
+    "from CrewAI's event bus: no other instrumentor is needed for the model calls.",
+]
+
+
+def _openinference(provider: Any, *, events: bool) -> None:
+    from openinference.instrumentation.crewai import CrewAIInstrumentor
+
+    if events:
+        CrewAIInstrumentor().instrument(
+            tracer_provider=provider, use_event_listener=True, create_llm_spans=True
+        )
+        return
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+
+    CrewAIInstrumentor().instrument(tracer_provider=provider)
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+
+
+def _openllmetry(provider: Any) -> None:
+    from opentelemetry.instrumentation.crewai import CrewAIInstrumentor
+    from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+
+    CrewAIInstrumentor().instrument(tracer_provider=provider)
+    OpenAIInstrumentor().instrument(tracer_provider=provider)
+
+
+OLL_PACKAGES = ("opentelemetry-instrumentation-crewai", "opentelemetry-instrumentation-openai")
+OLL_NOTES = [
+    "OpenLLMetry's crewai instrumentor wraps crewai.llm.LLM.call, which CrewAI's native "
+    "OpenAI provider does not go through: the model calls are traced by OpenLLMetry's openai "
+    "instrumentor (openai.chat spans), as a user of the native provider adds it.",
+]
+
+
+def record_hierarchical_openinference(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    _openinference(provider, events=False)
+    return _report(
+        hierarchical_run(server),
+        *OI_PACKAGES,
+        "openinference-instrumentation-openai",
+        instrumentation="openinference-instrumentation-crewai in wrapper mode (the default) "
+        "with openinference-instrumentation-openai",
+        convention="openinference",
+        notes=OI_WRAPPER_NOTES,
+    )
+
+
+def record_hierarchical_openinference_events(
+    provider: Any, server: ScriptedOpenAI
+) -> dict[str, Any]:
+    _openinference(provider, events=True)
+    return _report(
+        hierarchical_run(server),
+        *OI_PACKAGES,
+        instrumentation="openinference-instrumentation-crewai in event-listener mode "
+        "(use_event_listener=True, create_llm_spans=True)",
+        convention="openinference",
+        notes=OI_EVENT_NOTES,
+    )
+
+
+def record_hierarchical_openllmetry(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    _openllmetry(provider)
+    return _report(
+        hierarchical_run(server),
+        *OLL_PACKAGES,
+        instrumentation="opentelemetry-instrumentation-crewai with "
+        "opentelemetry-instrumentation-openai (OpenLLMetry)",
+        convention="openllmetry",
+        notes=OLL_NOTES,
+    )
+
+
+SCENARIOS = {
+    "crewai-hierarchical-openinference": (record_hierarchical_openinference, HIERARCHICAL_SCRIPT),
+    "crewai-hierarchical-openinference-events": (
+        record_hierarchical_openinference_events,
+        HIERARCHICAL_SCRIPT,
+    ),
+    "crewai-hierarchical-openllmetry": (record_hierarchical_openllmetry, HIERARCHICAL_SCRIPT),
+}
+
+if __name__ == "__main__":
+    os.environ.update(CREWAI_OFFLINE_ENV)
+    raise SystemExit(child_main(SCENARIOS))
