@@ -38,6 +38,7 @@ for folder in (ROOT, HERE):  # run as a file, from any folder: the project and t
 
 from framework_runs.common import MODEL, PROMPT, Recording, Scenario, totals  # noqa: E402
 from framework_runs.genai_conventions import record_genai_handoff_conventions  # noqa: E402
+from framework_runs.isolated import run_isolated  # noqa: E402
 from framework_runs.langgraph_run import (  # noqa: E402
     record_langgraph_command_openinference,
     record_langgraph_openinference,
@@ -77,6 +78,15 @@ SCENARIOS: dict[str, Scenario] = {
     "openai-agents-logfire": record_openai_agents_logfire,
 }
 
+ISOLATED: dict[str, tuple[str, str]] = {
+    # scenario -> (its venv under .venvs/, its module in framework_runs/): frameworks whose
+    # pins clash with the project's record in a venv of their own (framework_runs.isolated)
+    "agno-team-coordinate": ("agno", "agno_run"),
+    "agno-team-coordinate-stream": ("agno", "agno_run"),
+    "agno-team-route": ("agno", "agno_run"),
+    "agno-team-route-stream": ("agno", "agno_run"),
+}
+
 
 def record(name: str, out: Path) -> dict[str, Any]:
     """Run scenario ``name`` in this process and write its two files under ``out/name``."""
@@ -109,11 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scenario",
         action="append",
-        choices=sorted(SCENARIOS),
+        choices=sorted([*SCENARIOS, *ISOLATED]),
         help="record only this scenario (repeatable); default: all",
     )
     args = parser.parse_args(argv)
-    names = args.scenario or list(SCENARIOS)
+    names = args.scenario or [*SCENARIOS, *ISOLATED]
+    if len(names) == 1 and names[0] in ISOLATED:
+        return run_isolated(*ISOLATED[names[0]], names[0], args.out)
     if len(names) == 1:
         forbid_network()
         try:

@@ -147,8 +147,11 @@ def load_recorder() -> Any:
 
 
 def test_every_scenario_is_committed_and_listed() -> None:
-    assert sorted(load_recorder().SCENARIOS) == sorted(SCENARIOS)
-    assert sorted(p.name for p in FIXTURES.iterdir() if p.is_dir()) == sorted(SCENARIOS)
+    recorder = load_recorder()
+    assert sorted(recorder.SCENARIOS) == sorted(SCENARIOS)
+    # scenarios recorded in a venv of their own are checked where they are replayed
+    folders = [p.name for p in FIXTURES.iterdir() if p.is_dir()]
+    assert sorted(set(folders) - set(recorder.ISOLATED)) == sorted(SCENARIOS)
     readme = (FIXTURES / "README.md").read_text(encoding="utf-8")
     for name in SCENARIOS:
         assert f"`{name}`" in readme, name

@@ -1,0 +1,229 @@
+"""Agno: a ``Team`` leader delegating to two member agents, traced by OpenInference's agno
+instrumentation. Records in ``.venvs/agno`` (requirements/agno.txt).
+
+- coordinate mode: the leader calls ``delegate_task_to_member`` for the researcher (who calls
+  a function tool first), then for the writer, then writes the answer from both results;
+- route mode: the leader routes each question to one member, whose answer is the team's
+  (``respond_directly``); two questions in one session, routed to the researcher and then to
+  the writer, so two traces.
+
+Each with and without streaming. Every model is an ``OpenAIChat`` talking to the scripted
+server on 127.0.0.1; the later calls report cache-read tokens. What Agno reported comes from
+its run metrics: the team's ``TeamRunOutput.metrics`` for the leader and each
+``member_responses[i].metrics`` for a member.
+"""
+
+import json
+from typing import Any
+
+from .common import PROMPT, versions
+from .isolated import child_main
+from .scripted_openai import MODEL, ScriptedOpenAI
+
+ROUTE_PROMPTS = (
+    "Which handoff failures did the team's notes record last week?",
+    "Write a one-paragraph summary for the on-call engineers.",
+)
+
+
+def _delegate(member: str, task: str) -> str:
+    return json.dumps({"member_id": member, "task": task})
+
+
+COORDINATE_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    "coordinator": [
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("researcher", "Find why multi-agent handoffs fail."),
+            "usage": (1200, 40),
+        },
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("writer", "Write the answer from the research."),
+            "usage": (1500, 45, 1024),
+        },
+        {"text": "Validate every handoff before you commit it.", "usage": (1800, 160, 1280)},
+    ],
+    "researcher": [
+        {"tool": "search_notes", "args": '{"query": "handoff failures"}', "usage": (700, 30)},
+        {"text": "Handoffs fail when nobody validates them.", "usage": (820, 90, 512)},
+    ],
+    "writer": [{"text": "Validate, then commit, every handoff.", "usage": (900, 150)}],
+}
+ROUTE_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    "router": [
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("researcher", ROUTE_PROMPTS[0]),
+            "usage": (950, 35),
+        },
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("writer", ROUTE_PROMPTS[1]),
+            "usage": (1300, 38, 896),
+        },
+    ],
+    "researcher": [
+        {"tool": "search_notes", "args": '{"query": "handoff failures"}', "usage": (640, 28)},
+        {"text": "Three handoffs were committed unvalidated.", "usage": (760, 70, 512)},
+    ],
+    "writer": [{"text": "Validate every handoff before you commit it.", "usage": (720, 130)}],
+}
+
+
+def search_notes(query: str) -> str:
+    """Search the team's notes.
+
+    Args:
+        query: what to look for.
+    """
+    return "Handoffs fail when nobody validates them before committing."
+
+
+def _team(server: ScriptedOpenAI, leader: str, mode: str) -> Any:
+    from agno.agent import Agent
+    from agno.models.openai import OpenAIChat
+    from agno.team import Team, TeamMode
+
+    def model(agent: str) -> Any:
+        return OpenAIChat(id=MODEL, api_key="sk-offline", base_url=server.base_url(agent))
+
+    researcher = Agent(
+        name="researcher",
+        role="Finds what the team's notes say.",
+        model=model("researcher"),
+        tools=[search_notes],
+        telemetry=False,
+    )
+    writer = Agent(name="writer", role="Writes the answer.", model=model("writer"), telemetry=False)
+    return Team(
+        name=leader,
+        mode=TeamMode(mode),
+        members=[researcher, writer],
+        model=model(leader),
+        instructions="Delegate research, then writing, to the members.",
+        telemetry=False,
+    )
+
+
+def _run(team: Any, prompt: str, stream: bool) -> Any:
+    from agno.run.team import TeamRunOutput
+
+    if not stream:
+        return team.run(prompt)
+    output = None
+    for event in team.run(prompt, stream=True, stream_events=True, yield_run_output=True):
+        if isinstance(event, TeamRunOutput):
+            output = event
+    assert output is not None, "the stream ended without the team's run output"
+    return output
+
+
+def _usage(metrics: Any) -> dict[str, int]:
+    return {
+        "input_tokens": metrics.input_tokens,
+        "output_tokens": metrics.output_tokens,
+        "cache_read_tokens": metrics.cache_read_tokens,
+        "requests": 0,  # counted from the run's model messages below
+    }
+
+
+def _requests(run: Any) -> int:
+    return sum(1 for m in run.messages or [] if m.role == "assistant" and m.metrics is not None)
+
+
+def _record(provider: Any, server: ScriptedOpenAI, mode: str, stream: bool) -> dict[str, Any]:
+    from openinference.instrumentation.agno import AgnoInstrumentor
+
+    AgnoInstrumentor().instrument(tracer_provider=provider)
+    leader = "coordinator" if mode == "coordinate" else "router"
+    team = _team(server, leader, mode)
+    prompts = (PROMPT,) if mode == "coordinate" else ROUTE_PROMPTS
+    agents: dict[str, dict[str, int]] = {}
+    handoffs: list[dict[str, str]] = []
+    team_metrics = []
+    delegations: list[str] = []
+    for prompt in prompts:
+        output = _run(team, prompt, stream)
+        runs = [(leader, output), *((m.agent_name, m) for m in output.member_responses)]
+        for agent, run in runs:
+            entry = agents.setdefault(agent, dict.fromkeys(_usage(run.metrics), 0))
+            for key, value in _usage(run.metrics).items():
+                entry[key] += value
+            entry["requests"] += _requests(run)
+        for m in output.member_responses:
+            handoffs.append({"sender": leader, "receiver": m.agent_name})
+        kept = output.metrics.to_dict()
+        for timing in ("duration", "time_to_first_token"):  # differ at every recording
+            kept.pop(timing, None)
+        team_metrics.append(kept)
+        delegations += [
+            t.tool_args["member_id"]
+            for t in output.tools or []
+            if t.tool_name == "delegate_task_to_member"
+        ]
+    # the leader's tool calls and the member runs agree: each delegation ran once
+    assert delegations == [h["receiver"] for h in handoffs], (delegations, handoffs)
+    for h in handoffs:
+        h["via"] = "delegate_task_to_member"
+    streamed = {s for _agent, s in server.calls}
+    assert streamed == {stream}, server.calls
+    return {
+        "framework": "agno",
+        "team_mode": mode,
+        "streamed": stream,
+        "instrumentation": "openinference-instrumentation-agno",
+        "convention": "openinference",
+        "provider": "openai",
+        "model_api": "chat_completions",
+        "offline_model": "agno.models.openai.OpenAIChat against a scripted OpenAI-compatible "
+        "server on 127.0.0.1",
+        "written_by": "instrumentation",
+        "agents": agents,
+        "handoffs": handoffs,
+        "handoff_kind": (
+            "delegate_task_to_member: the leader's tool runs the member, then the leader goes on"
+            if mode == "coordinate"
+            else "delegate_task_to_member with respond_directly: the member's answer is the team's"
+        ),
+        "prompts": list(prompts),
+        "run_usage": _sum_usage(agents),
+        "team_run_metrics": team_metrics,
+        "usage_source": "TeamRunOutput.metrics (the leader) and each member_responses[i].metrics "
+        "(a member); requests are the assistant messages with metrics in each run",
+        "packages": versions(
+            "agno", "openai", "openinference-instrumentation-agno", "openinference-instrumentation"
+        ),
+    }
+
+
+def _sum_usage(agents: dict[str, dict[str, int]]) -> dict[str, int]:
+    keys = ("input_tokens", "output_tokens", "cache_read_tokens", "requests")
+    return {k: sum(a[k] for a in agents.values()) for k in keys}
+
+
+def record_agno_coordinate(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "coordinate", stream=False)
+
+
+def record_agno_coordinate_stream(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "coordinate", stream=True)
+
+
+def record_agno_route(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "route", stream=False)
+
+
+def record_agno_route_stream(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "route", stream=True)
+
+
+SCENARIOS = {
+    "agno-team-coordinate": (record_agno_coordinate, COORDINATE_SCRIPT),
+    "agno-team-coordinate-stream": (record_agno_coordinate_stream, COORDINATE_SCRIPT),
+    "agno-team-route": (record_agno_route, ROUTE_SCRIPT),
+    "agno-team-route-stream": (record_agno_route_stream, ROUTE_SCRIPT),
+}
+
+if __name__ == "__main__":
+    raise SystemExit(child_main(SCENARIOS))
