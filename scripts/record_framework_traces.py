@@ -85,6 +85,11 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "agno-team-coordinate-stream": ("agno", "agno_run"),
     "agno-team-route": ("agno", "agno_run"),
     "agno-team-route-stream": ("agno", "agno_run"),
+    "crewai-hierarchical-openinference": ("crewai", "crewai_run"),
+    "crewai-hierarchical-openinference-events": ("crewai", "crewai_run"),
+    "crewai-hierarchical-openllmetry": ("crewai", "crewai_run"),
+    "smolagents-toolcalling-manager-openinference": ("smolagents", "smolagents_run"),
+    "smolagents-code-manager-openinference": ("smolagents", "smolagents_run"),
 }
 
 
