@@ -34,21 +34,37 @@ SPAN_TOKENS = {  # instrumentation -> (input, output, cache-read) keys on a mode
     ),
 }
 
-TRACE_SHAPE: dict[str, dict[str, str]] = {
-    # fixture prefix -> where its trace puts each piece: the key naming an agent on a model
-    # span or its ancestors; the span carrying a delegation and the attribute (a JSON object)
-    # whose field names the receiver; the name of the receiver's run span
+TRACE_SHAPE: dict[str, dict[str, Any]] = {
+    # fixture prefix -> where its trace puts each piece: ``agent_key`` names the agent on a
+    # model span's nearest ancestor that has it; ``run`` is the name of an agent's run span;
+    # ``carrier`` is the span that carried a delegation (by name, or by the tool it ran) and
+    # where it names the receiver; ``turns``: the runs follow one another in handoff order
     "agno-": {
         "agent_key": "agent.name",
-        "carrier": "delegate_task_to_member",
-        "attribute": "input.value",
-        "field": "member_id",
         "run": "{agent}.run",
+        "carrier": {"name": "delegate_task_to_member", "receiver": ("input.value", "member_id")},
     },
+    "autogen-swarm-openinference": {
+        "agent_key": "graph.node.id",
+        "run": "{agent}.on_messages_stream",
+        "carrier": {"tool_key": "tool.name"},
+        "turns": True,
+    },
+    "autogen-selector-openinference": {
+        "agent_key": "graph.node.id",
+        "run": "{agent}.on_messages_stream",
+        "turns": True,
+    },
+    "autogen-swarm-core": {
+        "run": "invoke_agent {agent}",
+        "carrier": {"tool_key": "gen_ai.tool.name"},
+        "turns": True,
+    },
+    "autogen-selector-core": {"run": "invoke_agent {agent}", "turns": True},
 }
 
 
-def shape_of(name: str) -> dict[str, str]:
+def shape_of(name: str) -> dict[str, Any]:
     return next(v for k, v in TRACE_SHAPE.items() if name.startswith(k))
 
 
@@ -136,16 +152,20 @@ def test_the_framework_figures_add_up(name: str) -> None:
     assert reported["scenario"] == name and reported["model"] == "gpt-4o"
     agents = reported["agents"]
     assert len(agents) >= 3 and len(reported["handoffs"]) >= 2
+    other = reported.get("other_usage", {})  # model calls of no agent (a selector)
     for key in USAGE_KEYS:
         total = sum(a[key] for a in agents.values())
-        assert reported["run_usage"][key] == total, key
+        assert reported["run_usage"][key] == total + sum(o[key] for o in other.values()), key
         if key in reported["totals"]:
             assert reported["totals"][key] == total, key
-    assert reported["run_usage"]["cache_read_tokens"] > 0  # the script reports cache reads
     parties = {h["sender"] for h in reported["handoffs"]} | {
         h["receiver"] for h in reported["handoffs"]
     }
     assert parties == set(agents)
+
+
+def test_some_run_reports_cache_reads() -> None:
+    assert any(reported_of(n)["run_usage"]["cache_read_tokens"] > 0 for n in SCENARIOS)
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
@@ -153,39 +173,78 @@ def test_the_trace_holds_the_framework_tokens(name: str) -> None:
     reported = reported_of(name)
     keys = SPAN_TOKENS[reported["convention"]]
     spans = model_spans(name)
+    if reported.get("usage_in_trace") is False:  # a limit of the tracing, kept
+        every_key = {k for ks in SPAN_TOKENS.values() for k in ks}
+        assert not [s for s in spans_of(name) if every_key & set(s["attrs"])]
+        return
     assert len(spans) == reported["run_usage"]["requests"]
     for key, field in zip(keys, USAGE_KEYS, strict=False):
         assert sum(s["attrs"].get(key, 0) for s in spans) == reported["run_usage"][field], key
-    assert all(
-        "gpt-4o" in {s["attrs"].get("llm.model_name"), s["attrs"].get("gen_ai.response.model")}
-        for s in spans
-    )
+    # AutoGen's client names the model it resolved gpt-4o to (gpt-4o-2024-08-06)
+    assert all(str(s["attrs"].get("llm.model_name")).startswith("gpt-4o") for s in spans)
     agent_key = shape_of(name).get("agent_key")
     if agent_key is None:  # the trace names no agent above a model span: totals only
         return
     by_id = {s["id"]: s for s in spans_of(name)}
-    per_agent: dict[str, list[int]] = {}
+    per_agent: dict[str | None, list[int]] = {}
     for s in spans:
         counts = per_agent.setdefault(span_agent(s, by_id, agent_key), [0, 0, 0, 0])
         for i, key in enumerate(keys):
             counts[i] += s["attrs"].get(key, 0)
         counts[3] += 1
-    expected = {a: [u[k] for k in USAGE_KEYS] for a, u in reported["agents"].items()}
+    expected: dict[str | None, list[int]] = {
+        a: [u[k] for k in USAGE_KEYS] for a, u in reported["agents"].items()
+    }
+    for usage in reported.get("other_usage", {}).values():  # under no agent's span
+        expected[None] = [usage[k] for k in USAGE_KEYS]
     assert per_agent == expected
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
-def test_every_delegation_is_in_the_trace(name: str) -> None:
-    """Each reported delegation has its span, in order: the tool call that carried it names
-    the receiver, and the receiver's run follows it."""
-    reported = reported_of(name)
-    shape = shape_of(name)
+def _runs(name: str, spans: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The agents' run spans in start order, as (agent, span)."""
+    names = {shape_of(name)["run"].format(agent=a): a for a in reported_of(name)["agents"]}
+    return [(names[s["name"]], s) for s in spans if s["name"] in names]
+
+
+def _carriers(name: str, spans: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The spans that carried a delegation, in start order, as (receiver, span)."""
+    carrier = shape_of(name)["carrier"]
+    if "name" in carrier:
+        attribute, field = carrier["receiver"]
+        return [
+            (json.loads(s["attrs"][attribute])[field], s)
+            for s in spans
+            if s["name"] == carrier["name"]
+        ]
+    vias = {h["via"]: h["receiver"] for h in reported_of(name)["handoffs"]}
+    return [
+        (vias[s["attrs"][carrier["tool_key"]]], s)
+        for s in spans
+        if s["attrs"].get(carrier["tool_key"]) in vias
+    ]
+
+
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if "carrier" in shape_of(n)])
+def test_every_delegation_has_its_span(name: str) -> None:
+    """The tool call that carried each delegation names the receiver, in order, and the
+    receiver's run is the next run to start after it."""
+    handoffs = reported_of(name)["handoffs"]
     spans = spans_of(name)
-    carriers = [s for s in spans if s["name"] == shape["carrier"]]
-    receivers = [json.loads(s["attrs"][shape["attribute"]])[shape["field"]] for s in carriers]
-    assert receivers == [h["receiver"] for h in reported["handoffs"]]
-    run_names = {shape["run"].format(agent=a): a for a in reported["agents"]}
-    runs = [s for s in spans if s["name"] in run_names]
-    for carrier, handoff in zip(carriers, reported["handoffs"], strict=True):
-        after = [run_names[s["name"]] for s in runs if s["start"] >= carrier["start"]]
-        assert after[:1] == [handoff["receiver"]]
+    carriers = _carriers(name, spans)
+    assert [r for r, _ in carriers] == [h["receiver"] for h in handoffs]
+    runs = _runs(name, spans)
+    for receiver, carrier in carriers:
+        after = [agent for agent, s in runs if s["start"] >= carrier["start"]]
+        assert after[:1] == [receiver]
+
+
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if shape_of(n).get("turns")])
+def test_the_turns_pass_in_handoff_order(name: str) -> None:
+    """Where a handoff passes the turn (swarm, selector), the agents' runs follow one another
+    in that order: the sender's run(s), then the receiver's."""
+    handoffs = reported_of(name)["handoffs"]
+    order: list[str] = []
+    for agent, _span in _runs(name, spans_of(name)):
+        if not order or order[-1] != agent:
+            order.append(agent)
+    assert order == [handoffs[0]["sender"], *(h["receiver"] for h in handoffs)]
