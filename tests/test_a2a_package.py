@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+from test_package import _loaded_after, _of
 
 import collector.a2a
 from collector.a2a import extension
-
-
-def _loaded_after(imports: str) -> list[str]:
-    code = f"import sys, json, {imports}; print(json.dumps(sorted(m for m in sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded: list[str] = json.loads(out.stdout)
-    return loaded
-
-
-def _of(loaded: list[str], packages: list[str]) -> list[str]:
-    return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in packages)]
 
 
 def test_importing_collector_loads_no_a2a():

@@ -12,10 +12,8 @@ activated, a malformed message refused naming the field, and the bearer token.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -30,7 +28,7 @@ from collector.a2a.client import A2AHandshakeError, A2ATransport, handshake_mess
 from collector.errors import HandoffscopeError
 from collector.http import kit as http_kit
 from collector.http.conformance import OUTPUT_SCHEMA
-from collector.http.kit import Failed, Outcome, Skipped, expect
+from collector.http.kit import Failed, Outcome, Scenario, Skipped, expect
 from collector.http.schemas import InvalidMessage
 
 __all__ = ["SCENARIOS", "Outcome", "Scenario", "run"]
@@ -161,24 +159,30 @@ def unauthorized(peer: A2APeer) -> str:
     return "401 without the token"
 
 
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """A named scenario and what it checks."""
+def _on_a2a(fn: Callable[[A2APeer], str]) -> Callable[[http_kit.Peer], str]:
+    """An A2A scenario as the shared player calls it (it is handed an ``A2APeer``)."""
 
-    name: str
-    checks: str
-    play: Callable[[Any], str]
+    def play(peer: http_kit.Peer) -> str:
+        assert isinstance(peer, A2APeer)
+        return fn(peer)
+
+    play.__name__ = fn.__name__
+    return play
 
 
 _SHARED = {s.name: s for s in http_kit.SCENARIOS}
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("agent-card", "the Agent Card declares the extension with its params", agent_card),
     Scenario(
-        "plain-message", "a message without the extension gets an ordinary task", plain_message
+        "agent-card", "the Agent Card declares the extension with its params", _on_a2a(agent_card)
+    ),
+    Scenario(
+        "plain-message",
+        "a message without the extension gets an ordinary task",
+        _on_a2a(plain_message),
     ),
     *(
-        Scenario(s.name, s.checks, s.play)
+        _SHARED[name]
         for name in (
             "accept-with-eta",
             "reject-with-reason",
@@ -190,11 +194,14 @@ SCENARIOS: tuple[Scenario, ...] = (
             "commit-without-accept",
             "void",
         )
-        for s in (_SHARED[name],)
     ),
-    Scenario("not-activated", "handshake metadata is not acted on unless activated", not_activated),
-    Scenario("malformed", "a malformed message is rejected naming the field", malformed),
-    Scenario("unauthorized", "a request without the token gets 401", unauthorized),
+    Scenario(
+        "not-activated",
+        "handshake metadata is not acted on unless activated",
+        _on_a2a(not_activated),
+    ),
+    Scenario("malformed", "a malformed message is rejected naming the field", _on_a2a(malformed)),
+    Scenario("unauthorized", "a request without the token gets 401", _on_a2a(unauthorized)),
 )
 """Every scenario, in the order they run."""
 
@@ -211,24 +218,10 @@ def run(
     Raises ``HandoffscopeError`` when the agent's card cannot be read at all.
     """
     transport = A2ATransport(url, token=token)
-    outcomes = []
     try:
         peer = A2APeer(transport, token, timeout_s)
-        for scenario in SCENARIOS:
-            if only and scenario.name not in only:
-                continue
-            started = time.monotonic()
-            skipped = False
-            try:
-                detail, passed = scenario.play(peer), True
-            except Skipped as e:
-                detail, passed, skipped = str(e), False, True
-            except Failed as e:
-                detail, passed = str(e), False
-            except (A2AClientError, HandoffscopeError, httpx.HTTPError) as e:
-                detail, passed = f"{type(e).__name__}: {e}", False
-            elapsed = (time.monotonic() - started) * 1000
-            outcomes.append(Outcome(scenario.name, passed, detail, elapsed, skipped))
+        return http_kit.play(
+            peer, SCENARIOS, only=only, errors=(A2AClientError, HandoffscopeError, httpx.HTTPError)
+        )
     finally:
         transport.close()
-    return outcomes

@@ -72,6 +72,18 @@ def _token(env: str, *, explicit: bool) -> str | None:
     return token
 
 
+def _a2a(module: str) -> Any:
+    """A module of ``collector.a2a``, or a one-line install hint when a2a-sdk is missing."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "a2a":
+            raise
+        raise click.ClickException(
+            "--binding a2a needs a2a-sdk: pip install 'handoffscope[a2a]'"
+        ) from e
+
+
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -124,6 +136,21 @@ def _loopback(host: str) -> bool:
     "before MODULE is imported).",
 )
 @click.option(
+    "--binding",
+    type=click.Choice(["http", "a2a"]),
+    default="http",
+    show_default=True,
+    help="http: the protocol of docs/protocol.md. a2a: an A2A agent declaring the handshake "
+    "extension (docs/a2a.md; needs the [a2a] extra).",
+)
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="With --binding a2a: the URL clients reach the agent at, written into its Agent "
+    "Card (default http://HOST:PORT).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["debug", "info", "warning", "error"]),
     default="info",
@@ -140,8 +167,11 @@ def serve(
     max_concurrent: int | None,
     trace_file: Path | None,
     log_level: str,
+    binding: str = "http",
+    public_url: str | None = None,
 ) -> int:
-    """Serve a handshake receiver over HTTP (the protocol of docs/protocol.md).
+    """Serve a handshake receiver over HTTP (the protocol of docs/protocol.md) or as an A2A
+    agent (--binding a2a, docs/a2a.md).
 
     MODULE:RECEIVER names a collector.Receiver, or a function returning one, e.g.
     collector.http.conformance:receiver. Stops on Ctrl-C or SIGTERM.
@@ -167,12 +197,19 @@ def serve(
         )
     try:
         receiver = load_receiver(target)
-        app = handshake_app(receiver, token=token, max_body_bytes=max_body_size)
+        if binding == "a2a":
+            a2a_app = _a2a("collector.a2a.server").a2a_app
+            url = public_url or f"http://{host}:{port}"
+            app = a2a_app(receiver, url=url, token=token, max_body_bytes=max_body_size)
+            what = f"as an A2A agent (handshake extension v{wire.PROTOCOL_VERSION})"
+        else:
+            app = handshake_app(receiver, token=token, max_body_bytes=max_body_size)
+            what = f"(protocol v{wire.PROTOCOL_VERSION})"
         logging.basicConfig(level=log_level.upper(), format="%(message)s")
         auth = f"bearer token from {token_env}" if token else "no token"
         click.echo(
             f"handoffscope: serving receiver {receiver.name!r} on http://{host}:{port} "
-            f"(protocol v{wire.PROTOCOL_VERSION}, {auth})",
+            f"{what}, {auth}",
             err=True,
         )
         config = uvicorn.Config(
@@ -222,7 +259,22 @@ def serve(
     show_default=True,
     help="Seconds to wait for each HTTP answer.",
 )
-def conformance(url: str, token_env: str, fmt: str, only: tuple[str, ...], timeout_s: float) -> int:
+@click.option(
+    "--binding",
+    type=click.Choice(["http", "a2a"]),
+    default="http",
+    show_default=True,
+    help="http: URL serves docs/protocol.md. a2a: URL is an A2A agent (docs/a2a.md; needs "
+    "the [a2a] extra).",
+)
+def conformance(
+    url: str,
+    token_env: str,
+    fmt: str,
+    only: tuple[str, ...],
+    timeout_s: float,
+    binding: str = "http",
+) -> int:
     """Run the protocol's scenarios against the receiver at URL.
 
     The receiver must keep the conformance contract (docs/protocol.md), as
@@ -233,7 +285,12 @@ def conformance(url: str, token_env: str, fmt: str, only: tuple[str, ...], timeo
 
     from collector.http import kit
 
-    names = [s.name for s in kit.SCENARIOS]
+    if binding == "a2a":
+        a2a_kit = _a2a("collector.a2a.kit")
+        scenarios: Any = a2a_kit.SCENARIOS
+    else:
+        scenarios = kit.SCENARIOS
+    names = [s.name for s in scenarios]
     for name in only:
         if name not in names:
             import difflib
@@ -245,17 +302,22 @@ def conformance(url: str, token_env: str, fmt: str, only: tuple[str, ...], timeo
         click.core.ParameterSource.DEFAULT
     )
     token = _token(token_env, explicit=explicit)
-    try:
-        httpx.get(url.rstrip("/") + wire.ROUTE_HEALTH, timeout=timeout_s)
-    except httpx.HTTPError as e:
-        raise HandoffscopeError(f"cannot reach {url}: {type(e).__name__}: {e}") from e
-    outcomes = kit.run(url, token=token, timeout_s=timeout_s, only=only)
+    if binding == "a2a":
+        # Reading the Agent Card is the reachability check (a HandoffscopeError when it fails).
+        outcomes = a2a_kit.run(url, token=token, timeout_s=timeout_s, only=only)
+    else:
+        try:
+            httpx.get(url.rstrip("/") + wire.ROUTE_HEALTH, timeout=timeout_s)
+        except httpx.HTTPError as e:
+            raise HandoffscopeError(f"cannot reach {url}: {type(e).__name__}: {e}") from e
+        outcomes = kit.run(url, token=token, timeout_s=timeout_s, only=only)
     if fmt == "auto":
         fmt = "table" if sys.stdout.isatty() else "text"
     failed = sum(not o.passed and not o.skipped for o in outcomes)
     if fmt == "json":
         doc = {
             "url": url,
+            "binding": binding,
             "protocol_version": wire.PROTOCOL_VERSION,
             "passed": failed == 0,
             "scenarios": [o.to_dict() for o in outcomes],

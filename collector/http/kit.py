@@ -21,7 +21,7 @@ from collector.http import wire
 from collector.http.conformance import CONTRACT_FIELD, OUTPUT_SCHEMA, UNKNOWN_SCHEMA
 from collector.messages import CommitRequest, OutputSchema, Proposal, VoidNotice, fingerprint
 
-__all__ = ["SCENARIOS", "Outcome", "Scenario", "Skipped", "run"]
+__all__ = ["SCENARIOS", "Outcome", "Scenario", "Skipped", "play", "run"]
 
 
 class Failed(Exception):
@@ -353,22 +353,36 @@ def run(
     transport: httpx.BaseTransport | None = None,
 ) -> list[Outcome]:
     """Play the scenarios (all, or those named in ``only``) against ``url``."""
-    outcomes = []
     with httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s, transport=transport) as client:
-        peer = Peer(client, token)
-        for scenario in SCENARIOS:
-            if only and scenario.name not in only:
-                continue
-            started = time.monotonic()
-            skipped = False
-            try:
-                detail, passed = scenario.play(peer), True
-            except Skipped as e:
-                detail, passed, skipped = str(e), False, True
-            except Failed as e:
-                detail, passed = str(e), False
-            except httpx.HTTPError as e:
-                detail, passed = f"{type(e).__name__}: {e}", False
-            elapsed = (time.monotonic() - started) * 1000
-            outcomes.append(Outcome(scenario.name, passed, detail, elapsed, skipped))
+        return play(Peer(client, token), SCENARIOS, only=only)
+
+
+def play(
+    peer: Any,
+    scenarios: tuple[Scenario, ...],
+    *,
+    only: tuple[str, ...] = (),
+    errors: tuple[type[Exception], ...] = (httpx.HTTPError,),
+) -> list[Outcome]:
+    """Play ``scenarios`` (all, or those named in ``only``) against ``peer``, in order.
+
+    ``errors`` are the transport's failures: each fails its scenario, naming itself.
+    Shared by every binding's kit (``collector.a2a.kit`` plays its own scenarios here).
+    """
+    outcomes = []
+    for scenario in scenarios:
+        if only and scenario.name not in only:
+            continue
+        started = time.monotonic()
+        skipped = False
+        try:
+            detail, passed = scenario.play(peer), True
+        except Skipped as e:
+            detail, passed, skipped = str(e), False, True
+        except Failed as e:
+            detail, passed = str(e), False
+        except errors as e:
+            detail, passed = f"{type(e).__name__}: {e}", False
+        elapsed = (time.monotonic() - started) * 1000
+        outcomes.append(Outcome(scenario.name, passed, detail, elapsed, skipped))
     return outcomes
