@@ -92,6 +92,9 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "crewai-hierarchical-openinference": ("crewai", "crewai_run"),
     "crewai-hierarchical-openinference-events": ("crewai", "crewai_run"),
     "crewai-hierarchical-openllmetry": ("crewai", "crewai_run"),
+    "crewai-flow-openinference": ("crewai", "crewai_run"),
+    "crewai-flow-openinference-events": ("crewai", "crewai_run"),
+    "crewai-flow-openllmetry": ("crewai", "crewai_run"),
     "smolagents-toolcalling-manager-openinference": ("smolagents", "smolagents_run"),
     "smolagents-code-manager-openinference": ("smolagents", "smolagents_run"),
 }

@@ -22,6 +22,7 @@ CREWAI_OFFLINE_ENV = {
     "CREWAI_DISABLE_TELEMETRY": "true",
     "CREWAI_DISABLE_TRACKING": "true",
     "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",  # a Flow asks PyPI for the latest release
     "CREWAI_STORAGE_DIR": "crewai-fixture",
     # OpenLLMetry's crewai instrumentation: no telemetry of its own; keep message content.
     "TRACELOOP_TELEMETRY": "false",
@@ -34,13 +35,21 @@ DELEGATE = "delegate_work_to_coworker"  # "Delegate work to coworker", as a func
 FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
 ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
 
+ROUTES = {  # agent -> its path on the scripted server: opaque, so no trace names an agent
+    # through a model's base URL (instrumentations record it), which real traces never do
+    "manager": "llm-1",
+    "researcher": "llm-2",
+    "writer": "llm-3",
+    "triage": "llm-4",
+}
+
 
 def _delegation(coworker: str, task: str) -> str:
     return json.dumps({"task": task, "context": PROMPT, "coworker": coworker})
 
 
 HIERARCHICAL_SCRIPT: dict[str, list[dict[str, Any]]] = {
-    "manager": [
+    ROUTES["manager"]: [
         {
             "tool": DELEGATE,
             "args": _delegation(RESEARCHER, "Find out why multi-agent workflows fail."),
@@ -53,8 +62,8 @@ HIERARCHICAL_SCRIPT: dict[str, list[dict[str, Any]]] = {
         },
         {"text": ANSWER, "usage": (1800, 75, 1536)},
     ],
-    "researcher": [{"text": FINDINGS, "usage": (400, 150)}],
-    "writer": [{"text": ANSWER, "usage": (600, 200)}],
+    ROUTES["researcher"]: [{"text": FINDINGS, "usage": (400, 150)}],
+    ROUTES["writer"]: [{"text": ANSWER, "usage": (600, 200)}],
 }
 
 
@@ -93,7 +102,9 @@ def _llm(server: ScriptedOpenAI, agent: str) -> Any:
     """An LLM of the agent's own: CrewAI counts tokens per LLM instance."""
     from crewai import LLM
 
-    return LLM(model=MODEL, base_url=server.base_url(agent), api_key="sk-offline", max_retries=0)
+    return LLM(
+        model=MODEL, base_url=server.base_url(ROUTES[agent]), api_key="sk-offline", max_retries=0
+    )
 
 
 def _coworkers(server: ScriptedOpenAI) -> tuple[Any, Any]:
@@ -155,6 +166,113 @@ def hierarchical_run(server: ScriptedOpenAI) -> dict[str, Any]:
         "ToolUsageFinishedEvents of its delegation tool, in order",
     }
     _check_totals(reported)
+    return reported
+
+
+TRIAGE = "Triage"
+FLOW_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    ROUTES["triage"]: [{"text": "needs_research", "usage": (700, 5)}],
+    ROUTES["researcher"]: [{"text": FINDINGS, "usage": (900, 120, 512)}],
+    ROUTES["writer"]: [{"text": ANSWER, "usage": (1100, 180, 768)}],
+}
+FLOW_HANDOFFS = [  # (method that ran the sender, method that ran the receiver, how)
+    (
+        "triage",
+        "research",
+        "the router 'route' returned 'needs_research'; @listen('needs_research')",
+    ),
+    ("research", "write", "@listen(research)"),
+]
+
+
+def flow_run(server: ScriptedOpenAI) -> dict[str, Any]:
+    """A Flow whose steps run agents with ``Agent.kickoff``: the Triage agent's answer goes
+    through a router to the research step (the Researcher), whose findings the write step's
+    Writer turns into the answer."""
+    from crewai import Agent
+    from crewai.events import crewai_event_bus
+    from crewai.events.types.flow_events import MethodExecutionStartedEvent
+    from crewai.flow.flow import Flow, listen, router, start
+    from pydantic import BaseModel
+
+    triage = Agent(
+        role=TRIAGE,
+        goal="Decide which step a question needs: answer 'needs_research' or 'answer'.",
+        backstory="You route questions.",
+        llm=_llm(server, "triage"),
+    )
+    researcher, writer = _coworkers(server)
+    ran: list[str] = []  # the flow's methods, in the order CrewAI started them
+    outputs: dict[str, Any] = {}
+
+    @crewai_event_bus.on(MethodExecutionStartedEvent)
+    def started(_source: Any, event: Any) -> None:
+        ran.append(str(event.method_name))
+
+    class State(BaseModel):
+        route: str = ""
+        findings: str = ""
+        answer: str = ""
+
+    class ResearchAndWrite(Flow[State]):
+        @start()
+        def triage(self) -> str:
+            outputs["triage"] = out = triage_agent.kickoff(PROMPT)
+            self.state.route = str(out.raw).strip()
+            return self.state.route
+
+        @router(triage)
+        def route(self) -> str:
+            return self.state.route
+
+        @listen("needs_research")
+        def research(self) -> str:
+            outputs["research"] = out = researcher.kickoff(PROMPT)
+            self.state.findings = str(out.raw)
+            return self.state.findings
+
+        @listen(research)
+        def write(self) -> str:
+            outputs["write"] = out = writer.kickoff(f"Answer from these findings: {FINDINGS}")
+            self.state.answer = str(out.raw)
+            return self.state.answer
+
+    triage_agent = triage
+    flow = ResearchAndWrite()
+    answer = flow.kickoff()
+    assert str(answer).strip() == ANSWER, answer
+    assert ran == ["triage", "route", "research", "write"], ran
+    agents = {}
+    for method, agent in (("triage", triage), ("research", researcher), ("write", writer)):
+        kickoff = _usage(outputs[method].token_usage)
+        assert kickoff == _usage(agent.llm.get_token_usage_summary()), (kickoff, method)
+        agents[agent.role] = kickoff
+    role = {"triage": TRIAGE, "research": RESEARCHER, "write": WRITER}
+    handoffs = [
+        {"sender": role[a], "receiver": role[b], "via": via}
+        for a, b, via in FLOW_HANDOFFS
+        if ran.index(a) < ran.index(b)
+    ]
+    keys = ("input_tokens", "output_tokens", "cache_read_tokens", "requests")
+    reported = {
+        "framework": "crewai",
+        "workflow": "Flow: @start triage (Agent.kickoff) -> @router route -> "
+        "@listen('needs_research') research (Agent.kickoff) -> @listen(research) write "
+        "(Agent.kickoff)",
+        "offline_model": "crewai.LLM (its native OpenAI provider), one per agent, against a "
+        "scripted OpenAI-compatible server on 127.0.0.1",
+        "provider": "openai",
+        "model_api": "chat_completions",
+        "agents": dict(sorted(agents.items())),
+        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
+        "flow_methods": ran,
+        "handoffs": handoffs,
+        "handoff_kind": "a flow step passing its agent's output, through the flow's state, "
+        "to the next step's agent (no tool call: the flow's wiring is the handoff)",
+        "usage_source": "LiteAgentOutput.token_usage of each Agent.kickoff (equal to each "
+        "agent's LLM.get_token_usage_summary()); flow_methods are CrewAI's "
+        "MethodExecutionStartedEvents in order, and each handoff joins two of them",
+    }
     return reported
 
 
@@ -257,6 +375,50 @@ def record_hierarchical_openllmetry(provider: Any, server: ScriptedOpenAI) -> di
     )
 
 
+def record_flow_openinference(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    _openinference(provider, events=False)
+    return _report(
+        flow_run(server),
+        *OI_PACKAGES,
+        "openinference-instrumentation-openai",
+        instrumentation="openinference-instrumentation-crewai in wrapper mode (the default) "
+        "with openinference-instrumentation-openai",
+        convention="openinference",
+        notes=OI_WRAPPER_NOTES[:1],
+    )
+
+
+def record_flow_openinference_events(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    _openinference(provider, events=True)
+    return _report(
+        flow_run(server),
+        *OI_PACKAGES,
+        instrumentation="openinference-instrumentation-crewai in event-listener mode "
+        "(use_event_listener=True, create_llm_spans=True)",
+        convention="openinference",
+        notes=OI_EVENT_NOTES,
+    )
+
+
+def record_flow_openllmetry(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    _openllmetry(provider)
+    return _report(
+        flow_run(server),
+        *OLL_PACKAGES,
+        instrumentation="opentelemetry-instrumentation-crewai with "
+        "opentelemetry-instrumentation-openai (OpenLLMetry)",
+        convention="openllmetry",
+        agents_in_trace=False,
+        notes=[
+            *OLL_NOTES,
+            "OpenLLMetry's crewai instrumentor wraps neither Flow nor Agent.kickoff: the trace "
+            "holds only the three openai.chat spans, each the root of a trace of its own, and "
+            "no span names an agent or the flow. Only the system prompt in each span's "
+            "gen_ai.prompt.0.content says which agent called ('You are Triage.').",
+        ],
+    )
+
+
 SCENARIOS = {
     "crewai-hierarchical-openinference": (record_hierarchical_openinference, HIERARCHICAL_SCRIPT),
     "crewai-hierarchical-openinference-events": (
@@ -264,6 +426,9 @@ SCENARIOS = {
         HIERARCHICAL_SCRIPT,
     ),
     "crewai-hierarchical-openllmetry": (record_hierarchical_openllmetry, HIERARCHICAL_SCRIPT),
+    "crewai-flow-openinference": (record_flow_openinference, FLOW_SCRIPT),
+    "crewai-flow-openinference-events": (record_flow_openinference_events, FLOW_SCRIPT),
+    "crewai-flow-openllmetry": (record_flow_openllmetry, FLOW_SCRIPT),
 }
 
 if __name__ == "__main__":

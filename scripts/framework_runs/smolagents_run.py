@@ -31,17 +31,24 @@ WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs.
 FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
 ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
 
+ROUTES = {  # agent -> its path on the scripted server: opaque, so no trace names an agent
+    # through a model's base URL (instrumentations record it), which real traces never do
+    "manager": "llm-1",
+    "researcher": "llm-2",
+    "writer": "llm-3",
+}
+
 
 def _final(answer: str, usage: tuple[int, ...]) -> dict[str, Any]:
     return {"tool": "final_answer", "args": json.dumps({"answer": answer}), "usage": usage}
 
 
 MANAGED_SCRIPT: dict[str, list[dict[str, Any]]] = {
-    "researcher": [_final(FINDINGS, (520, 140))],
-    "writer": [_final(ANSWER, (610, 190))],
+    ROUTES["researcher"]: [_final(FINDINGS, (520, 140))],
+    ROUTES["writer"]: [_final(ANSWER, (610, 190))],
 }
 TOOL_CALLING_SCRIPT: dict[str, list[dict[str, Any]]] = {
-    "manager": [
+    ROUTES["manager"]: [
         {"tool": "researcher", "args": json.dumps({"task": RESEARCH_TASK}), "usage": (1400, 45)},
         {
             "tool": "writer",
@@ -53,7 +60,7 @@ TOOL_CALLING_SCRIPT: dict[str, list[dict[str, Any]]] = {
     **MANAGED_SCRIPT,
 }
 CODE_SCRIPT: dict[str, list[dict[str, Any]]] = {
-    "manager": [
+    ROUTES["manager"]: [
         {
             "text": "Thought: The researcher finds out first.\n<code>\n"
             f"findings = researcher(task={RESEARCH_TASK!r})\nprint(findings)\n</code>",
@@ -73,7 +80,9 @@ def _agents(server: ScriptedOpenAI, manager_kind: str) -> tuple[Any, Any, Any]:
     from smolagents import CodeAgent, OpenAIModel, ToolCallingAgent
 
     def model(agent: str) -> Any:
-        return OpenAIModel(model_id=MODEL, api_base=server.base_url(agent), api_key="sk-offline")
+        return OpenAIModel(
+            model_id=MODEL, api_base=server.base_url(ROUTES[agent]), api_key="sk-offline"
+        )
 
     researcher = ToolCallingAgent(
         tools=[],
