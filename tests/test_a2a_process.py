@@ -129,7 +129,7 @@ def test_a_restart_on_the_same_store_replays_and_never_runs_again(writer: Writer
             channel, task_id="t", payload={"topic": "otters"}, output_schema="draft@1",
             idempotency_key="once",
         )  # fmt: skip
-    assert first.result.outcome == "executed"
+    assert first.result is not None and first.result.outcome == "executed"
     writer.stop(signal.SIGKILL)
     writer.start()
     with A2AChannel(writer.url) as channel:
@@ -137,6 +137,6 @@ def test_a_restart_on_the_same_store_replays_and_never_runs_again(writer: Writer
             channel, task_id="t", payload={"topic": "otters"}, output_schema="draft@1",
             idempotency_key="once",
         )  # fmt: skip
-    assert again.result.outcome == "replayed"
+    assert again.result is not None and again.result.outcome == "replayed"
     assert again.result.result == first.result.result
     assert writer.executions() == Counter({"once": 1})
