@@ -89,6 +89,7 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "autogen-swarm-core": ("autogen", "autogen_run"),
     "autogen-selector-openinference": ("autogen", "autogen_run"),
     "autogen-selector-core": ("autogen", "autogen_run"),
+    "autogen-swarm-openinference-and-core": ("autogen", "autogen_run"),
     "crewai-hierarchical-openinference": ("crewai", "crewai_run"),
     "crewai-hierarchical-openinference-events": ("crewai", "crewai_run"),
     "crewai-hierarchical-openllmetry": ("crewai", "crewai_run"),

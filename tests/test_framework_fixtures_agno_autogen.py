@@ -50,6 +50,13 @@ TRACE_SHAPE: dict[str, dict[str, Any]] = {
         "carrier": {"tool_key": "tool.name"},
         "turns": True,
     },
+    "autogen-swarm-openinference-and-core": {  # both tracings at once: each agent's run is
+        # an OpenInference AGENT span inside autogen-core's `invoke_agent` span
+        "agent_key": "graph.node.id",
+        "run": "{agent}.on_messages_stream",
+        "carrier": {"tool_key": "gen_ai.tool.name"},
+        "turns": True,
+    },
     "autogen-selector-openinference": {
         "agent_key": "graph.node.id",
         "run": "{agent}.on_messages_stream",
@@ -65,7 +72,8 @@ TRACE_SHAPE: dict[str, dict[str, Any]] = {
 
 
 def shape_of(name: str) -> dict[str, Any]:
-    return next(v for k, v in TRACE_SHAPE.items() if name.startswith(k))
+    """The shape of the longest prefix of ``name`` in :data:`TRACE_SHAPE`."""
+    return TRACE_SHAPE[max((k for k in TRACE_SHAPE if name.startswith(k)), key=len)]
 
 
 def _recorder() -> Any:

@@ -136,11 +136,11 @@ def _record(provider: Any, server: ScriptedOpenAI, team_kind: str, tracing: str)
     from autogen_core import SingleThreadedAgentRuntime
 
     runtime = None
-    if tracing == "openinference":
+    if tracing in ("openinference", "both"):
         from openinference.instrumentation.autogen_agentchat import AutogenAgentChatInstrumentor
 
         AutogenAgentChatInstrumentor().instrument(tracer_provider=provider)
-    else:
+    if tracing in ("core", "both"):
         from opentelemetry import trace
 
         trace.set_tracer_provider(provider)  # autogen-core's GenAI spans use the global one
@@ -199,13 +199,15 @@ def _record(provider: Any, server: ScriptedOpenAI, team_kind: str, tracing: str)
     assert {a: u["requests"] for a, u in {**agents, **other}.items()} == by_path, (agents, by_path)
     keys = ("input_tokens", "output_tokens", "cache_read_tokens", "requests")
     everything = [*agents.values(), *other.values()]
-    instrumentation = (
-        "openinference-instrumentation-autogen-agentchat"
-        if tracing == "openinference"
-        else "autogen-core (SingleThreadedAgentRuntime tracer_provider + global tracer provider)"
-    )
+    oi = tracing in ("openinference", "both")
+    tracers = {
+        "openinference": "openinference-instrumentation-autogen-agentchat",
+        "core": "autogen-core (SingleThreadedAgentRuntime tracer_provider + global tracer "
+        "provider)",
+    }
+    instrumentation = " and ".join(v for k, v in tracers.items() if tracing in (k, "both"))
     packages = ["autogen-agentchat", "autogen-core", "autogen-ext", "openai"]
-    if tracing == "openinference":
+    if oi:
         packages += [
             "openinference-instrumentation-autogen-agentchat",
             "openinference-instrumentation",
@@ -214,15 +216,15 @@ def _record(provider: Any, server: ScriptedOpenAI, team_kind: str, tracing: str)
         "framework": "autogen-agentchat",
         "team": "Swarm" if team_kind == "swarm" else "SelectorGroupChat",
         "instrumentation": instrumentation,
-        "convention": "openinference" if tracing == "openinference" else "genai",
+        "convention": "openinference" if oi else "genai",
         "provider": "openai",
         "model_api": "chat_completions",
         "offline_model": "autogen_ext.models.openai.OpenAIChatCompletionClient against a "
         "scripted OpenAI-compatible server on 127.0.0.1",
-        "written_by": "instrumentation" if tracing == "openinference" else "framework",
+        "written_by": "instrumentation" if oi else "framework",
         # autogen-core traces no model call: its tokens are only inside the runtime's
         # JSON `message` attribute, once per span that carried the message
-        "usage_in_trace": tracing == "openinference",
+        "usage_in_trace": oi,
         "agents": agents,
         "other_usage": other,
         "handoffs": handoffs,
@@ -252,11 +254,16 @@ def record_selector_core(provider: Any, server: ScriptedOpenAI) -> dict[str, Any
     return _record(provider, server, "selector", "core")
 
 
+def record_swarm_both(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "swarm", "both")
+
+
 SCENARIOS = {
     "autogen-swarm-openinference": (record_swarm_openinference, SWARM_SCRIPT),
     "autogen-swarm-core": (record_swarm_core, SWARM_SCRIPT),
     "autogen-selector-openinference": (record_selector_openinference, SELECTOR_SCRIPT),
     "autogen-selector-core": (record_selector_core, SELECTOR_SCRIPT),
+    "autogen-swarm-openinference-and-core": (record_swarm_both, SWARM_SCRIPT),
 }
 
 if __name__ == "__main__":
