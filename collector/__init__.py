@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         envelope_executor,
     )
     from collector.errors import (
+        CommitInDoubt,
         CommitWithoutAccept,
         ConfigurationError,
         HandoffscopeError,
@@ -60,7 +61,14 @@ if TYPE_CHECKING:
         StoreError,
     )
     from collector.handoff import Handoff
-    from collector.idempotency import Acceptance, Claim, IdempotencyStore, MemoryStore, StoredResult
+    from collector.idempotency import (
+        Acceptance,
+        Claim,
+        IdempotencyStore,
+        InDoubt,
+        MemoryStore,
+        StoredResult,
+    )
     from collector.messages import (
         Ack,
         Answer,
@@ -96,6 +104,7 @@ _HOMES: Final[dict[str, str]] = {
     "Channel": "collector.channel",
     "Claim": "collector.idempotency",
     "Clock": "collector.clock",
+    "CommitInDoubt": "collector.errors",
     "CommitRequest": "collector.messages",
     "CommitResult": "collector.messages",
     "CommitWithoutAccept": "collector.errors",
@@ -110,6 +119,7 @@ _HOMES: Final[dict[str, str]] = {
     "IdempotencyConflict": "collector.errors",
     "IdempotencyStore": "collector.idempotency",
     "IllegalTransition": "collector.errors",
+    "InDoubt": "collector.idempotency",
     "InProcessChannel": "collector.channel",
     "MemoryStore": "collector.idempotency",
     "MessageError": "collector.errors",
@@ -188,6 +198,7 @@ __all__ = [
     "Channel",
     "Claim",
     "Clock",
+    "CommitInDoubt",
     "CommitRequest",
     "CommitResult",
     "CommitWithoutAccept",
@@ -202,6 +213,7 @@ __all__ = [
     "IdempotencyConflict",
     "IdempotencyStore",
     "IllegalTransition",
+    "InDoubt",
     "InProcessChannel",
     "MemoryStore",
     "MessageError",

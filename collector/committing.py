@@ -9,6 +9,7 @@ and ends the span with the outcome, the result status and this receiver's token 
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -16,6 +17,7 @@ from opentelemetry import trace
 from collector import schema
 from collector.dispatch import off_the_loop
 from collector.envelope import describe_result
+from collector.errors import StoreError
 from collector.idempotency import Claim, StoredResult
 from collector.leases import heartbeats
 from collector.messages import (
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from collector.receiving import Receiver
 
 __all__ = [
+    "COMMIT_IN_DOUBT",
     "COMMIT_IN_PROGRESS",
     "COMMIT_WITHOUT_ACCEPT",
     "CommitRun",
@@ -43,6 +46,9 @@ IDEMPOTENCY_CONFLICT = schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT
 COMMIT_IN_PROGRESS = schema.COMMIT_ERROR_IN_PROGRESS
 LEGACY_MODE_REFUSED = schema.COMMIT_ERROR_LEGACY_MODE
 LEASE_LOST = schema.COMMIT_ERROR_LEASE_LOST
+COMMIT_IN_DOUBT = schema.COMMIT_ERROR_IN_DOUBT
+
+log = logging.getLogger("collector.committing")
 
 
 # Results that cannot be coroutines, checked by exact type before ``asyncio.iscoroutine``.
@@ -163,12 +169,15 @@ class CommitRun:
         return None
 
     def _claim(self) -> Claim:
+        # Leases are timed on the monotonic clock: a step of the wall clock cannot age one.
+        # ``rerun_lost`` is passed only when set, so stores written before it still fit.
         return self.r.store.claim(
             self.r.name,
             self.c.idempotency_key or "",
             self.fp,
-            now_ms=self.clock.time_ns() // 1_000_000,
+            now_ms=int(self.clock.monotonic() * 1000),
             lease_ms=self.r.lease_ms,
+            **({"rerun_lost": True} if self.r.rerun_lost_claims else {}),
         )
 
     def _lost(self, token: str | None) -> CommitResult | None:
@@ -194,6 +203,14 @@ class CommitRun:
             return self._refuse(IDEMPOTENCY_CONFLICT, "this key was used for a different payload")
         if claim.stored is not None:
             return self._replay(claim.stored)
+        if claim.in_doubt is not None:
+            # Never run again, never waited out: only the owner's late result or an
+            # operator's ``handoffscope store resolve`` settles the key.
+            return self._refuse(
+                COMMIT_IN_DOUBT,
+                f"this key's task may have run and no result is stored ({claim.in_doubt}); "
+                "it is not run again until resolved (handoffscope store resolve)",
+            )
         if not claim.acquired:
             # Answered at once (HTTP 409 in the Idempotency-Key draft), never waited out: the
             # sender decides, within its own deadline, whether and when to ask again.
@@ -213,7 +230,7 @@ class CommitRun:
         store_renew, clock = renew, self.clock
         return heartbeats().add(
             self.r.lease_ms / 3000,
-            lambda: bool(store_renew(token, now_ms=clock.time_ns() // 1_000_000)),
+            lambda: bool(store_renew(token, now_ms=int(clock.monotonic() * 1000))),
         )
 
     def _work(self) -> Work:
@@ -269,19 +286,24 @@ class CommitRun:
         result, status, extra = describe_result(out)
         # Stored and returned in JSON form, so the first answer and every replay are equal.
         result = json_copy(result)
-        if token is not None and not r.store.complete(
-            token,
-            StoredResult(
-                receiver=r.name,
-                key=c.idempotency_key or "",
-                fingerprint=self.fp,
-                status=status,
-                result=result,
-                handoff_id=c.handoff_id,
-                attempt=c.attempt,
-                created_ms=self.clock.time_ns() // 1_000_000,
-            ),
-        ):
+        try:
+            stored = token is None or r.store.complete(
+                token,
+                StoredResult(
+                    receiver=r.name,
+                    key=c.idempotency_key or "",
+                    fingerprint=self.fp,
+                    status=status,
+                    result=result,
+                    handoff_id=c.handoff_id,
+                    attempt=c.attempt,
+                    created_ms=self.clock.time_ns() // 1_000_000,
+                ),
+            )
+        except StoreError as e:
+            assert token is not None
+            return self._in_doubt(e, token, status, work, extra)
+        if not stored:
             # Fenced out: the lease lapsed and another execution took the key over. This
             # result is not stored and not reported as executed; a retry gets the stored one.
             return self._finish(
@@ -297,9 +319,14 @@ class CommitRun:
         if c.mode == MODE_TWO_STEP:
             before = schema.STATE_PROPOSED
         if before is not None:
-            r.store.set_acceptance_state(
-                r.name, c.handoff_id, c.attempt, expect=before, state=schema.STATE_COMMITTED
-            )
+            try:
+                r.store.set_acceptance_state(
+                    r.name, c.handoff_id, c.attempt, expect=before, state=schema.STATE_COMMITTED
+                )
+            except StoreError as e:
+                # The result is stored (retries replay it): answering an error now would
+                # tell the sender that nothing ran.
+                log.warning("handoffscope: the accept could not be marked committed: %s", e)
         if self.span is not _INVALID:
             self.tel.transition(
                 self.span,
@@ -325,18 +352,39 @@ class CommitRun:
             extra,
         )
 
+    def _in_doubt(
+        self, e: StoreError, token: str, status: str | None, work: Work, extra: dict[str, Any]
+    ) -> CommitResult:
+        """The task ran and its result could not be written: keep the key in doubt (never
+        released, so never run again) and say so."""
+        r = self.r
+        why = f"the task ran but its result could not be stored: {e}"
+        mark = getattr(r.store, "mark_in_doubt", None)
+        if mark is not None:
+            try:
+                mark(r.name, self.c.idempotency_key or "", token, why)
+            except Exception:  # noqa: BLE001 - the claim row itself still holds the key
+                log.warning("handoffscope: marking a key in doubt failed", exc_info=True)
+        log.error("handoffscope: key %r is in doubt: %s", self.c.idempotency_key, why)
+        self.tel.record_exception(self.span, e, self.clock.time_ns())
+        return self._finish(schema.OUTCOME_REFUSED, status, None, COMMIT_IN_DOUBT, why, work, extra)
+
     def _failed(self, e: BaseException, token: str | None, work: Work) -> CommitResult:
-        if token is not None:
-            self.r.store.release(token)
         c, r = self.c, self.r
-        if c.mode == MODE_HANDSHAKE:
-            r.store.set_acceptance_state(
-                r.name,
-                c.handoff_id,
-                c.attempt,
-                expect=schema.STATE_VALIDATED,
-                state=schema.STATE_VOID,
-            )
+        try:
+            if token is not None:
+                r.store.release(token)
+            if c.mode == MODE_HANDSHAKE:
+                r.store.set_acceptance_state(
+                    r.name,
+                    c.handoff_id,
+                    c.attempt,
+                    expect=schema.STATE_VALIDATED,
+                    state=schema.STATE_VOID,
+                )
+        except StoreError as store_error:
+            # The task raised; a claim that could not be released is judged lost later.
+            log.warning("handoffscope: releasing a failed commit's key failed: %s", store_error)
         detail = f"{type(e).__name__}: {e}"
         self.tel.record_exception(self.span, e, self.clock.time_ns())
         return self._finish(

@@ -11,6 +11,7 @@
     │   └── MessageError              a handshake message is malformed (names the field)
     ├── ConfigurationError            a setting or argument is invalid
     ├── StoreError                    the idempotency store cannot be used (read-only, full)
+    ├── CommitInDoubt                 a key's task may have run; no result stored (not re-run)
     └── AuditError (auditor.errors)   trace input or a query could not be used
 
 Protocol misuse raises; telemetry failures are logged and never raised into agent code.
@@ -19,6 +20,7 @@ Protocol misuse raises; telemetry failures are logged and never raised into agen
 from __future__ import annotations
 
 __all__ = [
+    "CommitInDoubt",
     "CommitWithoutAccept",
     "ConfigurationError",
     "HandoffscopeError",
@@ -98,3 +100,24 @@ class StoreError(HandoffscopeError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
         super().__init__(message)
+
+
+class CommitInDoubt(HandoffscopeError):
+    """The key's task may have run but no result is stored: its owner died or stalled
+    mid-task, or the result could not be written (a full or read-only disk). The task is not
+    run again for this key until its result is stored or an operator settles it with
+    ``handoffscope store resolve KEY --ran|--not-ran``.
+
+    Raised by the sender's ``commit()``/``handoff()`` when the receiver answers
+    ``CommitInDoubt`` (HTTP 409 with that error).
+    """
+
+    def __init__(self, key: str, *, receiver: str, detail: str) -> None:
+        self.key = key
+        self.receiver = receiver
+        self.detail = detail
+        super().__init__(
+            f"idempotency key {key!r} at receiver {receiver!r} is in doubt ({detail}); it is "
+            f"not run again: check whether it ran, then `handoffscope store resolve {key} "
+            "--ran` or `--not-ran`"
+        )

@@ -28,6 +28,7 @@ from collector.answers import ValidationRound
 from collector.channel import Channel
 from collector.dispatch import for_peer
 from collector.errors import (
+    CommitInDoubt,
     CommitWithoutAccept,
     IdempotencyConflict,
     IllegalTransition,
@@ -445,6 +446,12 @@ class Handoff:
             if not unchecked and reply.error == schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT:
                 raise IdempotencyConflict(
                     self.spec.idempotency_key or "", stored="(receiver)", received=self.fingerprint
+                )
+            if not unchecked and reply.error == schema.COMMIT_ERROR_IN_DOUBT:
+                raise CommitInDoubt(
+                    self.spec.idempotency_key or "",
+                    receiver=reply.receiver,
+                    detail=reply.detail or "no result stored",
                 )
         return reply
 

@@ -13,12 +13,19 @@ Rules the stores implement:
   because returned results (whatever their status) are stored and replayed.
 * **Leases and fencing** -> a claim is a lease (``lease_ms``, 30 s by default) that the running
   execution renews (``renew()``, a heartbeat every third of the lease; see
-  ``collector.leases``). A claim whose last heartbeat is older than its lease, or (SQLite, same
-  host) whose owning process is gone, is taken over by the next commit, once: the takeover gets
-  a new token and a higher ``generation``. Every write of an execution names its token, so the
-  stale owner's ``renew``, ``complete`` and ``release`` are refused (``False``/no-op): it can
-  never overwrite the result nor report ``executed``. Until a takeover, duplicates are told the
-  key is running (the receiver answers ``CommitInProgress`` at once).
+  ``collector.leases``). Times passed to ``claim`` and ``renew`` are the caller's *monotonic*
+  milliseconds, never wall-clock ones. A claim that went a lease without a heartbeat (as the
+  claiming process saw it), or (SQLite, same host) whose owning process is gone, is *lost*.
+  Until then, duplicates are told the key is running (``CommitInProgress``, at once).
+* **In doubt** -> a lost claim's task may have run: the key is marked in doubt and every later
+  claim answers ``in_doubt`` (the receiver's ``CommitInDoubt``) instead of running it again,
+  until the owner stores its result after all or an operator calls ``resolve()``
+  (``handoffscope store resolve``). An execution whose task ran but whose result could not be
+  written (disk full, read-only) marks its own key so (``mark_in_doubt``). With
+  ``rerun_lost=True`` a lost claim is taken over instead: the takeover gets a new token and a
+  higher ``generation``, and every write of an execution names its token, so the stale owner's
+  ``renew``, ``complete`` and ``release`` are refused (``False``/no-op): it can never overwrite
+  the result nor report ``executed``.
 * **Retention** -> stored results and acceptances are kept ``ttl_ms`` (24 hours by default)
   after they were written; ``purge()`` removes older ones. A replay needs the key to still be
   stored, so the TTL must outlast the longest retry window.
@@ -43,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from collector import schema
+from collector.errors import ConfigurationError
 from collector.records import fast_init
 
 __all__ = [
@@ -51,8 +59,10 @@ __all__ = [
     "DEFAULT_LEASE_MS",
     "DEFAULT_TTL_MS",
     "IdempotencyStore",
+    "InDoubt",
     "MemoryStore",
     "StoredResult",
+    "resolved_result",
 ]
 
 DEFAULT_LEASE_MS = 30_000
@@ -81,10 +91,11 @@ class StoredResult:
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Claim:
-    """The answer to ``claim()``: exactly one of acquired, stored, running or conflict.
+    """The answer to ``claim()``: exactly one of acquired, stored, running, in doubt or conflict.
 
     An acquired claim carries its fencing ``token`` and ``generation`` (1 for the first claim
     of a key, one more for each takeover); ``took_over`` says a stale claim was replaced.
+    ``in_doubt`` says why the key's task may have run with no result stored.
     """
 
     acquired: bool = False
@@ -94,6 +105,27 @@ class Claim:
     conflict_fingerprint: str | None = None
     generation: int = 0
     took_over: bool = False
+    in_doubt: str | None = None
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class InDoubt:
+    """A key whose task may have run while no result is stored, and why."""
+
+    receiver: str
+    key: str
+    reason: str
+    owner: str = ""
+    generation: int = 1
+
+
+def resolved_result(
+    receiver: str, key: str, fingerprint: str, result: Any, now_ms: int
+) -> StoredResult:
+    """What ``resolve(ran=True)`` stores: the operator's ``result`` (None: not known), under
+    no handoff attempt (``handoff_id`` empty, ``attempt`` 0)."""
+    return StoredResult(receiver, key, fingerprint, None, result, "", 0, now_ms)
 
 
 @fast_init
@@ -123,9 +155,18 @@ class IdempotencyStore(Protocol):
     """Where a receiver keeps claims, results and acceptances. All methods are thread-safe."""
 
     def claim(
-        self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
+        self,
+        receiver: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now_ms: int,
+        lease_ms: int,
+        rerun_lost: bool = False,
     ) -> Claim:
-        """Claim ``key`` for one execution, or report why not (stored, running, conflict)."""
+        """Claim ``key`` for one execution, or report why not (stored, running, in doubt,
+        conflict). ``now_ms`` is the caller's monotonic clock in milliseconds. A lost claim is
+        marked in doubt, or taken over when ``rerun_lost``."""
         ...
 
     def renew(self, token: str, *, now_ms: int) -> bool:
@@ -138,6 +179,21 @@ class IdempotencyStore(Protocol):
 
     def release(self, token: str) -> None:
         """Give up the claim holding ``token`` without storing anything (the task raised)."""
+        ...
+
+    def mark_in_doubt(self, receiver: str, key: str, token: str, why: str) -> bool:
+        """The execution holding ``token`` ran its task but could not store its result: answer
+        "in doubt" for the key from now on. True when recorded durably."""
+        ...
+
+    def in_doubt(self, receiver: str | None = None) -> list[InDoubt]:
+        """The keys in doubt (only ``receiver``'s when given)."""
+        ...
+
+    def resolve(
+        self, receiver: str, key: str, *, ran: bool, now_ms: int, result: Any = None
+    ) -> InDoubt:
+        """Settle a key in doubt: store ``result`` if it ``ran``, else free the key."""
         ...
 
     def get(self, receiver: str, key: str) -> StoredResult | None:
@@ -208,9 +264,10 @@ def _with_state(a: Acceptance, state: str) -> Acceptance:
 class _Row:
     fingerprint: str
     token: str
-    claimed_ms: int  # the claim's last heartbeat
+    claimed_ms: int  # the claim's last heartbeat (the receivers' monotonic clock)
     result: StoredResult | None = None
     generation: int = 1
+    doubt: str | None = None
 
 
 class MemoryStore:
@@ -230,7 +287,14 @@ class MemoryStore:
         self._waiters = 0  # threads in wait(); nobody to wake means no notify
 
     def claim(
-        self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
+        self,
+        receiver: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now_ms: int,
+        lease_ms: int,
+        rerun_lost: bool = False,
     ) -> Claim:
         with self._lock:
             row = self._rows.get((receiver, key))
@@ -238,8 +302,13 @@ class MemoryStore:
                 return Claim(conflict_fingerprint=row.fingerprint)
             if row is not None and row.result is not None:
                 return Claim(stored=row.result)
+            if row is not None and row.doubt is not None:
+                return Claim(in_doubt=row.doubt)
             if row is not None and now_ms - row.claimed_ms < lease_ms:
                 return Claim(running=True)
+            if row is not None and not rerun_lost:
+                row.doubt = f"its execution stopped renewing its lease for {lease_ms} ms"
+                return Claim(in_doubt=row.doubt)
             generation = 1
             if row is not None:  # a stale claim: no heartbeat for a lease, its holder is gone
                 self._tokens.pop(row.token, None)
@@ -257,6 +326,8 @@ class MemoryStore:
             if where is None:
                 return False
             row = self._rows[where]
+            if row.doubt is not None:
+                return False
             row.claimed_ms = max(row.claimed_ms, now_ms)
             return True
 
@@ -267,6 +338,7 @@ class MemoryStore:
             if where is None:
                 return False
             self._rows[where].result = result
+            self._rows[where].doubt = None
             if self._waiters:
                 self._changed.notify_all()
             return True
@@ -278,6 +350,43 @@ class MemoryStore:
                 del self._rows[where]
             if self._waiters:
                 self._changed.notify_all()
+
+    def mark_in_doubt(self, receiver: str, key: str, token: str, why: str) -> bool:
+        with self._lock:
+            where = self._tokens.get(token)
+            if where is None or self._rows[where].result is not None:
+                return False
+            self._rows[where].doubt = why
+            if self._waiters:
+                self._changed.notify_all()
+            return True
+
+    def in_doubt(self, receiver: str | None = None) -> list[InDoubt]:
+        with self._lock:
+            return [
+                InDoubt(r, k, row.doubt, "", row.generation)
+                for (r, k), row in self._rows.items()
+                if row.doubt is not None and (receiver is None or r == receiver)
+            ]
+
+    def resolve(
+        self, receiver: str, key: str, *, ran: bool, now_ms: int, result: Any = None
+    ) -> InDoubt:
+        with self._lock:
+            row = self._rows.get((receiver, key))
+            if row is None or row.doubt is None:
+                state = "no such key" if row is None else "it is not in doubt"
+                raise ConfigurationError(f"key {key!r} of receiver {receiver!r}: {state}")
+            settled = InDoubt(receiver, key, row.doubt, "", row.generation)
+            self._tokens.pop(row.token, None)
+            if ran:
+                row.result = resolved_result(receiver, key, row.fingerprint, result, now_ms)
+                row.doubt = None
+            else:
+                del self._rows[(receiver, key)]
+            if self._waiters:
+                self._changed.notify_all()
+            return settled
 
     def get(self, receiver: str, key: str) -> StoredResult | None:
         with self._lock:
@@ -291,7 +400,9 @@ class MemoryStore:
             try:
                 self._changed.wait_for(
                     lambda: (
-                        (row := self._rows.get((receiver, key))) is None or row.result is not None
+                        (row := self._rows.get((receiver, key))) is None
+                        or row.result is not None
+                        or row.doubt is not None
                     ),
                     timeout=timeout_s,
                 )
@@ -360,7 +471,7 @@ class MemoryStore:
         if row is None:
             return False
         if row.result is None:
-            return now_ms - row.claimed_ms < lease_ms
+            return True  # running, or in doubt: the next commit of the key judges it
         return row.result.handoff_id == a.handoff_id and row.result.attempt == a.attempt
 
     def purge(self, *, now_ms: int, ttl_ms: int = DEFAULT_TTL_MS) -> int:

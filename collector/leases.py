@@ -7,12 +7,22 @@ process, so a live task keeps its key however long it runs. A claim records its 
 
 * same host, process gone (or its pid reused by another process) -> taken over by the next
   commit, without waiting for the lease;
-* another host, or the owner is alive but stopped renewing (hung host, frozen VM) -> taken
-  over once ``lease_ms`` passed since its last heartbeat.
+* another host, or the owner is alive but stopped renewing (hung host, frozen VM) -> judged
+  lost once *this* process saw its heartbeat counter unchanged for a full lease.
 
-Each takeover issues a new token, and every store write of an execution (renew, complete,
-release) names its token: a stale owner that wakes up later is fenced out, its result is
-never stored and never reported as ``executed``.
+No wall-clock stamp decides that an owner is dead. Every heartbeat adds one to the claim's
+counter; a waiter remembers, per key, the counter it saw and when it first saw it on its own
+monotonic clock (``Observations``). Only a counter unchanged for ``lease_ms`` since then, seen
+unchanged once more a heartbeat interval after that, makes the claim lost; so a step of the
+wall clock (NTP, a resumed VM) cannot age a lease, and a heartbeat that was late because
+another process held the store's lock extends the lease when it lands. A waiter that itself
+waited long for the lock starts its confirmation over, since the owner was likely queued
+behind the same lock.
+
+A lost claim is *in doubt* (its task may have run) unless the receiver opted into re-running
+it: then the takeover issues a new token, and every store write of an execution (renew,
+complete, release) names its token: a stale owner that wakes up later is fenced out, its
+result is never stored and never reported as ``executed``.
 """
 
 from __future__ import annotations
@@ -23,8 +33,9 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["Heartbeats", "heartbeats", "owner", "owner_alive"]
+__all__ = ["Heartbeats", "Observations", "heartbeats", "owner", "owner_alive"]
 
 log = logging.getLogger("collector.leases")
 
@@ -149,3 +160,72 @@ _heartbeats = Heartbeats()
 def heartbeats() -> Heartbeats:
     """The process's heartbeat thread (shared by every receiver)."""
     return _heartbeats
+
+
+@dataclass(slots=True)
+class _Seen:
+    token: str
+    beats: int
+    first_ms: int  # when this (token, beats) was first seen, on the observer's clock
+    lapsed_ms: int | None = None  # when the lease first looked lapsed
+
+
+class Observations:
+    """What this process saw of other executions' heartbeats, timed on its own clock.
+
+    ``lapsed()`` is asked each time a claim is found held by another execution. It says True
+    only when the same ``(token, beats)`` was seen for at least ``lease_ms`` of the caller's
+    monotonic milliseconds, and seen unchanged again at least a heartbeat interval
+    (``lease_ms / 3``) after the lease had first looked lapsed: the second look lets a
+    heartbeat that was queued behind a stalled lock land first. Bounded: past ``CAP`` keys the
+    oldest observation is dropped (that key's wait starts over).
+    """
+
+    CAP = 65_536
+    """Keys remembered at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: dict[tuple[str, str], _Seen] = {}
+
+    def lapsed(
+        self,
+        where: tuple[str, str],
+        token: str,
+        beats: int,
+        *,
+        now_ms: int,
+        lease_ms: int,
+        stalled: bool = False,
+    ) -> bool:
+        """Whether the claim ``token`` of ``where`` lost its owner, judged from what was seen.
+
+        ``stalled`` says the caller itself waited long for the store: the owner may have been
+        queued behind the same lock, so a pending confirmation starts over.
+        """
+        with self._lock:
+            seen = self._seen.get(where)
+            if seen is None or seen.token != token or seen.beats != beats:
+                if seen is None and len(self._seen) >= self.CAP:
+                    del self._seen[next(iter(self._seen))]
+                self._seen[where] = _Seen(token, beats, now_ms)
+                return False
+            if stalled or now_ms - seen.first_ms < lease_ms:
+                seen.lapsed_ms = None
+                return False
+            if seen.lapsed_ms is None:
+                seen.lapsed_ms = now_ms
+                return False
+            return now_ms - seen.lapsed_ms >= lease_ms / 3
+
+    def saw_claim(self, where: tuple[str, str], token: str, *, now_ms: int) -> None:
+        """Remember a claim this process just made (its counter starts at 0)."""
+        with self._lock:
+            if where not in self._seen and len(self._seen) >= self.CAP:
+                del self._seen[next(iter(self._seen))]
+            self._seen[where] = _Seen(token, 0, now_ms)
+
+    def forget(self, where: tuple[str, str]) -> None:
+        """Drop what was seen of a key (it finished, or this process took it)."""
+        with self._lock:
+            self._seen.pop(where, None)

@@ -333,6 +333,12 @@ class CommitResult(Message):
         """True when another execution of the key is running: ask again later (HTTP 409)."""
         return self.error == schema.COMMIT_ERROR_IN_PROGRESS
 
+    @property
+    def in_doubt(self) -> bool:
+        """True when the key's task may have run with no result stored (HTTP 409): it is not
+        run again until the key is resolved."""
+        return self.error == schema.COMMIT_ERROR_IN_DOUBT
+
 
 @fast_init
 @dataclass(frozen=True, slots=True)

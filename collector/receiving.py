@@ -81,7 +81,10 @@ class Receiver:
     produce (``"name"`` for any version, ``"name@version"`` for one).
 
     ``lease_s`` is how long a claim outlives its last heartbeat (a running executor renews it
-    every third of that; see ``collector.leases``). ``record_answers`` writes the receiver's
+    every third of that; see ``collector.leases``). A claim whose owner died or stopped renewing
+    leaves its key *in doubt* (``CommitInDoubt``, never run again until resolved); with
+    ``rerun_lost_claims=True`` it is taken over and run again instead (at least once, for
+    tasks that are safe to repeat). ``record_answers`` writes the receiver's
     own ``handoff.answer`` span for each proposal. ``max_threads`` caps the threads that run
     plain validators and executors off the event loop under asyncio.
     """
@@ -103,6 +106,7 @@ class Receiver:
         prices: PriceTable | None = None,
         allow_legacy_modes: bool = False,
         lease_s: float = DEFAULT_LEASE_MS / 1000,
+        rerun_lost_claims: bool = False,
         ttl_s: float = DEFAULT_TTL_MS / 1000,
         record_answers: bool = True,
         max_threads: int = DEFAULT_MAX_THREADS,
@@ -121,6 +125,7 @@ class Receiver:
         self.prices = prices
         self.allow_legacy_modes = allow_legacy_modes
         self.lease_ms = int(lease_s * 1000)
+        self.rerun_lost_claims = rerun_lost_claims
         self.ttl_ms = int(ttl_s * 1000)
         if lease_s <= 0:
             raise ConfigurationError(f"lease_s must be > 0, got {lease_s}")

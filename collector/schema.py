@@ -358,6 +358,10 @@ stored its result: fenced out, its result is neither stored nor reported as exec
 COMMIT_GENERATION: Final = "handoff.commit.generation"
 """On a commit that took over a stale claim: the claim's generation (2 for the first
 takeover of a key)."""
+COMMIT_ERROR_IN_DOUBT: Final = "CommitInDoubt"
+"""``handoff.commit.error`` of a commit whose key is in doubt: its task may have run (an owner
+died or stalled mid-task, or its result could not be written) and no result is stored. It is
+not run again until the result is stored or an operator resolves the key."""
 
 
 # Added with the audit of other frameworks' traces

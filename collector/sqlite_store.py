@@ -3,9 +3,12 @@
 Every claim runs in a ``BEGIN IMMEDIATE`` transaction, which takes SQLite's write lock
 before reading, so two processes can never both see a key as free: one inserts the claim
 row, the other then reads it. The claim row carries a random token (the fence), its last
-heartbeat, its owner (``host:pid:start``) and a generation; only the token holder can renew,
-complete or release it. A claim whose heartbeat is older than its lease, or whose owner
-process on this host is gone, is taken over once, with a new token and the next generation.
+heartbeat counter (``beats``), its owner (``host:pid:start``) and a generation; only the
+token holder can renew, complete or release it. A claim is lost when its owner process on
+this host is gone, or when this process saw its counter unchanged for a lease on its own
+monotonic clock (``collector.leases.Observations``): no wall-clock stamp written by another
+process is ever compared. A lost claim is marked *in doubt* (``doubt`` holds why), or, when
+the caller asks to re-run lost claims, taken over with a new token and the next generation.
 WAL mode lets readers proceed while one writer holds the lock; ``busy_timeout`` makes writers
 queue instead of failing.
 
@@ -41,9 +44,11 @@ from collector.idempotency import (
     DEFAULT_TTL_MS,
     Acceptance,
     Claim,
+    InDoubt,
     StoredResult,
+    resolved_result,
 )
-from collector.leases import owner, owner_alive
+from collector.leases import Observations, owner, owner_alive
 
 __all__ = ["SQLiteStore"]
 
@@ -62,6 +67,8 @@ CREATE TABLE IF NOT EXISTS handoff_results (
     created_ms  INTEGER,
     owner       TEXT,
     generation  INTEGER NOT NULL DEFAULT 1,
+    beats       INTEGER NOT NULL DEFAULT 0,
+    doubt       TEXT,
     PRIMARY KEY (receiver, key)
 );
 CREATE TABLE IF NOT EXISTS handoff_acceptances (
@@ -86,6 +93,8 @@ _ADDED_COLUMNS = (
     ("handoff_acceptances", "trace", "TEXT"),
     ("handoff_results", "owner", "TEXT"),
     ("handoff_results", "generation", "INTEGER NOT NULL DEFAULT 1"),
+    ("handoff_results", "beats", "INTEGER NOT NULL DEFAULT 0"),
+    ("handoff_results", "doubt", "TEXT"),
 )
 
 # SQLite's words for a store that cannot be written, and what to do about each.
@@ -107,8 +116,9 @@ _ACCEPTANCE_COLUMNS = (
     "sender, trace"
 )
 
-# Expired validated accepts nobody is committing: no live claim on the key, and no result
-# stored by this very attempt (its commit finished and is about to mark it committed).
+# Expired validated accepts nobody is committing: no claim on the key (running, or in doubt:
+# a claim whose owner died is judged by the next commit of its key, never by a sweep), and no
+# result stored by this very attempt (its commit finished and is about to mark it committed).
 _VOID_EXPIRED = f"""
 UPDATE handoff_acceptances SET state = :void
 WHERE rowid IN (
@@ -118,7 +128,7 @@ WHERE rowid IN (
       AND NOT EXISTS (
           SELECT 1 FROM handoff_results AS r
           WHERE r.receiver = a.receiver AND r.key = a.key
-            AND ((r.done = 0 AND :now - r.claimed_ms < :lease)
+            AND (r.done = 0
                  OR (r.done = 1 AND r.handoff_id = a.handoff_id AND r.attempt = a.attempt)))
     ORDER BY a.deadline_ms
     LIMIT :limit)
@@ -156,6 +166,11 @@ class SQLiteStore:
         self._all: list[sqlite3.Connection] = []
         self._free = threading.Condition()
         self._retired: list[sqlite3.Connection] = []  # to close when given back
+        self._observed = Observations()
+        # Executions of this process whose task ran but whose result could not be written:
+        # (receiver, key) -> (token, why). Answers "in doubt" even while the file is unwritable.
+        self._doubts: dict[tuple[str, str], tuple[str, str]] = {}
+        self._doubts_lock = threading.Lock()
         try:
             with self._use() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -265,39 +280,72 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ results
     def claim(
-        self, receiver: str, key: str, fingerprint: str, *, now_ms: int, lease_ms: int
+        self,
+        receiver: str,
+        key: str,
+        fingerprint: str,
+        *,
+        now_ms: int,
+        lease_ms: int,
+        rerun_lost: bool = False,
     ) -> Claim:
+        """Claim ``key`` (see ``IdempotencyStore.claim``); ``now_ms`` is the caller's
+        monotonic clock, only ever compared with what this process saw before."""
+        where = (receiver, key)
+        if where in self._doubts:
+            known = self._known_doubt(where)
+            if known is not None:
+                return known
+        asked = time.monotonic()
         with self._use() as conn:
             conn.execute("BEGIN IMMEDIATE")
+            # Waiting long for the lock means the owner's heartbeat may have queued too.
+            stalled = (time.monotonic() - asked) * 3000 > lease_ms
             row = conn.execute(
-                "SELECT fingerprint, done, claimed_ms, status, result, handoff_id, attempt, "
-                "created_ms, owner, generation FROM handoff_results WHERE receiver = ? AND key = ?",
+                "SELECT fingerprint, done, token, status, result, handoff_id, attempt, "
+                "created_ms, owner, generation, beats, doubt "
+                "FROM handoff_results WHERE receiver = ? AND key = ?",
                 (receiver, key),
             ).fetchone()
             generation = 1
             if row is not None:
-                fp, done, claimed_ms, status, result, handoff_id, attempt, created_ms = row[:8]
+                fp, done, held, status, result, handoff_id, attempt, created_ms = row[:8]
+                who, beats, doubt = row[8], row[10], row[11]
                 if fp != fingerprint:
                     conn.execute("COMMIT")
                     return Claim(conflict_fingerprint=fp)
                 if done:
                     conn.execute("COMMIT")
+                    self._observed.forget(where)
                     return Claim(
                         stored=StoredResult(
-                            receiver,
-                            key,
-                            fp,
-                            status,
-                            json.loads(result),
-                            handoff_id,
-                            attempt,
+                            receiver, key, fp, status, json.loads(result), handoff_id, attempt,
                             created_ms,
                         )
-                    )
-                # A live lease holds, unless its owner is known to be gone (same host).
-                if now_ms - claimed_ms < lease_ms and owner_alive(row[8]) is not False:
+                    )  # fmt: skip
+                if doubt is not None:
+                    conn.execute("COMMIT")
+                    return Claim(in_doubt=doubt)
+                alive = owner_alive(who)
+                if alive is not False and not self._observed.lapsed(
+                    where, held, beats, now_ms=now_ms, lease_ms=lease_ms, stalled=stalled
+                ):
                     conn.execute("COMMIT")
                     return Claim(running=True)
+                self._observed.forget(where)
+                why = (
+                    f"its owner {who} died before it stored a result"
+                    if alive is False
+                    else f"its owner {who or '(unknown)'} stopped renewing its lease for "
+                    f"{lease_ms} ms before it stored a result"
+                )
+                if not rerun_lost:
+                    conn.execute(
+                        "UPDATE handoff_results SET doubt = ? WHERE receiver = ? AND key = ?",
+                        (why, receiver, key),
+                    )
+                    conn.execute("COMMIT")
+                    return Claim(in_doubt=why)
                 generation = (row[9] or 1) + 1
             token = uuid.uuid4().hex
             conn.execute(
@@ -306,15 +354,41 @@ class SQLiteStore:
                 (receiver, key, fingerprint, token, now_ms, owner(), generation),
             )
             conn.execute("COMMIT")
+            self._observed.saw_claim(where, token, now_ms=now_ms)
             return Claim(
                 acquired=True, token=token, generation=generation, took_over=row is not None
             )
 
+    def _known_doubt(self, where: tuple[str, str]) -> Claim | None:
+        """The answer for a key this process left in doubt: in doubt, unless it was stored or
+        resolved since (then None, and the claim proceeds). Answered from memory while the
+        store cannot be read."""
+        token, why = self._doubts[where]
+        try:
+            with self._use() as conn:
+                row = conn.execute(
+                    "SELECT token, done, doubt FROM handoff_results WHERE receiver = ? AND key = ?",
+                    (*where,),
+                ).fetchone()
+                if row is not None and row[0] == token and not row[1] and row[2] is None:
+                    # Written now if the store takes writes again; kept in memory if not.
+                    conn.execute(
+                        "UPDATE handoff_results SET doubt = ? WHERE token = ? AND done = 0",
+                        (why, token),
+                    )
+        except (StoreError, sqlite3.Error):
+            return Claim(in_doubt=why)
+        if row is None or row[0] != token or row[1]:
+            with self._doubts_lock:
+                self._doubts.pop(where, None)
+            return None
+        return Claim(in_doubt=why)
+
     def renew(self, token: str, *, now_ms: int) -> bool:
         with self._use() as conn:
             cur = conn.execute(
-                "UPDATE handoff_results SET claimed_ms = max(claimed_ms, ?) "
-                "WHERE token = ? AND done = 0",
+                "UPDATE handoff_results SET claimed_ms = max(claimed_ms, ?), beats = beats + 1 "
+                "WHERE token = ? AND done = 0 AND doubt IS NULL",
                 (now_ms, token),
             )
             return cur.rowcount == 1
@@ -322,8 +396,9 @@ class SQLiteStore:
     def complete(self, token: str, result: StoredResult) -> bool:
         with self._use() as conn:
             cur = conn.execute(
-                "UPDATE handoff_results SET done = 1, token = NULL, status = ?, result = ?, "
-                "handoff_id = ?, attempt = ?, created_ms = ? WHERE token = ? AND done = 0",
+                "UPDATE handoff_results SET done = 1, token = NULL, doubt = NULL, status = ?, "
+                "result = ?, handoff_id = ?, attempt = ?, created_ms = ? "
+                "WHERE token = ? AND done = 0",
                 (
                     result.status,
                     json.dumps(result.result),
@@ -338,6 +413,74 @@ class SQLiteStore:
     def release(self, token: str) -> None:
         with self._use() as conn:
             conn.execute("DELETE FROM handoff_results WHERE token = ? AND done = 0", (token,))
+
+    def mark_in_doubt(self, receiver: str, key: str, token: str, why: str) -> bool:
+        """Record that the execution holding ``token`` ran its task but could not store its
+        result. Kept in this process's memory first, so its retries hear "in doubt" even when
+        the file cannot be written; True once the file says so too."""
+        with self._doubts_lock:
+            self._doubts[(receiver, key)] = (token, why)
+        try:
+            with self._use() as conn:
+                cur = conn.execute(
+                    "UPDATE handoff_results SET doubt = ? WHERE token = ? AND done = 0",
+                    (why, token),
+                )
+                return cur.rowcount == 1
+        except (StoreError, sqlite3.Error):
+            return False
+
+    def in_doubt(self, receiver: str | None = None) -> list[InDoubt]:
+        """Keys whose task may have run with no result stored, oldest claim first: marked in
+        doubt, or claimed by an owner process on this host that is gone."""
+        with self._use() as conn:
+            rows = conn.execute(
+                "SELECT receiver, key, doubt, owner, generation FROM handoff_results "
+                "WHERE done = 0 AND (:receiver IS NULL OR receiver = :receiver) "
+                "ORDER BY rowid",
+                {"receiver": receiver},
+            ).fetchall()
+        found = []
+        for recv, key, doubt, who, generation in rows:
+            if doubt is None and owner_alive(who) is False:
+                doubt = f"its owner {who} died before it stored a result"
+            elif doubt is None:
+                continue
+            found.append(InDoubt(recv, key, doubt, who or "", generation))
+        return found
+
+    def resolve(
+        self, receiver: str, key: str, *, ran: bool, now_ms: int, result: Any = None
+    ) -> InDoubt:
+        """Settle a key in doubt: ``ran`` stores ``result`` as its outcome (replayed from now
+        on), otherwise the claim is dropped and the next commit runs the task. Raises
+        ``ConfigurationError`` for a key that is not in doubt."""
+        with self._use() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT done, doubt, owner, generation, fingerprint FROM handoff_results "
+                "WHERE receiver = ? AND key = ?",
+                (receiver, key),
+            ).fetchone()
+            doubt = _resolvable(self.path, receiver, key, row)
+            if ran:
+                stored = resolved_result(receiver, key, row[4], result, now_ms)
+                conn.execute(
+                    "UPDATE handoff_results SET done = 1, token = NULL, doubt = NULL, "
+                    "status = NULL, result = ?, handoff_id = ?, attempt = ?, created_ms = ? "
+                    "WHERE receiver = ? AND key = ?",
+                    (json.dumps(stored.result), stored.handoff_id, stored.attempt, now_ms,
+                     receiver, key),
+                )  # fmt: skip
+            else:
+                conn.execute(
+                    "DELETE FROM handoff_results WHERE receiver = ? AND key = ?", (receiver, key)
+                )
+            conn.execute("COMMIT")
+        with self._doubts_lock:
+            self._doubts.pop((receiver, key), None)
+        self._observed.forget((receiver, key))
+        return InDoubt(receiver, key, doubt, row[2] or "", row[3])
 
     def get(self, receiver: str, key: str) -> StoredResult | None:
         with self._use() as conn:
@@ -360,10 +503,10 @@ class SQLiteStore:
         while time.monotonic() < give_up:
             with self._use() as conn:
                 row = conn.execute(
-                    "SELECT done FROM handoff_results WHERE receiver = ? AND key = ?",
+                    "SELECT done, doubt FROM handoff_results WHERE receiver = ? AND key = ?",
                     (receiver, key),
                 ).fetchone()
-            if row is None or row[0]:
+            if row is None or row[0] or row[1] is not None:
                 return
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
@@ -467,3 +610,19 @@ def _acceptance(row: tuple[Any, ...]) -> Acceptance:
         receiver, handoff_id, attempt, task_id, key, fingerprint, state, deadline_ms,
         created_ms, sender, tuple(json.loads(trace).items()) if trace else (),
     )  # fmt: skip
+
+
+def _resolvable(path: Path, receiver: str, key: str, row: tuple[Any, ...] | None) -> str:
+    """Why the key is in doubt; raises ``ConfigurationError`` when it is not."""
+    where = f"key {key!r} of receiver {receiver!r} in {path}"
+    if row is None:
+        raise ConfigurationError(f"{where}: no such key; check the key and --receiver")
+    done, doubt, who = row[0], row[1], row[2]
+    if done:
+        raise ConfigurationError(f"{where}: its result is stored; there is nothing to resolve")
+    if doubt is None and owner_alive(who) is not False:
+        raise ConfigurationError(
+            f"{where}: still running (owner {who or 'unknown'}); only a key in doubt can be "
+            "resolved (see `handoffscope store doubts`)"
+        )
+    return str(doubt or f"its owner {who} died before it stored a result")

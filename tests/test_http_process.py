@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from collector import Sender
+from collector import CommitInDoubt, Sender, SQLiteStore
 from collector.http import HttpChannel, wire
 
 pytestmark = pytest.mark.slow
@@ -233,7 +233,7 @@ def test_a_reply_lost_after_the_commit_ran_is_replayed_never_run_again(
     assert effects(log) == ["start k-lost", "done k-lost"]  # and the task ran once
 
 
-def test_a_server_killed_mid_commit_and_restarted_on_its_store_runs_the_task_once(
+def test_a_server_killed_mid_commit_and_restarted_on_its_store_leaves_the_key_in_doubt(
     serve: Any, tmp_path: Path
 ) -> None:
     log, block, store = tmp_path / "effects.txt", tmp_path / "block", tmp_path / "store.db"
@@ -271,8 +271,14 @@ def test_a_server_killed_mid_commit_and_restarted_on_its_store_runs_the_task_onc
     try:
         worker.join(60)
         assert not worker.is_alive()
-        assert "error" not in result, result.get("error")
-        outcome = result["outcome"]
+        # The task may have had effects before the kill: never run again unasked.
+        assert isinstance(result.get("error"), CommitInDoubt), result
+        assert effects(log) == ["start k-kill"]
+        # The operator checks and says it did not run: the next commit runs it.
+        SQLiteStore(store).resolve("peer", "k-kill", ran=False, now_ms=0)
+        outcome = Sender("researcher").handoff(
+            channel, task_id="t", payload={"n": 4}, output_schema="d@1", idempotency_key="k-kill"
+        )
         assert outcome.committed and outcome.result.outcome == "executed"
         assert outcome.result.result["pid"] == second.pid
         replay = Sender("researcher").handoff(
@@ -282,7 +288,6 @@ def test_a_server_killed_mid_commit_and_restarted_on_its_store_runs_the_task_onc
     finally:
         channel.close()
         second.stop()
-    # Killed once mid-task, run to the end once: one "done".
     assert effects(log) == ["start k-kill", "start k-kill", "done k-kill"]
 
 

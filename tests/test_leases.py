@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from collector import InProcessChannel, Receiver, Sender, SQLiteStore, accept, schema
+from collector import (
+    CommitInDoubt,
+    InProcessChannel,
+    Receiver,
+    Sender,
+    SQLiteStore,
+    accept,
+    schema,
+)
 from collector.testing import SpanCapture
 
 S = schema
@@ -27,7 +35,7 @@ S = schema
 AGENT = """
 import json, os, sys, time
 from pathlib import Path
-from collector import InProcessChannel, Receiver, Sender, SQLiteStore, accept
+from collector import InProcessChannel, Receiver, Sender, SQLiteStore, SystemClock, accept
 
 db, log, marks, step, lease_s, task_s = sys.argv[1:7]
 lease_s, task_s = float(lease_s), float(task_s)
@@ -63,26 +71,56 @@ def execute(work):
     return {"by": os.getpid()}
 
 
+class SteppedClock(SystemClock):
+    # The wall clock moved by the seconds in $WALL_STEP_FILE (monotonic time untouched).
+
+    def time_ns(self):
+        try:
+            step = float(Path(os.environ["WALL_STEP_FILE"]).read_text() or 0)
+        except (KeyError, OSError, ValueError):
+            step = 0.0
+        return time.time_ns() + int(step * 1e9)
+
+
 recv = Receiver("writer", validator=lambda w: accept(eta_ms=100), executor=execute,
-                store=Store(db), lease_s=lease_s)
+                store=Store(db), lease_s=lease_s, clock=SteppedClock(),
+                rerun_lost_claims=bool(os.environ.get("RERUN_LOST")))
 Path(marks, f"ready-{os.getpid()}").touch()
 while not Path(marks, "go").exists():
     time.sleep(0.005)
-out = Sender("planner").handoff(InProcessChannel(recv), task_id="t", payload={"p": 1},
-                                output_schema="d", idempotency_key="k", deadline_s=60)
+try:
+    out = Sender("planner", clock=SteppedClock()).handoff(
+        InProcessChannel(recv), task_id="t", payload={"p": 1}, output_schema="d",
+        idempotency_key="k", deadline_s=600)
+except Exception as e:
+    print(json.dumps(["raised", type(e).__name__, None, None]))
+    sys.exit(0)
 r = out.result
 print(json.dumps([out.state, r.outcome if r else None, r.error if r else None,
                   r.result if r else None]))
 """
 
 
-def spawn(tmp_path: Path, step: str, *, lease_s: float, task_s: float) -> subprocess.Popen[str]:
+def spawn(
+    tmp_path: Path,
+    step: str,
+    *,
+    lease_s: float,
+    task_s: float,
+    rerun: bool = False,
+    wall_step: Path | None = None,
+) -> subprocess.Popen[str]:
+    """One agent process; ``wall_step`` names the file holding its wall clock's step (s)."""
     args = [str(tmp_path / "k.db"), str(tmp_path / "runs.log"), str(tmp_path / "marks")]
+    env = {**os.environ, "WALL_STEP_FILE": str(wall_step or tmp_path / "wall-step")}
+    if rerun:
+        env["RERUN_LOST"] = "1"
     return subprocess.Popen(
         [sys.executable, "-c", AGENT, *args, step, str(lease_s), str(task_s)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
     )
 
 
@@ -129,20 +167,28 @@ def test_racing_processes_with_a_task_longer_than_the_lease_run_it_once(folder):
     assert all(state == "committed" and result == {"by": runner} for state, _, _, result in got)
 
 
-# (step where the owner is killed, executions that started, results the log shows done,
-#  whether the retry runs the task itself)
+# (step where the owner is killed, whether lost claims are re-run, executions that started,
+#  results the log shows done, what the retry gets)
 KILLS = [
-    ("before-claim", 1, 1, True),
-    ("mid-task", 2, 1, True),
-    ("after-task", 2, 2, True),  # done but not stored: the task's effects repeat (documented)
-    ("before-store-write", 2, 2, True),
-    ("after-store-write", 1, 1, False),  # stored: the retry replays it
+    ("before-claim", False, 1, 1, "executed"),
+    ("mid-task", False, 1, 0, "in_doubt"),  # the task may have had effects: not run again
+    ("after-task", False, 1, 1, "in_doubt"),
+    ("before-store-write", False, 1, 1, "in_doubt"),
+    ("after-store-write", False, 1, 1, "replayed"),
+    # Opted into at-least-once: a dead owner's key is taken over and run again.
+    ("mid-task", True, 2, 1, "executed"),
+    ("after-task", True, 2, 2, "executed"),
+    ("after-store-write", True, 1, 1, "replayed"),
 ]
 
 
-@pytest.mark.parametrize(("step", "starts", "dones", "reruns"), KILLS, ids=[k[0] for k in KILLS])
-def test_kill_9_at_every_step_of_a_commit_then_a_retry_takes_over_at_once(
-    folder, step, starts, dones, reruns
+@pytest.mark.parametrize(
+    ("step", "rerun", "starts", "dones", "answer"),
+    KILLS,
+    ids=[f"{k[0]}{'-rerun' if k[1] else ''}" for k in KILLS],
+)
+def test_kill_9_at_every_step_of_a_commit_then_a_retry_answers_at_once(
+    folder, step, rerun, starts, dones, answer
 ):
     owner = spawn(folder, step, lease_s=3600, task_s=0)  # the lease alone would hold an hour
     try:
@@ -167,37 +213,51 @@ def test_kill_9_at_every_step_of_a_commit_then_a_retry_takes_over_at_once(
 
     store = SQLiteStore(folder / "k.db")
     recv = cap.receiver(
-        "writer", validator=lambda w: accept(eta_ms=100), executor=execute, store=store
+        "writer",
+        validator=lambda w: accept(eta_ms=100),
+        executor=execute,
+        store=store,
+        rerun_lost_claims=rerun,
     )
     recv.lease_ms = 3_600_000
     # Asks once: a key still held would end the handoff void instead of waiting.
     sender = cap.sender("planner", in_progress_wait_s=0, max_attempts=1)
-    out = sender.handoff(
-        InProcessChannel(recv),
-        task_id="t",
-        payload={"p": 1},
-        output_schema="d",
-        idempotency_key="k",
-        deadline_s=60,
-    )
+
+    def hand_off():
+        return sender.handoff(
+            InProcessChannel(recv),
+            task_id="t",
+            payload={"p": 1},
+            output_schema="d",
+            idempotency_key="k",
+            deadline_s=60,
+        )
+
+    if answer == "in_doubt":
+        with pytest.raises(CommitInDoubt, match="store resolve k"):
+            hand_off()
+        assert cap.one(S.SPAN_COMMIT)[S.COMMIT_ERROR] == S.COMMIT_ERROR_IN_DOUBT
+        assert [d.key for d in store.in_doubt()] == ["k"]
+    else:
+        out = hand_off()
+        assert out.committed, out.result
     store.close()
     lines = log_lines(folder)
-    assert out.committed, out.result
     assert sum(line.startswith("start") for line in lines) == starts
     assert sum(line.startswith("done") for line in lines) == dones
-    if reruns:
+    if answer == "executed":
         assert out.result.outcome == "executed" and out.result.result == {"by": os.getpid()}
         took_over = step != "before-claim"
         commit = cap.one(S.SPAN_COMMIT)
         assert (commit.get(S.COMMIT_GENERATION) == 2) is took_over
-    else:
+    elif answer == "replayed":
         assert out.result.outcome == "replayed" and out.result.result == {"by": owner.pid}
 
 
 def test_a_stalled_owner_is_taken_over_once_and_fenced_out_when_it_wakes(folder):
     # SIGSTOP freezes the owner mid-task (its heartbeat too); its process still exists, so
-    # only the stale heartbeat lets another take over.
-    owner = spawn(folder, "none", lease_s=0.3, task_s=0.5)
+    # only the stale heartbeat lets another take over (re-running lost claims was asked for).
+    owner = spawn(folder, "none", lease_s=0.3, task_s=0.5, rerun=True)
     try:
         wait_for(folder / "marks" / f"ready-{owner.pid}", [owner])
         (folder / "marks" / "go").touch()
@@ -220,6 +280,7 @@ def test_a_stalled_owner_is_taken_over_once_and_fenced_out_when_it_wakes(folder)
             executor=execute,
             store=store,
             lease_s=0.3,
+            rerun_lost_claims=True,
         )
         sender = Sender("planner", in_progress_wait_s=30)
         out = sender.handoff(
@@ -253,11 +314,17 @@ def test_the_fenced_out_execution_is_refused_with_lease_lost(tmp_path):
     def execute(work):
         # While this runs, its lease lapses and another commit takes the key over.
         cap.clock.advance(60)
-        assert store.claim("writer", "k", h.fingerprint, now_ms=now_ms(), lease_ms=1).acquired
+        lapsed = store.claim("writer", "k", h.fingerprint, now_ms=now_ms(), lease_ms=1)
+        assert lapsed.running  # looks lapsed: confirmed at the next look
+        cap.clock.advance(0.001)
+        took = store.claim(
+            "writer", "k", h.fingerprint, now_ms=now_ms(), lease_ms=1, rerun_lost=True
+        )
+        assert took.acquired
         return {"by": "stale"}
 
     def now_ms():
-        return cap.clock.time_ns() // 1_000_000
+        return int(cap.clock.monotonic() * 1000)
 
     recv = cap.receiver(
         "writer", validator=lambda w: accept(eta_ms=100), executor=execute, store=store
@@ -286,9 +353,10 @@ def test_handoff_asks_again_within_its_bound_and_a_lapsed_lease_is_taken_over():
         executor=lambda w: runs.append(w.task_id) or "done",
         store=store,
         lease_s=30,
+        rerun_lost_claims=True,
     )
     # Another owner claims the key and then goes silent: no heartbeat ever comes.
-    now_ms = cap.clock.time_ns() // 1_000_000
+    now_ms = int(cap.clock.monotonic() * 1000)
     assert store.claim("writer", "k", fingerprint({}), now_ms=now_ms, lease_ms=30_000).acquired
 
     def hand_off(sender, task):

@@ -41,6 +41,15 @@ def run_child(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def lose(store, now: int, lease: int = 100, **kw):
+    """Claim a key whose owner stopped renewing at ``now``: a SQLite store first marks the
+    lease as looking lapsed and needs one more look a heartbeat interval later."""
+    c = store.claim("r", "k", "f", now_ms=now, lease_ms=lease, **kw)
+    if c.running:
+        c = store.claim("r", "k", "f", now_ms=now + lease // 3 + 1, lease_ms=lease, **kw)
+    return c
+
+
 def test_a_renewed_claim_is_not_taken_over(store):
     c = store.claim("r", "k", "f", now_ms=0, lease_ms=100)
     assert c.acquired and c.generation == 1 and not c.took_over
@@ -53,7 +62,7 @@ def test_a_renewed_claim_is_not_taken_over(store):
 
 def test_a_stale_owner_is_fenced_out_of_every_write(store):
     stale = store.claim("r", "k", "f", now_ms=0, lease_ms=100)
-    fresh = store.claim("r", "k", "f", now_ms=100, lease_ms=100)  # no heartbeat for a lease
+    fresh = lose(store, 100, rerun_lost=True)  # no heartbeat for a lease
     assert fresh.acquired and fresh.took_over and fresh.generation == 2
     assert store.claim("r", "k", "f", now_ms=150, lease_ms=100).running  # taken over once
     assert not store.renew(stale.token, now_ms=150)
@@ -78,7 +87,23 @@ def test_a_claim_whose_process_died_on_this_host_is_taken_over_at_once(tmp_path)
     )
     assert child.returncode == 0, child.stderr
     store = SQLiteStore(path)
-    took = store.claim("r", "k", "f", now_ms=1, lease_ms=3_600_000)  # the lease is an hour
+    doubt = store.claim("r", "k", "f", now_ms=1, lease_ms=3_600_000)  # the lease is an hour
+    assert doubt.in_doubt and "died" in doubt.in_doubt  # by default: in doubt, not re-run
+    assert [d.key for d in store.in_doubt()] == ["k"]
+    store.resolve("r", "k", ran=False, now_ms=1)
+    store.close()
+    child = run_child(
+        f"""
+        import os
+        from collector import SQLiteStore
+        c = SQLiteStore({str(path)!r}).claim("r", "k", "f", now_ms=0, lease_ms=3_600_000)
+        assert c.acquired
+        os._exit(0)
+        """
+    )
+    assert child.returncode == 0, child.stderr
+    store = SQLiteStore(path)
+    took = store.claim("r", "k", "f", now_ms=1, lease_ms=3_600_000, rerun_lost=True)
     assert took.acquired and took.took_over and took.generation == 2
     # This process is alive: its claim holds for the whole lease.
     assert store.claim("r", "k", "f", now_ms=2, lease_ms=3_600_000).running

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-from collector import __version__
+from collector import __version__, schema
 from collector.errors import HandoffscopeError
 from collector.http import wire
 from collector.messages import Message, decode
@@ -309,6 +309,8 @@ class _Plan:
         if status == 200 and isinstance(body, dict):
             return body
         if status == 409 and self.kind == "commit" and isinstance(body, dict):
+            if body.get("error") == schema.COMMIT_ERROR_IN_DOUBT:
+                return body  # asking again gets the same answer until the key is resolved
             # In flight: ask again after Retry-After while the channel may wait, else the
             # commit_result (refused, CommitInProgress) is the answer.
             return None if time.monotonic() < self.in_flight_until else body

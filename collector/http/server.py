@@ -45,6 +45,7 @@ log = logging.getLogger("collector.http")
 
 _TRACE_HEADERS = ("traceparent", "tracestate")
 _IN_PROGRESS = schema.COMMIT_ERROR_IN_PROGRESS
+_IN_DOUBT = schema.COMMIT_ERROR_IN_DOUBT
 
 
 class _Refusal(Exception):
@@ -125,6 +126,9 @@ class _Server:
                 return _error(500, wire.ERROR_INTERNAL, f"{type(e).__name__} in the receiver")
             if isinstance(reply, CommitResult) and reply.error == _IN_PROGRESS:
                 return _in_flight(reply)
+            if isinstance(reply, CommitResult) and reply.error == _IN_DOUBT:
+                # 409 without Retry-After: asking again gets the same answer until resolved.
+                return _json(409, reply.to_dict())
             return _json(200, reply.to_dict())
 
         handle.__name__ = f"handle_{kind}"
