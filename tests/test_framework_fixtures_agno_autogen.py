@@ -36,12 +36,13 @@ SPAN_TOKENS = {  # instrumentation -> (input, output, cache-read) keys on a mode
 
 TRACE_SHAPE: dict[str, dict[str, Any]] = {
     # fixture prefix -> where its trace puts each piece: ``agent_key`` names the agent on a
-    # model span's nearest ancestor that has it; ``run`` is the name of an agent's run span;
+    # model span's nearest ancestor that has it; ``run`` is the name of an agent's run span
+    # (or ``run_key`` the attribute naming the agent on it);
     # ``carrier`` is the span that carried a delegation (by name, or by the tool it ran) and
     # where it names the receiver; ``turns``: the runs follow one another in handoff order
     "agno-": {
         "agent_key": "agent.name",
-        "run": "{agent}.run",
+        "run_key": "agent.name",  # the span name does not always match: research_lead.run
         "carrier": {"name": "delegate_task_to_member", "receiver": ("input.value", "member_id")},
     },
     "autogen-swarm-openinference": {
@@ -114,6 +115,7 @@ def spans_of(name: str) -> list[dict[str, Any]]:
                             "parent": s.get("parentSpanId") or None,
                             "name": s["name"],
                             "start": int(s["startTimeUnixNano"]),
+                            "end": int(s["endTimeUnixNano"]),
                             "attrs": attrs,
                         }
                     )
@@ -130,10 +132,12 @@ def model_spans(name: str) -> list[dict[str, Any]]:
 
 
 def span_agent(span: dict[str, Any], by_id: dict[str, dict[str, Any]], key: str) -> Any:
-    """The agent named by ``key`` on the span itself or its nearest ancestor that has it."""
+    """The agent named by ``key`` on the span itself or its nearest ancestor that has it and
+    was still open when the span started (agno's instrumentation leaves a nested team's span
+    current after it ends, so the leader's later spans are its children: see the README)."""
     current: dict[str, Any] | None = span
     while current is not None:
-        if key in current["attrs"]:
+        if key in current["attrs"] and (current is span or current["end"] >= span["start"]):
             return current["attrs"][key]
         current = by_id.get(current["parent"] or "")
     return None
@@ -210,7 +214,11 @@ def test_the_trace_holds_the_framework_tokens(name: str) -> None:
 
 def _runs(name: str, spans: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """The agents' run spans in start order, as (agent, span)."""
-    names = {shape_of(name)["run"].format(agent=a): a for a in reported_of(name)["agents"]}
+    shape, agents = shape_of(name), reported_of(name)["agents"]
+    if "run_key" in shape:
+        key = shape["run_key"]
+        return [(s["attrs"][key], s) for s in spans if s["attrs"].get(key) in agents]
+    names = {shape["run"].format(agent=a): a for a in agents}
     return [(names[s["name"]], s) for s in spans if s["name"] in names]
 
 

@@ -50,6 +50,31 @@ COORDINATE_SCRIPT: dict[str, list[dict[str, Any]]] = {
     ],
     "writer": [{"text": "Validate, then commit, every handoff.", "usage": (900, 150)}],
 }
+NESTED_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    "coordinator": [
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("research-lead", "Find why multi-agent handoffs fail."),
+            "usage": (1100, 38),
+        },
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("writer", "Write the answer from the research."),
+            "usage": (1400, 42, 1024),
+        },
+        {"text": "Validate every handoff before you commit it.", "usage": (1700, 150, 1280)},
+    ],
+    "research-lead": [
+        {
+            "tool": "delegate_task_to_member",
+            "args": _delegate("researcher", "Search the notes for handoff failures."),
+            "usage": (800, 30),
+        },
+        {"text": "The notes say handoffs go unvalidated.", "usage": (950, 60, 512)},
+    ],
+    "researcher": COORDINATE_SCRIPT["researcher"],
+    "writer": COORDINATE_SCRIPT["writer"],
+}
 ROUTE_SCRIPT: dict[str, list[dict[str, Any]]] = {
     "router": [
         {
@@ -80,7 +105,7 @@ def search_notes(query: str) -> str:
     return "Handoffs fail when nobody validates them before committing."
 
 
-def _team(server: ScriptedOpenAI, leader: str, mode: str) -> Any:
+def _team(server: ScriptedOpenAI, leader: str, mode: str, nested: bool) -> Any:
     from agno.agent import Agent
     from agno.models.openai import OpenAIChat
     from agno.team import Team, TeamMode
@@ -96,10 +121,21 @@ def _team(server: ScriptedOpenAI, leader: str, mode: str) -> Any:
         telemetry=False,
     )
     writer = Agent(name="writer", role="Writes the answer.", model=model("writer"), telemetry=False)
+    first: Any = researcher
+    if nested:  # the researcher works under a lead of its own: a team inside the team
+        first = Team(
+            name="research-lead",
+            role="Leads the research.",
+            mode=TeamMode.coordinate,
+            members=[researcher],
+            model=model("research-lead"),
+            instructions="Delegate the search to the researcher.",
+            telemetry=False,
+        )
     return Team(
         name=leader,
         mode=TeamMode(mode),
-        members=[researcher, writer],
+        members=[first, writer],
         model=model(leader),
         instructions="Delegate research, then writing, to the members.",
         telemetry=False,
@@ -132,45 +168,58 @@ def _requests(run: Any) -> int:
     return sum(1 for m in run.messages or [] if m.role == "assistant" and m.metrics is not None)
 
 
-def _record(provider: Any, server: ScriptedOpenAI, mode: str, stream: bool) -> dict[str, Any]:
+def _walk(
+    run: Any,
+    name: str,
+    agents: dict[str, dict[str, int]],
+    handoffs: list[dict[str, str]],
+    delegations: dict[str, list[str]],
+) -> None:
+    """Add a run's usage, its delegations and (depth first, as they ran) its members' runs."""
+    entry = agents.setdefault(name, dict.fromkeys(_usage(run.metrics), 0))
+    for key, value in _usage(run.metrics).items():
+        entry[key] += value
+    entry["requests"] += _requests(run)
+    for t in run.tools or []:
+        if t.tool_name == "delegate_task_to_member":
+            delegations.setdefault(name, []).append(t.tool_args["member_id"])
+    for member_run in getattr(run, "member_responses", None) or []:
+        member = getattr(member_run, "team_name", None) or member_run.agent_name
+        handoffs.append({"sender": name, "receiver": member, "via": "delegate_task_to_member"})
+        _walk(member_run, member, agents, handoffs, delegations)
+
+
+def _record(
+    provider: Any, server: ScriptedOpenAI, mode: str, stream: bool, nested: bool = False
+) -> dict[str, Any]:
     from openinference.instrumentation.agno import AgnoInstrumentor
 
     AgnoInstrumentor().instrument(tracer_provider=provider)
     leader = "coordinator" if mode == "coordinate" else "router"
-    team = _team(server, leader, mode)
+    team = _team(server, leader, mode, nested)
     prompts = (PROMPT,) if mode == "coordinate" else ROUTE_PROMPTS
     agents: dict[str, dict[str, int]] = {}
     handoffs: list[dict[str, str]] = []
     team_metrics = []
-    delegations: list[str] = []
+    delegations: dict[str, list[str]] = {}
     for prompt in prompts:
         output = _run(team, prompt, stream)
-        runs = [(leader, output), *((m.agent_name, m) for m in output.member_responses)]
-        for agent, run in runs:
-            entry = agents.setdefault(agent, dict.fromkeys(_usage(run.metrics), 0))
-            for key, value in _usage(run.metrics).items():
-                entry[key] += value
-            entry["requests"] += _requests(run)
-        for m in output.member_responses:
-            handoffs.append({"sender": leader, "receiver": m.agent_name})
+        _walk(output, leader, agents, handoffs, delegations)
         kept = output.metrics.to_dict()
         for timing in ("duration", "time_to_first_token"):  # differ at every recording
             kept.pop(timing, None)
         team_metrics.append(kept)
-        delegations += [
-            t.tool_args["member_id"]
-            for t in output.tools or []
-            if t.tool_name == "delegate_task_to_member"
-        ]
-    # the leader's tool calls and the member runs agree: each delegation ran once
-    assert delegations == [h["receiver"] for h in handoffs], (delegations, handoffs)
+    # each leader's tool calls and its members' runs agree: each delegation ran once
+    ran: dict[str, list[str]] = {}
     for h in handoffs:
-        h["via"] = "delegate_task_to_member"
+        ran.setdefault(h["sender"], []).append(h["receiver"])
+    assert delegations == ran, (delegations, handoffs)
     streamed = {s for _agent, s in server.calls}
     assert streamed == {stream}, server.calls
     return {
         "framework": "agno",
         "team_mode": mode,
+        **({"nested_team": "research-lead (coordinate) over researcher"} if nested else {}),
         "streamed": stream,
         "instrumentation": "openinference-instrumentation-agno",
         "convention": "openinference",
@@ -218,11 +267,16 @@ def record_agno_route_stream(provider: Any, server: ScriptedOpenAI) -> dict[str,
     return _record(provider, server, "route", stream=True)
 
 
+def record_agno_nested(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "coordinate", stream=False, nested=True)
+
+
 SCENARIOS = {
     "agno-team-coordinate": (record_agno_coordinate, COORDINATE_SCRIPT),
     "agno-team-coordinate-stream": (record_agno_coordinate_stream, COORDINATE_SCRIPT),
     "agno-team-route": (record_agno_route, ROUTE_SCRIPT),
     "agno-team-route-stream": (record_agno_route_stream, ROUTE_SCRIPT),
+    "agno-team-nested": (record_agno_nested, NESTED_SCRIPT),
 }
 
 if __name__ == "__main__":
