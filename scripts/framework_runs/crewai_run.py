@@ -303,6 +303,12 @@ OI_WRAPPER_NOTES = [
 OI_EVENT_NOTES = [
     "Event-listener mode (use_event_listener=True, create_llm_spans=True) builds its spans "
     "from CrewAI's event bus: no other instrumentor is needed for the model calls.",
+    "Every agent has an AGENT span (graph.node.id = its role). In a hierarchical crew the "
+    "coworker's AGENT span is the child of the delegation TOOL span, and its "
+    "graph.node.parent_id names the agent that ran before it (the Writer's names the "
+    "Researcher), not the manager that delegated.",
+    "The crew.kickoff CHAIN span carries llm.token_count.total, the crew's total again "
+    "(no prompt or completion count): counting it too would count every token twice.",
 ]
 
 
@@ -396,7 +402,7 @@ def record_flow_openinference_events(provider: Any, server: ScriptedOpenAI) -> d
         instrumentation="openinference-instrumentation-crewai in event-listener mode "
         "(use_event_listener=True, create_llm_spans=True)",
         convention="openinference",
-        notes=OI_EVENT_NOTES,
+        notes=OI_EVENT_NOTES[:2],  # no crew span repeats a total in a flow
     )
 
 
