@@ -86,6 +86,7 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "agno-team-route": ("agno", "agno_run"),
     "agno-team-route-stream": ("agno", "agno_run"),
     "agno-team-nested": ("agno", "agno_run"),
+    "agno-team-broadcast": ("agno", "agno_run"),
     "autogen-swarm-openinference": ("autogen", "autogen_run"),
     "autogen-swarm-core": ("autogen", "autogen_run"),
     "autogen-selector-openinference": ("autogen", "autogen_run"),

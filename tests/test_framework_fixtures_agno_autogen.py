@@ -45,6 +45,11 @@ TRACE_SHAPE: dict[str, dict[str, Any]] = {
         "run_key": "agent.name",  # the span name does not always match: research_lead.run
         "carrier": {"name": "delegate_task_to_member", "receiver": ("input.value", "member_id")},
     },
+    "agno-team-broadcast": {  # one tool call, every member: the call names none of them
+        "agent_key": "agent.name",
+        "run_key": "agent.name",
+        "carrier": {"name": "delegate_task_to_members", "encloses": True},
+    },
     "autogen-swarm-openinference": {
         "agent_key": "graph.node.id",
         "run": "{agent}.on_messages_stream",
@@ -225,6 +230,13 @@ def _runs(name: str, spans: list[dict[str, Any]]) -> list[tuple[str, dict[str, A
 def _carriers(name: str, spans: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """The spans that carried a delegation, in start order, as (receiver, span)."""
     carrier = shape_of(name)["carrier"]
+    if carrier.get("encloses"):  # the receiver's run lies inside the call that carried it
+        calls = [s for s in spans if s["name"] == carrier["name"]]
+        return [
+            (agent, next(c for c in calls if c["start"] <= run["start"] <= c["end"]))
+            for agent, run in _runs(name, spans)
+            if any(c["start"] <= run["start"] <= c["end"] for c in calls)
+        ]
     if "name" in carrier:
         attribute, field = carrier["receiver"]
         return [
@@ -248,6 +260,9 @@ def test_every_delegation_has_its_span(name: str) -> None:
     spans = spans_of(name)
     carriers = _carriers(name, spans)
     assert [r for r, _ in carriers] == [h["receiver"] for h in handoffs]
+    if shape_of(name)["carrier"].get("encloses"):  # found by their runs inside the call
+        assert len({id(c) for _, c in carriers}) == 1  # one call carried them all
+        return
     runs = _runs(name, spans)
     for receiver, carrier in carriers:
         after = [agent for agent, s in runs if s["start"] >= carrier["start"]]

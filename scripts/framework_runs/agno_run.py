@@ -75,6 +75,18 @@ NESTED_SCRIPT: dict[str, list[dict[str, Any]]] = {
     "researcher": COORDINATE_SCRIPT["researcher"],
     "writer": COORDINATE_SCRIPT["writer"],
 }
+BROADCAST_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    "lead": [
+        {
+            "tool": "delegate_task_to_members",
+            "args": json.dumps({"task": "Each of you: say why multi-agent handoffs fail."}),
+            "usage": (1000, 35),
+        },
+        {"text": "Validate every handoff before you commit it.", "usage": (1600, 140, 1024)},
+    ],
+    "researcher": COORDINATE_SCRIPT["researcher"],
+    "writer": COORDINATE_SCRIPT["writer"],
+}
 ROUTE_SCRIPT: dict[str, list[dict[str, Any]]] = {
     "router": [
         {
@@ -168,12 +180,26 @@ def _requests(run: Any) -> int:
     return sum(1 for m in run.messages or [] if m.role == "assistant" and m.metrics is not None)
 
 
+def _broadcast(run: Any) -> bool:
+    return any(t.tool_name == "delegate_task_to_members" for t in run.tools or [])
+
+
+def _teams(team: Any) -> dict[str, list[Any]]:
+    """Each team's name and its members, this team's and its sub-teams'."""
+    out = {team.name: list(team.members)}
+    for m in team.members:
+        if hasattr(m, "members"):
+            out.update(_teams(m))
+    return out
+
+
 def _walk(
     run: Any,
     name: str,
     agents: dict[str, dict[str, int]],
     handoffs: list[dict[str, str]],
     delegations: dict[str, list[str]],
+    members_of: dict[str, list[Any]],
 ) -> None:
     """Add a run's usage, its delegations and (depth first, as they ran) its members' runs."""
     entry = agents.setdefault(name, dict.fromkeys(_usage(run.metrics), 0))
@@ -183,10 +209,13 @@ def _walk(
     for t in run.tools or []:
         if t.tool_name == "delegate_task_to_member":
             delegations.setdefault(name, []).append(t.tool_args["member_id"])
+        elif t.tool_name == "delegate_task_to_members":  # broadcast: one call, every member
+            delegations.setdefault(name, []).extend(m.name for m in members_of[name])
     for member_run in getattr(run, "member_responses", None) or []:
         member = getattr(member_run, "team_name", None) or member_run.agent_name
-        handoffs.append({"sender": name, "receiver": member, "via": "delegate_task_to_member"})
-        _walk(member_run, member, agents, handoffs, delegations)
+        via = "delegate_task_to_members" if _broadcast(run) else "delegate_task_to_member"
+        handoffs.append({"sender": name, "receiver": member, "via": via})
+        _walk(member_run, member, agents, handoffs, delegations, members_of)
 
 
 def _record(
@@ -195,16 +224,16 @@ def _record(
     from openinference.instrumentation.agno import AgnoInstrumentor
 
     AgnoInstrumentor().instrument(tracer_provider=provider)
-    leader = "coordinator" if mode == "coordinate" else "router"
+    leader = {"coordinate": "coordinator", "route": "router", "broadcast": "lead"}[mode]
     team = _team(server, leader, mode, nested)
-    prompts = (PROMPT,) if mode == "coordinate" else ROUTE_PROMPTS
+    prompts = ROUTE_PROMPTS if mode == "route" else (PROMPT,)
     agents: dict[str, dict[str, int]] = {}
     handoffs: list[dict[str, str]] = []
     team_metrics = []
     delegations: dict[str, list[str]] = {}
     for prompt in prompts:
         output = _run(team, prompt, stream)
-        _walk(output, leader, agents, handoffs, delegations)
+        _walk(output, leader, agents, handoffs, delegations, _teams(team))
         kept = output.metrics.to_dict()
         for timing in ("duration", "time_to_first_token"):  # differ at every recording
             kept.pop(timing, None)
@@ -230,11 +259,14 @@ def _record(
         "written_by": "instrumentation",
         "agents": agents,
         "handoffs": handoffs,
-        "handoff_kind": (
-            "delegate_task_to_member: the leader's tool runs the member, then the leader goes on"
-            if mode == "coordinate"
-            else "delegate_task_to_member with respond_directly: the member's answer is the team's"
-        ),
+        "handoff_kind": {
+            "coordinate": "delegate_task_to_member: the leader's tool runs the member, then the "
+            "leader goes on",
+            "route": "delegate_task_to_member with respond_directly: the member's answer is the "
+            "team's",
+            "broadcast": "delegate_task_to_members: one call of the leader's tool runs every "
+            "member in turn, then the leader goes on",
+        }[mode],
         "prompts": list(prompts),
         "run_usage": _sum_usage(agents),
         "team_run_metrics": team_metrics,
@@ -271,12 +303,17 @@ def record_agno_nested(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     return _record(provider, server, "coordinate", stream=False, nested=True)
 
 
+def record_agno_broadcast(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _record(provider, server, "broadcast", stream=False)
+
+
 SCENARIOS = {
     "agno-team-coordinate": (record_agno_coordinate, COORDINATE_SCRIPT),
     "agno-team-coordinate-stream": (record_agno_coordinate_stream, COORDINATE_SCRIPT),
     "agno-team-route": (record_agno_route, ROUTE_SCRIPT),
     "agno-team-route-stream": (record_agno_route_stream, ROUTE_SCRIPT),
     "agno-team-nested": (record_agno_nested, NESTED_SCRIPT),
+    "agno-team-broadcast": (record_agno_broadcast, BROADCAST_SCRIPT),
 }
 
 if __name__ == "__main__":
