@@ -24,12 +24,14 @@ from auditor.clickhouse.engine import (
     connect,
     parse_url,
 )
-from auditor.clickhouse.spans import attributed, spans_select
+from auditor.clickhouse.schema import stored_columns
+from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, spans_select
 from auditor.derived import selects
 from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
+from auditor.table import SPAN_COLUMNS
 from collector.pricing import Price
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
@@ -101,7 +103,10 @@ class ClickHouseConnection:
         self.engine = engine
         self.table = table
         self.time_range = time_range or TimeRange()
-        self._exported = spans_select(table)
+        self.stored = stored_columns(engine, table)
+        """The stored columns of ``table`` read instead of its attribute map."""
+        self._copies = f"({copies_select(table)})"
+        self._exported = spans_select(table, stored=self.stored)
         self._defs = definitions()
         if prices is not None:
             self._defs = self._defs.with_prices(prices)
@@ -121,7 +126,21 @@ class ClickHouseConnection:
         them instead of deriving them again from the spans. A user who may not create
         temporary tables (``readonly=1``, or no CREATE TEMPORARY TABLE grant) keeps the
         CTEs: False. Any other failure is an error, not a silent fall back to the far
-        slower CTEs."""
+        slower CTEs.
+
+        The spans themselves come first: the ids stored more than once, then one row per
+        span (copies dropped) with every column parsed, so no later query reads the
+        exporter's maps again."""
+        if not self._create("hs_copies", copies_select(self.table) + SETTINGS):
+            return False
+        self._copies = "hs_copies"
+        exported = spans_select(self.table, stored=self.stored, copies=self._copies)
+        # Positional names: a table column named `handoff.id` would be read as Nested.
+        numbered = ", ".join(f"{quoted_ident(c)} AS c{i}" for i, c in enumerate(SPAN_COLUMNS))
+        if not self._create("hs_spans_read", f"SELECT {numbered} FROM ({exported}){SETTINGS}"):
+            return False
+        named = ", ".join(f"c{i} AS {quoted_ident(c)}" for i, c in enumerate(SPAN_COLUMNS))
+        self._exported = f"SELECT {named} FROM hs_spans_read"
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
         if not self._create("hs_resolved_agents", resolved):
             return False
@@ -142,7 +161,7 @@ class ClickHouseConnection:
             self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
             self.engine.command(
                 f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory AS {select}{_CREATE_SETTINGS}",
-                self.time_range.parameters(),
+                used(select, self.time_range.parameters()),
             )
         except Exception as e:
             if any(code in str(e) for code in _NOT_ALLOWED):
@@ -152,10 +171,16 @@ class ClickHouseConnection:
             ) from e
         return True
 
+    def duplicates(self) -> int:
+        """How many rows in the time range are copies of a span already counted."""
+        text = f"SELECT sum(copies - 1) FROM {self._copies} AS c"
+        _, rows = self.engine.query(text, used(text, self.time_range.parameters()))
+        return int(rows[0][0] or 0) if rows else 0
+
     def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
         """Run the DuckDB query ``sql`` inside ClickHouse."""
         text = to_clickhouse(sql, self._spans, defs=self._defs)
-        bound = {**self.time_range.parameters(), **bindable(params or {})}
+        bound = used(text, {**self.time_range.parameters(), **bindable(params or {})})
         try:
             columns, rows = self.engine.query(text, bound)
         except Exception as e:
@@ -182,6 +207,13 @@ def bindable(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if v is not None}
 
 
+def used(sql: str, params: dict[str, Any]) -> dict[str, Any]:
+    """The ``params`` that ``sql`` binds (``{name:Type}``). clickhouse-connect binds on the
+    server only when the query has such a marker; given values for a query without one it
+    formats them in on the client, where a ``%`` of the SQL breaks the query."""
+    return {k: v for k, v in params.items() if "{" + k + ":" in sql}
+
+
 def audit_engine(
     engine: ChdbEngine | ServerEngine,
     table: str,
@@ -205,7 +237,7 @@ def audit_engine(
     for rule in rules:
         findings.extend(run_rule(con, rule, settings))  # type: ignore[arg-type]
     figures = compute_figures(con, settings=settings)  # type: ignore[arg-type]
-    figures.summary.update(files=0, skipped_files=0, problems=0, duplicate_spans=0)
+    figures.summary.update(files=0, skipped_files=0, problems=0, duplicate_spans=con.duplicates())
     return AuditResult(
         findings=findings,
         rules=rules,

@@ -10,10 +10,18 @@ here, with the type :data:`auditor.table.ATTRIBUTE_COLUMNS` gives it.
 :func:`spans_select` is one ClickHouse SELECT (no object is created on the server): the
 audit puts it in front of every query as the ``spans`` CTE, with the time range bound as
 the query parameters ``hs_since_ns`` and ``hs_until_ns``.
+
+Delivery into the exporter's table is at least once (a batch retried after a lost answer, two
+Collectors forwarding one span), so rows with the same trace and span id are one span, as in
+the file loader: :func:`spans_select` keeps one copy of each. Which copy: the one that started
+first, then the first stored (the part inserted first, then its first row), which is the
+file loader's first read for a span sent again later. Spans without a trace or span id are
+never taken for copies. Only the ids stored more than once are sorted, in the engine.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from auditor.table import (
@@ -26,7 +34,14 @@ from auditor.table import (
 )
 from collector import schema as s
 
-__all__ = ["CLICKHOUSE_TYPES", "TIME_PARAMETERS", "attributed", "spans_select"]
+__all__ = [
+    "CLICKHOUSE_TYPES",
+    "TIME_PARAMETERS",
+    "attributed",
+    "copies_select",
+    "derived_expressions",
+    "spans_select",
+]
 
 CLICKHOUSE_TYPES: Final = {
     "VARCHAR": "Nullable(String)",
@@ -91,27 +106,85 @@ def _id(column: str) -> str:
     return f"nullIf(lower({column}), '')"
 
 
-def spans_select(table: str) -> str:
-    """A SELECT over ``table`` (the exporter's schema) with the columns of ``spans``.
+_IN_RANGE: Final = (
+    "Timestamp >= fromUnixTimestamp64Nano({hs_since_ns:Int64})"
+    " AND Timestamp < fromUnixTimestamp64Nano({hs_until_ns:Int64})"
+)
+_KEY: Final = "(lower(TraceId), lower(SpanId))"
+# The block a row was inserted in, from its part's name (partition_minblock_maxblock_level):
+# parts are merged only with their neighbours, so it orders parts as they were inserted.
+_STORED_ORDER: Final = "toUInt64OrZero(splitByChar('_', _part)[2]), _part_offset"
+
+
+def copies_select(table: str) -> str:
+    """A SELECT of the ids stored more than once in ``table`` within the time range:
+    ``hs_trace``, ``hs_span`` (lower-cased, as ``spans`` holds them) and ``copies``."""
+    return f"""SELECT lower(TraceId) AS hs_trace, lower(SpanId) AS hs_span, count() AS copies
+FROM {table}
+WHERE {_IN_RANGE} AND TraceId != '' AND SpanId != ''
+GROUP BY hs_trace, hs_span
+HAVING copies > 1"""
+
+
+def derived_expressions() -> dict[str, tuple[str, str]]:
+    """Each ``spans`` column read from the exporter's attribute maps: its ClickHouse
+    expression over the exporter's columns and its type. The same expressions make the
+    optional stored columns (:mod:`auditor.clickhouse.schema`)."""
+    out = {key: (_typed(_text(key), typ), CLICKHOUSE_TYPES[typ]) for key, typ in ATTRIBUTE_COLUMNS}
+    service = "nullIf(ServiceName, '')"
+    out["agent"] = (f"coalesce({_text(s.GEN_AI_AGENT_NAME)}, {service})", "Nullable(String)")
+    out["input_tokens"] = (_first(INPUT_TOKEN_KEYS, "BIGINT"), "Nullable(Int64)")
+    out["output_tokens"] = (_first(OUTPUT_TOKEN_KEYS, "BIGINT"), "Nullable(Int64)")
+    out["cost_usd"] = (_first(COST_KEYS, "DOUBLE"), "Nullable(Float64)")
+    return out
+
+
+def spans_select(
+    table: str, *, stored: Mapping[str, str] | None = None, copies: str | None = None
+) -> str:
+    """A SELECT over ``table`` (the exporter's schema) with the columns of ``spans``, one
+    row per span (copies dropped).
 
     ``table`` is a quoted identifier (``"otel"."otel_traces"``); spans whose start lies in
-    ``[hs_since_ns, hs_until_ns)`` are kept.
+    ``[hs_since_ns, hs_until_ns)`` are kept. ``stored`` names columns of ``table`` that
+    already hold a ``spans`` column (``{"handoff.id": "hs_handoff_id"}``), read instead of
+    the attribute map; ``copies`` is a relation of :func:`copies_select` already computed
+    (by default the query computes it).
     """
+    row = _row(stored or {})
+    copied = f"SELECT hs_trace, hs_span FROM {copies or f'({copies_select(table)})'}"
+    return f"""SELECT {row}
+FROM {table}
+WHERE {_IN_RANGE} AND {_KEY} NOT IN ({copied})
+UNION ALL
+SELECT * FROM (
+SELECT {row}
+FROM {table}
+WHERE {_IN_RANGE} AND {_KEY} IN ({copied})
+ORDER BY {_KEY}, Timestamp, {_STORED_ORDER}
+LIMIT 1 BY {_KEY})"""
+
+
+def _row(stored: Mapping[str, str]) -> str:
+    """The ``spans`` columns of one exporter row."""
+    derived = derived_expressions()
+
+    def column(name: str) -> str:
+        expression, typ = derived[name]
+        source = quoted_ident(stored[name]) if name in stored else expression
+        return f"CAST({source} AS {typ}) AS {quoted_ident(name)}"
+
     typed = "[" + ", ".join(_quote(k) for k in sorted(TYPED_KEYS)) + "]"
-    attr_cols = ",\n".join(
-        f"    CAST({_typed(_text(key), typ)} AS {CLICKHOUSE_TYPES[typ]}) AS {quoted_ident(key)}"
-        for key, typ in ATTRIBUTE_COLUMNS
-    )
-    service = "nullIf(ServiceName, '')"
+    attr_cols = ",\n".join(f"    {column(key)}" for key, _ in ATTRIBUTE_COLUMNS)
     start = "toUnixTimestamp64Nano(Timestamp)"
     event_map = "CAST(ev_a, 'Map(String, String)')"
-    return f"""SELECT
+    return f"""
     {_id("TraceId")} AS trace_id,
     {_id("SpanId")} AS span_id,
     nullIf({_id("ParentSpanId")}, {_id("SpanId")}) AS parent_span_id,
     CAST(SpanName AS Nullable(String)) AS name,
     replace(upper(toString(SpanKind)), 'SPAN_KIND_', '') AS kind,
-    CAST({service} AS Nullable(String)) AS service_name,
+    CAST(nullIf(ServiceName, '') AS Nullable(String)) AS service_name,
     nullIf(ScopeName, '') AS scope_name,
     nullIf(ScopeVersion, '') AS scope_version,
     {start} AS start_unix_nano,
@@ -123,10 +196,10 @@ def spans_select(table: str) -> str:
     replace(upper(toString(StatusCode)), 'STATUS_CODE_', '') AS status_code,
     nullIf(StatusMessage, '') AS status_message,
 {attr_cols},
-    CAST(coalesce({_text(s.GEN_AI_AGENT_NAME)}, {service}) AS Nullable(String)) AS agent,
-    CAST({_first(INPUT_TOKEN_KEYS, "BIGINT")} AS Nullable(Int64)) AS input_tokens,
-    CAST({_first(OUTPUT_TOKEN_KEYS, "BIGINT")} AS Nullable(Int64)) AS output_tokens,
-    CAST({_first(COST_KEYS, "DOUBLE")} AS Nullable(Float64)) AS cost_usd,
+    {column("agent")},
+    {column("input_tokens")},
+    {column("output_tokens")},
+    {column("cost_usd")},
     CAST(mapFilter((k, v) -> NOT has({typed}, k), SpanAttributes), 'Map(String, String)')
         AS attributes,
     arrayMap((ev_t, ev_n, ev_a) -> CAST(
@@ -139,10 +212,7 @@ def spans_select(table: str) -> str:
         `Links.TraceId`, `Links.SpanId`, `Links.Attributes`) AS links,
     CAST(ResourceAttributes, 'Map(String, String)') AS resource_attributes,
     CAST(NULL AS Nullable(String)) AS source_file,
-    CAST(NULL AS Nullable(Int64)) AS source_line
-FROM {table}
-WHERE Timestamp >= fromUnixTimestamp64Nano({{hs_since_ns:Int64}})
-  AND Timestamp < fromUnixTimestamp64Nano({{hs_until_ns:Int64}})"""
+    CAST(NULL AS Nullable(Int64)) AS source_line"""
 
 
 def attributed(spans: str, resolved: str) -> str:
