@@ -98,6 +98,8 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "crewai-flow-openinference": ("crewai", "crewai_run"),
     "crewai-flow-openinference-events": ("crewai", "crewai_run"),
     "crewai-flow-openllmetry": ("crewai", "crewai_run"),
+    "crewai-hierarchical-crewai-tracing": ("crewai", "crewai_run"),
+    "crewai-flow-crewai-tracing": ("crewai", "crewai_run"),
     "smolagents-toolcalling-manager-openinference": ("smolagents", "smolagents_run"),
     "smolagents-code-manager-openinference": ("smolagents", "smolagents_run"),
 }

@@ -26,20 +26,23 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "frameworks"
 PREFIXES = ("crewai-", "smolagents-")
 MODEL_SPAN = {  # convention -> (attribute, value) that marks a model call
+    "crewai": ("gen_ai.operation.name", "chat"),
     "openinference": ("openinference.span.kind", "LLM"),
     "openllmetry": ("gen_ai.operation.name", "chat"),
 }
+GEN_AI_TOKENS = (
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+)
 TOKENS = {  # convention -> the input, output and cache-read keys on a model span
+    "crewai": GEN_AI_TOKENS,
     "openinference": (
         "llm.token_count.prompt",
         "llm.token_count.completion",
         "llm.token_count.prompt_details.cache_read",
     ),
-    "openllmetry": (
-        "gen_ai.usage.input_tokens",
-        "gen_ai.usage.output_tokens",
-        "gen_ai.usage.cache_read.input_tokens",
-    ),
+    "openllmetry": GEN_AI_TOKENS,
 }
 USAGE = ("input_tokens", "output_tokens", "cache_read_tokens")
 DELEGATION_TOOL = "Delegate work to coworker.run"
@@ -49,7 +52,9 @@ SHAPES: dict[str, tuple[str, str]] = {
     "crewai-hierarchical-openinference": ("coworker-tool-or-node-id", "coworker-tool"),
     "crewai-hierarchical-openinference-events": ("node-id", "coworker-tool-then-agent"),
     "crewai-hierarchical-openllmetry": ("gen-ai-agent", "nested-agents"),
+    "crewai-hierarchical-crewai-tracing": ("crewai-role", "coworker-tool-then-agent"),
     "crewai-flow-openinference": ("node-id", "agent-sequence"),
+    "crewai-flow-crewai-tracing": ("gen-ai-agent", "agent-sequence"),
     "crewai-flow-openinference-events": ("node-id", "agent-sequence"),
     "crewai-flow-openllmetry": ("system-prompt", "none"),
     "smolagents-toolcalling-manager-openinference": ("run-span", "nested-agents"),
@@ -86,6 +91,8 @@ def _ancestors(span: dict[str, Any], by_id: dict[str, Any]) -> list[dict[str, An
 def _is_agent_span(span: dict[str, Any], convention: str) -> bool:
     if convention == "openllmetry":
         return span["attrs"].get("traceloop.span.kind") == "agent"
+    if convention == "crewai":
+        return span["attrs"].get("gen_ai.operation.name") == "invoke_agent"
     return span["attrs"].get("openinference.span.kind") == "AGENT"
 
 
@@ -96,6 +103,8 @@ def _named(span: dict[str, Any], how: str) -> str | None:
         return attrs.get("graph.node.id")
     if how == "gen-ai-agent":
         return attrs.get("gen_ai.agent.name")
+    if how == "crewai-role":  # CrewAI's own tracing: gen_ai.agent.name is the agent's key
+        return attrs.get("crewai.agent.role")
     if how == "run-span" and attrs.get("openinference.span.kind") == "AGENT":
         return span["name"].removesuffix(".run")
     if how == "coworker-tool-or-node-id":
@@ -231,26 +240,40 @@ def test_each_receiver_runs_inside_its_sender(name: str) -> None:
     assert seen == [(h["sender"], h["receiver"]) for h in handoffs]
 
 
+def _tool_calls(name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The tool spans of the trace with their arguments, in start order."""
+    if reported_of(name)["convention"] == "crewai":
+        return [
+            (s, json.loads(s["attrs"]["gen_ai.tool.call.arguments"]))
+            for s in spans_of(name)
+            if s["attrs"].get("gen_ai.operation.name") == "execute_tool"
+        ]
+    return [
+        (s, json.loads(s["attrs"]["input.value"]))
+        for s in spans_of(name)
+        if s["attrs"].get("openinference.span.kind") == "TOOL"
+    ]
+
+
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if SHAPES[n][1].startswith("coworker")])
 def test_each_delegation_is_a_coworker_tool_span(name: str) -> None:
-    """The delegation tool's span names the coworker in input.value, under the sender's
-    AGENT span; in event-listener mode the coworker's AGENT span is its child."""
+    """The delegation tool's span names the coworker in its arguments, under the sender's
+    agent span; where the coworker has an agent span, it is the tool span's child."""
     handoffs = reported_of(name)["handoffs"]
     spans = spans_of(name)
     by_id = {s["id"]: s for s in spans}
-    tools = [s for s in spans if s["attrs"].get("openinference.span.kind") == "TOOL"]
+    how = SHAPES[name][0].removeprefix("coworker-tool-or-")
+    tools = _tool_calls(name)
     assert len(tools) == len(handoffs)
-    for tool, handoff in zip(tools, handoffs, strict=True):
-        assert json.loads(tool["attrs"]["input.value"])["coworker"] == handoff["receiver"]
-        sender = next(_named(a, "node-id") for a in _ancestors(tool, by_id) if _named(a, "node-id"))
-        assert sender == handoff["sender"]
+    for (tool, args), handoff in zip(tools, handoffs, strict=True):
+        assert args["coworker"] == handoff["receiver"]
+        outer = [_named(a, how) for a in _ancestors(tool, by_id)[1:] if _named(a, how)]
+        assert outer[0] == handoff["sender"]
         children = [s for s in spans if s["parent"] == tool["id"]]
         if SHAPES[name][1] == "coworker-tool-then-agent":
-            assert [_named(c, "node-id") for c in children if _named(c, "node-id")] == [
-                handoff["receiver"]
-            ]
+            assert [_named(c, how) for c in children if _named(c, how)] == [handoff["receiver"]]
         else:  # wrapper mode: no agent span for the coworker, only its model calls
-            assert children and all(_named(c, "node-id") is None for c in children)
+            assert children and all(_named(c, how) is None for c in children)
 
 
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if SHAPES[n][1] == "agent-sequence"])
@@ -258,7 +281,7 @@ def test_the_flow_runs_the_agents_in_handoff_order(name: str) -> None:
     """In a Flow the agents' spans are siblings under the flow's method spans; their order
     is the handoff chain."""
     handoffs = reported_of(name)["handoffs"]
-    order = [_named(s, "node-id") for s in _agent_spans(name)]
+    order = [_named(s, SHAPES[name][0]) for s in _agent_spans(name)]
     assert order == [handoffs[0]["sender"], *(h["receiver"] for h in handoffs)]
     by_id = {s["id"]: s for s in spans_of(name)}
     roots = {_ancestors(s, by_id)[-1]["id"] for s in _agent_spans(name)}

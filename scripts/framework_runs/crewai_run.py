@@ -342,6 +342,61 @@ OLL_NOTES = [
 ]
 
 
+class _Host:
+    """The host side of CrewAI's own tracing (``telemetry_session(providers=...)``): the
+    recording's tracer provider, which the recorder shuts down itself."""
+
+    def __init__(self, provider: Any) -> None:
+        self.tracer_provider = provider
+
+    def get_tracer(self, name: str = "crewai") -> Any:
+        from crewai.version import get_crewai_version
+
+        return self.tracer_provider.get_tracer(name, get_crewai_version())
+
+    def flush(self, timeout_millis: int = 30000) -> bool:
+        return bool(self.tracer_provider.force_flush(timeout_millis))
+
+    def shutdown(self, timeout_millis: int = 30000) -> None:
+        self.flush(timeout_millis)
+
+    def emit_log(self, *_args: Any, **_kwargs: Any) -> None:  # no log signal recorded
+        return
+
+
+def _crewai_tracing(provider: Any, run: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    """``run`` inside CrewAI's own event-driven OpenTelemetry tracing, exported to the
+    recording instead of CrewAI's service."""
+    from crewai.telemetry.tracing import telemetry_session
+
+    with telemetry_session("fixture-run", "crewai-fixture", providers=_Host(provider)):
+        return dict(run(server))
+
+
+CREWAI_TRACING_NOTES = [
+    "CrewAI's own tracing (crewai.telemetry.tracing.telemetry_session, the event-bus tracing "
+    "CrewAI hosts export over OTLP) with the recording's tracer provider as its host: no "
+    "instrumentation package. Spans carry gen_ai.* and crewai.* attributes; tokens are "
+    "gen_ai.usage.* on the 'call llm' spans (chat).",
+]
+CREWAI_TRACING_CREW_NOTES = [
+    *CREWAI_TRACING_NOTES,
+    "On a crew's 'execute agent' spans gen_ai.agent.name is the agent's key (a hash of its "
+    "role, goal and backstory), not its name: crewai.agent.role names the agent, there and on "
+    "its 'call llm' and 'call tool' spans.",
+    "A delegation is a 'call tool' span (execute_tool, gen_ai.tool.name "
+    "delegate_work_to_coworker, the coworker in gen_ai.tool.call.arguments) under the "
+    "manager's 'execute agent' span; the coworker's 'execute agent' span is its child.",
+    "The 'execute crew' span repeats the crew's total in crewai.crew.usage_metrics (JSON).",
+]
+CREWAI_TRACING_FLOW_NOTES = [
+    *CREWAI_TRACING_NOTES,
+    "Each flow method is a 'call method' span (execute_method) under 'execute flow' "
+    "(invoke_workflow); the agents' 'execute lite agent' spans (gen_ai.agent.name = the "
+    "role) sit under them as siblings, with nothing tying one to the next but their order.",
+]
+
+
 def record_hierarchical_openinference(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     _openinference(provider, events=False)
     return _report(
@@ -425,6 +480,26 @@ def record_flow_openllmetry(provider: Any, server: ScriptedOpenAI) -> dict[str, 
     )
 
 
+def record_hierarchical_crewai_tracing(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _report(
+        _crewai_tracing(provider, hierarchical_run, server),
+        instrumentation="CrewAI's own tracing (telemetry_session)",
+        convention="crewai",
+        written_by="framework",
+        notes=CREWAI_TRACING_CREW_NOTES,
+    )
+
+
+def record_flow_crewai_tracing(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    return _report(
+        _crewai_tracing(provider, flow_run, server),
+        instrumentation="CrewAI's own tracing (telemetry_session)",
+        convention="crewai",
+        written_by="framework",
+        notes=CREWAI_TRACING_FLOW_NOTES,
+    )
+
+
 SCENARIOS = {
     "crewai-hierarchical-openinference": (record_hierarchical_openinference, HIERARCHICAL_SCRIPT),
     "crewai-hierarchical-openinference-events": (
@@ -435,6 +510,8 @@ SCENARIOS = {
     "crewai-flow-openinference": (record_flow_openinference, FLOW_SCRIPT),
     "crewai-flow-openinference-events": (record_flow_openinference_events, FLOW_SCRIPT),
     "crewai-flow-openllmetry": (record_flow_openllmetry, FLOW_SCRIPT),
+    "crewai-hierarchical-crewai-tracing": (record_hierarchical_crewai_tracing, HIERARCHICAL_SCRIPT),
+    "crewai-flow-crewai-tracing": (record_flow_crewai_tracing, FLOW_SCRIPT),
 }
 
 if __name__ == "__main__":
