@@ -45,6 +45,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "conformance",
         "Check a handshake receiver's endpoint against the protocol.",
     ),
+    "store": ("collector.store_cli", "store", "List and resolve idempotency keys in doubt."),
 }
 
 

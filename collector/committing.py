@@ -28,6 +28,7 @@ from collector.messages import (
     fingerprint,
     json_copy,
 )
+from collector.telemetry import model_usage_spans
 from collector.work import Work
 
 if TYPE_CHECKING:
@@ -71,31 +72,35 @@ class CommitRun:
     # ------------------------------------------------------------------ entry points
     def sync(self) -> CommitResult:
         """Run the commit on this thread."""
-        early = self._begin()
-        if early is not None:
-            return early
-        if not self.c.idempotency_key:
-            return self._execute_sync(None)
-        claim = self._claim()
-        decided = self._decide(claim)
-        if decided is not None:
-            return decided
-        lost = self._lost(claim.token)
-        return lost if lost is not None else self._execute_sync(claim.token)
+        early, token = self._prepare()
+        return early if early is not None else self._execute_sync(token)
 
     async def asynchronous(self) -> CommitResult:
         """Run the commit on the event loop (a plain executor runs off the loop)."""
-        early = self._begin()
-        if early is not None:
-            return early
-        if not self.c.idempotency_key:
-            return await self._execute_async(None)
-        claim = self._claim()
-        decided = self._decide(claim)
-        if decided is not None:
-            return decided
-        lost = self._lost(claim.token)
-        return lost if lost is not None else await self._execute_async(claim.token)
+        early, token = self._prepare()
+        return early if early is not None else await self._execute_async(token)
+
+    def _prepare(self) -> tuple[CommitResult | None, str | None]:
+        """Everything before the task runs: an answer, or None and the claim's token.
+
+        A store that fails here has run nothing for this request (``StoreError``), unless
+        this process already knows the key to be in doubt: that is the answer then.
+        """
+        try:
+            early = self._begin()
+            if early is not None or not self.c.idempotency_key:
+                return early, None
+            claim = self._claim()
+            decided = self._decide(claim)
+            if decided is not None:
+                return decided, None
+            return self._lost(claim.token), claim.token
+        except StoreError:
+            known = getattr(self.r.store, "known_doubt", None)
+            why = known(self.r.name, self.c.idempotency_key) if known is not None else None
+            if why is None:
+                raise
+            return self._refuse(COMMIT_IN_DOUBT, _doubt_detail(why)), None
 
     # ------------------------------------------------------------------ steps
     def _begin(self) -> CommitResult | None:
@@ -206,11 +211,7 @@ class CommitRun:
         if claim.in_doubt is not None:
             # Never run again, never waited out: only the owner's late result or an
             # operator's ``handoffscope store resolve`` settles the key.
-            return self._refuse(
-                COMMIT_IN_DOUBT,
-                f"this key's task may have run and no result is stored ({claim.in_doubt}); "
-                "it is not run again until resolved (handoffscope store resolve)",
-            )
+            return self._refuse(COMMIT_IN_DOUBT, _doubt_detail(claim.in_doubt))
         if not claim.acquired:
             # Answered at once (HTTP 409 in the Idempotency-Key draft), never waited out: the
             # sender decides, within its own deadline, whether and when to ask again.
@@ -361,10 +362,16 @@ class CommitRun:
         why = f"the task ran but its result could not be stored: {e}"
         mark = getattr(r.store, "mark_in_doubt", None)
         if mark is not None:
+            key = self.c.idempotency_key or ""
             try:
-                mark(r.name, self.c.idempotency_key or "", token, why)
+                written = bool(mark(r.name, key, token, why))
             except Exception:  # noqa: BLE001 - the claim row itself still holds the key
                 log.warning("handoffscope: marking a key in doubt failed", exc_info=True)
+                written = False
+            if not written:
+                # Written by the heartbeat thread once the store takes writes again, so that
+                # other processes and `handoffscope store` see the doubt too.
+                heartbeats().add(r.lease_ms / 3000, lambda: not mark(r.name, key, token, why))
         log.error("handoffscope: key %r is in doubt: %s", self.c.idempotency_key, why)
         self.tel.record_exception(self.span, e, self.clock.time_ns())
         return self._finish(schema.OUTCOME_REFUSED, status, None, COMMIT_IN_DOUBT, why, work, extra)
@@ -407,9 +414,12 @@ class CommitRun:
         c, r = self.c, self.r
         ok = outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
         usage = work.usage if work is not None else None
+        phase_cost: float | None = None
 
         def attributes() -> dict[str, Any]:
             attrs = r.phase_attributes(usage)[0]
+            if phase_cost is not None:
+                attrs[schema.COST_USD] = phase_cost
             attrs[schema.COMMIT_OUTCOME] = outcome
             attrs[schema.STATE] = schema.STATE_COMMITTED if ok else schema.STATE_VOID
             if status is not None:
@@ -422,11 +432,16 @@ class CommitRun:
         if self.span is not _INVALID:
             if error is not None:
                 self.tel.error(self.span, detail or error)
+            if work is not None and len(work.usages) > 1:
+                phase_cost = model_usage_spans(
+                    self.tel, self.span, r.name, work.usages, r.prices, at_ns=self.clock.time_ns()
+                )
             self.tel.end(self.span, end_ns=self.clock.time_ns(), attributes=attributes)
         if self.tel.metering:
             self.tel.count(schema.PHASE_COMMIT, outcome, error)
             if usage is not None:
-                self.tel.usage(r.name, schema.PHASE_COMMIT, usage, r.phase_attributes(usage)[1])
+                cost = phase_cost if phase_cost is not None else r.phase_attributes(usage)[1]
+                self.tel.usage(r.name, schema.PHASE_COMMIT, usage, cost)
         return CommitResult(
             handoff_id=c.handoff_id,
             attempt=c.attempt,
@@ -437,3 +452,10 @@ class CommitRun:
             error=error,
             detail=detail,
         )
+
+
+def _doubt_detail(why: str) -> str:
+    return (
+        f"this key's task may have run and no result is stored ({why}); it is not run again "
+        "until resolved (handoffscope store resolve)"
+    )

@@ -183,7 +183,7 @@ class IdempotencyStore(Protocol):
 
     def mark_in_doubt(self, receiver: str, key: str, token: str, why: str) -> bool:
         """The execution holding ``token`` ran its task but could not store its result: answer
-        "in doubt" for the key from now on. True when recorded durably."""
+        "in doubt" for the key from now on. False while that cannot be written (call again)."""
         ...
 
     def in_doubt(self, receiver: str | None = None) -> list[InDoubt]:
@@ -355,7 +355,7 @@ class MemoryStore:
         with self._lock:
             where = self._tokens.get(token)
             if where is None or self._rows[where].result is not None:
-                return False
+                return True  # stored or taken over since: nothing to mark
             self._rows[where].doubt = why
             if self._waiters:
                 self._changed.notify_all()

@@ -417,18 +417,25 @@ class SQLiteStore:
     def mark_in_doubt(self, receiver: str, key: str, token: str, why: str) -> bool:
         """Record that the execution holding ``token`` ran its task but could not store its
         result. Kept in this process's memory first, so its retries hear "in doubt" even when
-        the file cannot be written; True once the file says so too."""
+        the file cannot be written; False while the file cannot be written (call again)."""
         with self._doubts_lock:
             self._doubts[(receiver, key)] = (token, why)
         try:
             with self._use() as conn:
-                cur = conn.execute(
+                # No row left (stored, resolved or taken over since): nothing to write.
+                conn.execute(
                     "UPDATE handoff_results SET doubt = ? WHERE token = ? AND done = 0",
                     (why, token),
                 )
-                return cur.rowcount == 1
+                return True
         except (StoreError, sqlite3.Error):
             return False
+
+    def known_doubt(self, receiver: str, key: str | None) -> str | None:
+        """Why this process holds ``key`` in doubt, from memory only (None if it does not):
+        the answer while the file cannot even be read."""
+        found = self._doubts.get((receiver, key or ""))
+        return found[1] if found is not None else None
 
     def in_doubt(self, receiver: str | None = None) -> list[InDoubt]:
         """Keys whose task may have run with no result stored, oldest claim first: marked in
