@@ -26,6 +26,11 @@ INSTALL_HINT = "handoffscope: the command line needs its extra: pip install 'han
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "audit": ("auditor.commands", "audit", "Audit trace files for handshake violations."),
     "compact": ("auditor.commands", "compact", "Turn trace files into Parquet for fast audits."),
+    "clickhouse": (
+        "auditor.clickhouse.command",
+        "clickhouse",
+        "ClickHouse helpers: the stored columns that make audits fast.",
+    ),
     "simulate": (
         "collector.simulator.cli",
         "simulate",

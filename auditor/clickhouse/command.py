@@ -1,7 +1,10 @@
-"""What ``handoffscope audit`` does with a ``chdb://`` or ``clickhouse://`` source.
+"""What ``handoffscope audit`` does with a ``chdb://`` or ``clickhouse://`` source, and the
+``handoffscope clickhouse`` commands.
 
-The command's options stay in :mod:`auditor.commands`; this module reads the ClickHouse
+The audit command's options stay in :mod:`auditor.commands`; this module reads the ClickHouse
 ones (``--table``, ``--since``, ``--until``) and runs :func:`audit_clickhouse`.
+``handoffscope clickhouse ddl`` prints (or, with ``--apply``, runs) the optional stored columns
+of :mod:`auditor.clickhouse.schema`.
 """
 
 from __future__ import annotations
@@ -10,13 +13,24 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
+import click
+
 from auditor.audit import AuditResult
 from auditor.clickhouse.audit import TimeRange, audit_clickhouse
-from auditor.clickhouse.engine import DEFAULT_TABLE, is_clickhouse_url
-from auditor.errors import AuditError
+from auditor.clickhouse.engine import (
+    DEFAULT_DATABASE,
+    DEFAULT_TABLE,
+    connect,
+    is_clickhouse_url,
+    parse_url,
+)
+from auditor.clickhouse.schema import ddl as ddl_text
+from auditor.clickhouse.schema import statements
+from auditor.clickhouse.spans import quoted_ident
+from auditor.errors import AuditError, first_line
 from auditor.settings import AuditSettings
 
-__all__ = ["audit_source", "parse_moment"]
+__all__ = ["audit_source", "clickhouse", "parse_moment"]
 
 _BACK: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -59,3 +73,64 @@ def audit_source(
     if time_range.since and time_range.until and time_range.since >= time_range.until:
         raise AuditError("--since must come before --until")
     return audit_clickhouse(paths[0], settings, table=table or DEFAULT_TABLE, time_range=time_range)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def clickhouse() -> None:
+    """Helpers for auditing the OpenTelemetry Collector's ClickHouse table."""
+
+
+@clickhouse.command()
+@click.option(
+    "--database",
+    default=DEFAULT_DATABASE,
+    show_default=True,
+    help="The database of the traces table (the exporter's is otel).",
+)
+@click.option(
+    "--table",
+    default=DEFAULT_TABLE,
+    show_default=True,
+    help="The traces table the Collector's ClickHouse exporter writes.",
+)
+@click.option(
+    "--apply",
+    "url",
+    metavar="URL",
+    help="Run the statements on this chdb://PATH or clickhouse://HOST:PORT/DB source instead"
+    " of printing them (the database is --database, not the URL's).",
+)
+def ddl(database: str, table: str, url: str | None) -> None:
+    """Print the ALTER TABLE statements that make audits of the exporter's table fast.
+
+    They add one MATERIALIZED column per handshake key the audit reads (handoff.id,
+    handoff.phase, the agent, tokens, cost ...), computed as spans arrive instead of
+    parsed from SpanAttributes by every audit, and compute them for the rows already
+    stored. The audit reads these columns when the table has them and the attribute map
+    when not, with the same findings. Run it again after upgrading handoffscope: a column
+    whose expression changed is updated, and until then the audit reads the map.
+
+    \b
+      handoffscope clickhouse ddl | clickhouse-client --multiquery
+      handoffscope clickhouse ddl --apply chdb://./traces-db
+    """
+    qualified = f"{quoted_ident(database)}.{quoted_ident(table)}"
+    text = ddl_text(qualified)
+    if url is None:
+        click.echo(text, nl=False)
+        return
+    if not is_clickhouse_url(url):
+        raise click.BadParameter("give a chdb:// or clickhouse:// URL", param_hint="--apply")
+    engine = connect(parse_url(url))
+    try:
+        for statement in statements(text):
+            try:
+                engine.command(statement)
+            except Exception as e:
+                raise AuditError(
+                    f"{url}: ClickHouse refused the DDL for {database}.{table}: {first_line(e)}",
+                    title="ddl failed",
+                ) from e
+    finally:
+        engine.close()
+    click.echo(f"stored columns added to {database}.{table} at {url}", err=True)
