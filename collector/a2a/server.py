@@ -18,7 +18,7 @@ from typing import Any
 
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskStore
+from a2a.server.tasks import TaskStore
 from a2a.types.a2a_pb2 import (
     HTTPAuthSecurityScheme,
     SecurityRequirement,
@@ -33,6 +33,7 @@ from collector import errors
 from collector.a2a import extension
 from collector.a2a.card import agent_card
 from collector.a2a.executor import HandshakeExecutor, PlainHandler
+from collector.a2a.tasks import RecentTaskStore
 from collector.http import wire
 from collector.receiving import Receiver
 
@@ -56,8 +57,8 @@ def a2a_app(
 
     ``url`` is the address clients use (it goes into the Agent Card). ``plain`` answers
     messages sent without the extension (default: a rejected task saying how to use it).
-    ``task_store`` keeps the A2A tasks (a2a-sdk's in-memory store by default; the handshake's
-    own state lives in the receiver's idempotency store either way).
+    ``task_store`` keeps the A2A tasks (by default the 10,000 most recent, in memory: the
+    handshake's own state lives in the receiver's idempotency store either way).
     """
     if token is not None and (not token or token != token.strip()):
         raise errors.ConfigurationError(
@@ -75,7 +76,7 @@ def a2a_app(
         )
     handler = DefaultRequestHandler(
         agent_executor=HandshakeExecutor(receiver, validate=validate, plain=plain),
-        task_store=task_store if task_store is not None else InMemoryTaskStore(),
+        task_store=task_store if task_store is not None else RecentTaskStore(),
         agent_card=card,
     )
     routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/")]
