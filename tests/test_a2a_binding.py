@@ -467,3 +467,41 @@ def test_a_body_over_the_limit_is_refused():
     with served(lambda url: a2a_app(receiver, url=url, max_body_bytes=2048)) as url:
         response = httpx.post(url + "/", content=b"x" * 4096)
     assert response.status_code == 413
+
+
+# ---------------------------------------------------------------------- leases
+def test_a_commit_while_its_key_runs_elsewhere_is_refused_in_progress_then_replayed():
+    """The key's lease is the receiver's, as behind HTTP: a second commit of a key whose first
+    execution is still running is refused CommitInProgress (HTTP's 409), never run beside it,
+    and once the first has finished the same commit is replayed."""
+    started, release = threading.Event(), threading.Event()
+    runs: list[str] = []
+
+    def execute(work: Any) -> dict[str, Any]:
+        runs.append(work.commit.handoff_id)
+        started.set()
+        release.wait(10)
+        return {"draft": "done"}
+
+    receiver = _receiver(executor=execute)
+    with served(lambda url: a2a_app(receiver, url=url)) as url:
+        transport = A2ATransport(url)
+        try:
+            one, two = (_proposal(h, "shared", {"topic": "otters"}) for h in ("h-1", "h-2"))
+            for p in (one, two):
+                assert reply_of(_send(transport, p), url)["decision"] == "accept"
+            first = transport.submit(transport.send(handshake_message(_commit(one)), timeout_s=20))
+            assert started.wait(10)
+            busy = _send(transport, _commit(two))
+            assert TaskState.Name(busy.status.state) == "TASK_STATE_REJECTED"
+            assert reply_of(busy, url)["error"] == schema.COMMIT_ERROR_IN_PROGRESS
+            release.set()
+            done = reply_of(first.result(20), url)
+            assert done["outcome"] == schema.OUTCOME_EXECUTED
+            again = reply_of(_send(transport, _commit(two)), url)
+            assert again["outcome"] == schema.OUTCOME_REPLAYED
+            assert again["result"] == done["result"]
+        finally:
+            release.set()
+            transport.close()
+    assert runs == ["h-1"]
