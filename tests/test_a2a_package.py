@@ -28,6 +28,7 @@ def test_public_surface_is_pinned():
         "A2AHandshakeError",
         "ExtensionMissing",
         "HandshakeExecutor",
+        "RecentTaskStore",
         "a2a_app",
         "agent_card",
         "declaration",

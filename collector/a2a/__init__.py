@@ -28,7 +28,8 @@ receiver as an A2A agent, and hand work to it from another process::
 ``a2a_app(receiver, url=...)`` is the ASGI app (a2a-sdk's routes around a
 ``HandshakeExecutor``), ``A2AChannel`` the sender's channel, ``agent_card`` /
 ``declaration`` the Agent Card and its extension entry, and ``extension`` the URI, metadata
-key and task states that ``docs/a2a.md`` specifies.
+key and task states that ``docs/a2a.md`` specifies. ``RecentTaskStore`` bounds the A2A tasks a
+receiver keeps.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from collector.a2a.client import A2AChannel, A2AHandshakeError
 from collector.a2a.executor import HandshakeExecutor
 from collector.a2a.extension import EXTENSION_URI
 from collector.a2a.server import a2a_app
+from collector.a2a.tasks import RecentTaskStore
 
 __all__ = [
     "EXTENSION_URI",
@@ -46,6 +48,7 @@ __all__ = [
     "A2AHandshakeError",
     "ExtensionMissing",
     "HandshakeExecutor",
+    "RecentTaskStore",
     "a2a_app",
     "agent_card",
     "declaration",
