@@ -298,3 +298,26 @@ def test_openllmetry_sees_no_agent_in_a_flow() -> None:
     text = (FIXTURES / name / "traces.jsonl").read_text(encoding="utf-8")
     assert len(set(re.findall(r'"traceId":\s*"(\w+)"', text))) == 3  # a trace per call
     assert not any(_is_agent_span(s, "openllmetry") for s in spans)
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("crewai-hierarchical-openinference-events", "llm.token_count.total"),
+        ("crewai-hierarchical-crewai-tracing", "crewai.crew.usage_metrics"),
+    ],
+)
+def test_the_crew_span_repeats_the_crew_total(name: str, key: str) -> None:
+    """The root crew span of an event-driven trace carries the crew's total again (and is
+    there at all: it ends in CrewAI's event handlers, which the run waits for)."""
+    run = reported_of(name)["run_usage"]
+    roots = [s for s in spans_of(name) if s["parent"] is None]
+    assert len(roots) == 1 and key in roots[0]["attrs"]
+    value = roots[0]["attrs"][key]
+    if isinstance(value, str):  # CrewAI's own tracing: its UsageMetrics as JSON
+        metrics = json.loads(value)
+        assert metrics["prompt_tokens"] == run["input_tokens"]
+        assert metrics["completion_tokens"] == run["output_tokens"]
+        assert metrics["cached_prompt_tokens"] == run["cache_read_tokens"]
+    else:
+        assert value == run["input_tokens"] + run["output_tokens"]
