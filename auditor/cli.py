@@ -44,7 +44,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "experiment",
         "Reproduce the protocol's reliability figures.",
     ),
-    "serve": ("collector.http.cli", "serve", "Serve a handshake receiver over HTTP."),
+    "serve": ("collector.http.cli", "serve", "Serve a handshake receiver over HTTP or A2A."),
     "conformance": (
         "collector.http.cli",
         "conformance",
