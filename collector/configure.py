@@ -14,6 +14,13 @@ extra), with a ``BatchSpanProcessor`` in front of each exporter:
   ``HANDOFFSCOPE_TRACE_FILE`` / ``HANDOFFSCOPE_METRIC_FILE``) written by the official
   ``opentelemetry-exporter-otlp-json-file`` package: the files ``handoffscope audit`` reads.
 
+Evidence survives a normal stop: with ``flush_on_sigterm=True`` (the default, main thread
+only) a SIGTERM flushes every buffered span before the process ends by SIGTERM as it would
+have (``collector.shutdown``). With ``sync_evidence=True`` (or ``HANDOFFSCOPE_SYNC_EVIDENCE=1``)
+the spans an audit needs most (a validation timeout, a late answer, an expired accept, a
+commit in doubt) are exported the moment they end (``collector.evidence``), so that even
+``os._exit`` or ``kill -9`` right after keeps them.
+
 An explicit argument beats an environment variable, which beats the default. The service
 name is ``service_name=``, else ``OTEL_SERVICE_NAME``, else ``unknown_service``.
 Exporter failures are the SDK's to log; none of them reaches agent code.
@@ -29,12 +36,23 @@ from typing import Any
 
 from collector.errors import ConfigurationError
 
-__all__ = ["TRACE_FILE_ENV", "METRIC_FILE_ENV", "TelemetrySetup", "configure_telemetry"]
+__all__ = [
+    "METRIC_FILE_ENV",
+    "SIGTERM_FLUSH_TIMEOUT_MS",
+    "SYNC_EVIDENCE_ENV",
+    "TRACE_FILE_ENV",
+    "TelemetrySetup",
+    "configure_telemetry",
+]
 
 TRACE_FILE_ENV = "HANDOFFSCOPE_TRACE_FILE"
 """Environment variable naming an OTLP JSON-lines trace file to append to."""
 METRIC_FILE_ENV = "HANDOFFSCOPE_METRIC_FILE"
 """Environment variable naming an OTLP JSON-lines metric file to append to."""
+SYNC_EVIDENCE_ENV = "HANDOFFSCOPE_SYNC_EVIDENCE"
+"""Environment variable: ``1`` exports evidence spans when they end (``sync_evidence``)."""
+SIGTERM_FLUSH_TIMEOUT_MS = 5_000
+"""How long the SIGTERM handler waits for buffered spans to be exported."""
 
 _INSTALL_HINT = "configure_telemetry() needs the OpenTelemetry SDK: pip install 'handoffscope[sdk]'"
 _PROTOCOLS = {"http": "http", "http/protobuf": "http", "grpc": "grpc"}
@@ -73,13 +91,17 @@ def configure_telemetry(
     set_global: bool = True,
     id_generator: Any = None,
     metric_interval_s: float = 60.0,
+    flush_on_sigterm: bool = True,
+    sync_evidence: bool | None = None,
 ) -> TelemetrySetup:
     """Install the OpenTelemetry SDK with the exporters asked for; returns what it built.
 
     ``otlp``: ``"http"``, ``"grpc"``, ``"auto"`` (from the environment) or None (off).
     ``set_global=False`` leaves the global providers alone (pass the returned providers to
     ``Sender``/``Receiver`` instead), which is how several agents in one process get
-    separate ``service.name``s.
+    separate ``service.name``s. ``flush_on_sigterm`` flushes on SIGTERM and then ends the
+    process by SIGTERM; ``sync_evidence`` exports timeout, late-answer, expiry and in-doubt
+    spans as they end (default: ``HANDOFFSCOPE_SYNC_EVIDENCE``).
     """
     try:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -98,17 +120,25 @@ def configure_telemetry(
     tracer_provider = TracerProvider(**kwargs)
     setup = TelemetrySetup(tracer_provider, None)
 
+    if sync_evidence is None:
+        sync_evidence = os.environ.get(SYNC_EVIDENCE_ENV, "") not in ("", "0")
+
+    def processor(exporter: Any) -> Any:
+        if not sync_evidence:
+            return BatchSpanProcessor(exporter)
+        from collector.evidence import EvidenceFirst
+
+        return EvidenceFirst(BatchSpanProcessor(exporter), exporter)
+
     protocol = _otlp_protocol(otlp)
     if protocol is not None:
-        tracer_provider.add_span_processor(BatchSpanProcessor(_otlp_span_exporter(protocol)))
+        tracer_provider.add_span_processor(processor(_otlp_span_exporter(protocol)))
         setup.exporters.append(f"otlp-{protocol}")
     trace_path = trace_file if trace_file is not None else os.environ.get(TRACE_FILE_ENV) or None
     if trace_path is not None:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
-        tracer_provider.add_span_processor(
-            BatchSpanProcessor(FileSpanExporter(_writable(trace_path)))
-        )
+        tracer_provider.add_span_processor(processor(FileSpanExporter(_writable(trace_path))))
         setup.exporters.append(f"file:{trace_path}")
 
     metric_path = (
@@ -126,6 +156,10 @@ def configure_telemetry(
         trace.set_tracer_provider(tracer_provider)
         if setup.meter_provider is not None:
             otel_metrics.set_meter_provider(setup.meter_provider)
+    if flush_on_sigterm:
+        from collector.shutdown import flush_on_sigterm as install
+
+        install(lambda: setup.force_flush(SIGTERM_FLUSH_TIMEOUT_MS))
     return setup
 
 
