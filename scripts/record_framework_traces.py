@@ -102,6 +102,7 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "crewai-flow-crewai-tracing": ("crewai", "crewai_run"),
     "smolagents-toolcalling-manager-openinference": ("smolagents", "smolagents_run"),
     "smolagents-code-manager-openinference": ("smolagents", "smolagents_run"),
+    "smolagents-toolcalling-parallel-openinference": ("smolagents", "smolagents_run"),
 }
 
 

@@ -59,6 +59,7 @@ SHAPES: dict[str, tuple[str, str]] = {
     "crewai-flow-openllmetry": ("system-prompt", "none"),
     "smolagents-toolcalling-manager-openinference": ("run-span", "nested-agents"),
     "smolagents-code-manager-openinference": ("run-span", "nested-agents"),
+    "smolagents-toolcalling-parallel-openinference": ("run-span", "nested-agents"),
 }
 
 
@@ -237,7 +238,10 @@ def test_each_receiver_runs_inside_its_sender(name: str) -> None:
         outer = [_named(a, how) for a in _ancestors(span, by_id)[1:] if _named(a, how)]
         if outer:
             seen.append((outer[0], _named(span, how)))
-    assert seen == [(h["sender"], h["receiver"]) for h in handoffs]
+    expected = [(h["sender"], h["receiver"]) for h in handoffs]
+    if reported_of(name).get("parallel_tool_calls"):  # the runs overlap: any start order
+        seen, expected = sorted(seen), sorted(expected)
+    assert seen == expected
 
 
 def _tool_calls(name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:

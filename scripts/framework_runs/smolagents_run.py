@@ -59,6 +59,19 @@ TOOL_CALLING_SCRIPT: dict[str, list[dict[str, Any]]] = {
     ],
     **MANAGED_SCRIPT,
 }
+PARALLEL_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    ROUTES["manager"]: [
+        {  # one answer, two tool calls: smolagents runs them on a thread pool
+            "calls": [
+                {"tool": "researcher", "args": json.dumps({"task": RESEARCH_TASK})},
+                {"tool": "writer", "args": json.dumps({"task": WRITE_TASK})},
+            ],
+            "usage": (1400, 70),
+        },
+        _final(ANSWER, (2300, 60, 1024)),
+    ],
+    **MANAGED_SCRIPT,
+}
 CODE_SCRIPT: dict[str, list[dict[str, Any]]] = {
     ROUTES["manager"]: [
         {
@@ -135,8 +148,11 @@ def _usage(agent: Any) -> dict[str, Any]:
     }
 
 
-def _delegations(manager: Any, managed: tuple[Any, ...]) -> list[dict[str, str]]:
-    """The managed agents' runs in the order they started, each one the manager asked for."""
+def _delegations(
+    manager: Any, managed: tuple[Any, ...], *, parallel: bool = False
+) -> list[dict[str, str]]:
+    """The managed agents' runs in the order they started, each one the manager asked for
+    (in the order it asked, when it asked for them in parallel)."""
     started = sorted((_steps(a)[0].timing.start_time, a.name) for a in managed)
     asked = []
     for step in _steps(manager):
@@ -147,14 +163,17 @@ def _delegations(manager: Any, managed: tuple[Any, ...]) -> list[dict[str, str]]
                 code = str(call.arguments)
                 calls = [(code.find(f"{a.name}("), a.name) for a in managed]
                 asked += [(name, "code") for at, name in sorted(calls) if at >= 0]
-    assert [name for _, name in started] == [name for name, _ in asked], (started, asked)
+    ran = [name for _, name in started]
+    assert (sorted(ran) if parallel else ran) == [name for name, _ in asked], (started, asked)
     return [
         {"sender": manager.name, "receiver": name, "via": f"{name}(task=...) as a {how}"}
         for name, how in asked
     ]
 
 
-def _record(provider: Any, server: ScriptedOpenAI, manager_kind: str) -> dict[str, Any]:
+def _record(
+    provider: Any, server: ScriptedOpenAI, manager_kind: str, *, parallel: bool = False
+) -> dict[str, Any]:
     from openinference.instrumentation.smolagents import SmolagentsInstrumentor
 
     SmolagentsInstrumentor().instrument(tracer_provider=provider)
@@ -181,7 +200,7 @@ def _record(provider: Any, server: ScriptedOpenAI, manager_kind: str) -> dict[st
             "input_tokens": result.token_usage.input_tokens,
             "output_tokens": result.token_usage.output_tokens,
         },
-        "handoffs": _delegations(manager, (researcher, writer)),
+        "handoffs": _delegations(manager, (researcher, writer), parallel=parallel),
         "handoff_kind": "a managed agent called as a tool: the manager's call runs it and "
         "gets its report back; the manager goes on",
         "usage_source": "each agent's monitor.get_total_token_counts() after the run, with "
@@ -201,6 +220,17 @@ def record_tool_calling_manager(provider: Any, server: ScriptedOpenAI) -> dict[s
     return _record(provider, server, "ToolCallingAgent")
 
 
+def record_parallel_tool_calls(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    reported = _record(provider, server, "ToolCallingAgent", parallel=True)
+    reported["parallel_tool_calls"] = True
+    reported["notes"] = [
+        "The manager asks for both managed agents in one answer; smolagents runs the two "
+        "tool calls on a ThreadPoolExecutor, so the two runs overlap in time and the order "
+        "of the handoffs is the order of the manager's tool calls.",
+    ]
+    return reported
+
+
 def record_code_manager(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     return _record(provider, server, "CodeAgent")
 
@@ -211,6 +241,10 @@ SCENARIOS = {
         TOOL_CALLING_SCRIPT,
     ),
     "smolagents-code-manager-openinference": (record_code_manager, CODE_SCRIPT),
+    "smolagents-toolcalling-parallel-openinference": (
+        record_parallel_tool_calls,
+        PARALLEL_SCRIPT,
+    ),
 }
 
 if __name__ == "__main__":
