@@ -4,13 +4,16 @@ ToolCallingAgent), traced by OpenInference's smolagents instrumentation. Records
 
 - ToolCallingAgent manager: it calls the researcher, then the writer, as tools (``task``
   argument), then ``final_answer``;
+- the same ToolCallingAgent manager asking for both in one answer: two tool calls that
+  smolagents runs on a thread pool, so the two managed runs overlap;
 - CodeAgent manager: its code calls ``researcher(task=...)``, then ``writer(task=...)`` and
   ``final_answer(...)``.
 
 Every agent's ``OpenAIModel`` talks to the scripted server on 127.0.0.1 under its own path.
 What smolagents reported: each agent's ``monitor.get_total_token_counts()`` and the
 ``token_usage`` of each of its memory steps; the delegations are the managed agents' runs in
-the order they started, each checked against the manager's own tool calls or code.
+the order they started (in the order the manager asked, when it asked in parallel), each
+checked against the manager's own tool calls or code.
 """
 
 import json
