@@ -19,7 +19,7 @@ from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures, figure_rows
 from auditor.kept_parts import Parts
 from auditor.macros import views_for, views_sql
-from auditor.prices import install_prices, read_prices
+from auditor.prices import PAIRS_SQL, price_usage, read_prices
 from auditor.rule_findings import RuleFindings
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.saved import KEPT, restore
@@ -189,6 +189,7 @@ def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False, shared: bool
         if shared:
             text = text.replace("CREATE OR REPLACE TEMP ", "CREATE OR REPLACE ")
         con.execute(text).fetchall()
+        price_usage(con)
     _PREPARED.add(con)
 
 
@@ -205,9 +206,13 @@ def _prepare_for(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
     # them in turn (what a derived table is made of, and what a saved one is put back as).
     # And the prices, which the audit installs, and a saved table is checked against.
     try:
-        con.execute(views_for(" ".join(["hs_prices", *(rule.sql for rule in rules)]))).fetchall()
+        con.execute(
+            views_for(" ".join(["hs_prices", PAIRS_SQL, *(rule.sql for rule in rules)]))
+        ).fetchall()
     except duckdb.Error:
         prepare(con, force=True)  # the statements named an object elsewhere: make them all
+        return
+    price_usage(con)
 
 
 def _has_shared(con: duckdb.DuckDBPyConnection) -> bool:
@@ -350,7 +355,7 @@ def _run(
     else:
         _prepare_for(con, rules)
     if settings.prices is not None:
-        install_prices(con, read_prices(settings.prices))
+        price_usage(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
     kept = restore(con, trace_set.files, wanted, lazy=True)

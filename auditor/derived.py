@@ -162,7 +162,8 @@ def selects(rules: bool) -> dict[str, str]:
         "framework_handoffs": "SELECT * FROM hs_framework_handoff_spans",
         "phases": f"SELECT {_quoted(phase)}, handoff_key, attempt_no, latency_ms"
         " FROM hs_phase_spans",
-        "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, model, cost_estimated, unpriced, phase_name"
+        "usage": f"SELECT {_quoted(_USAGE_COLUMNS)}, model, cost_estimated, unpriced, phase_name,"
+        " cache_read_tokens, cache_write_tokens, reasoning_tokens, price_model, price_provider"
         " FROM hs_usage(NULL, NULL, [])",
         "attempts": "SELECT * FROM hs_attempts(NULL, NULL, [])",
         "outcomes": "SELECT * FROM hs_outcomes(NULL, NULL, [])",

@@ -276,12 +276,23 @@ CREATE OR REPLACE TEMP VIEW hs_transitions_all AS SELECT * FROM hs_transitions(N
 -- it reported: the most specific report wins, and a report higher up (an agent run's total,
 -- a commit's `work.report_usage()` above the model calls it made) counts only the rest,
 -- whatever the depth between them. A span with nothing left to count is left out, so sums
--- never count the same tokens twice. Tokens without a cost are priced from hs_prices by
--- their model (longest known prefix), marked cost_estimated; tokens the table cannot price
--- are marked unpriced and keep a NULL cost.
+-- never count the same tokens twice. input_tokens is the input total with the cached tokens
+-- inside it (cache_read_tokens, cache_write_tokens), and reasoning_tokens are inside
+-- output_tokens. Tokens without a cost are priced from hs_prices (auditor/prices.py: the
+-- model that answered, its provider, the price in force when the request started, the tier
+-- of its input total), marked cost_estimated; tokens nothing prices are marked unpriced and
+-- keep a NULL cost.
 CREATE OR REPLACE TEMP MACRO hs_usage(since_ns, until_ns, agents) AS TABLE
 WITH RECURSIVE reports AS (
-    SELECT *
+    SELECT *,
+           hs_usage_cache_read(attributes, "gen_ai.request.model", "gen_ai.provider.name")
+               AS cache_read_tokens,
+           hs_usage_cache_write(attributes, "gen_ai.request.model", "gen_ai.provider.name")
+               AS cache_write_tokens,
+           hs_usage_reasoning(attributes, "gen_ai.request.model", "gen_ai.provider.name")
+               AS reasoning_tokens,
+           hs_usage_provider(attributes, "gen_ai.request.model", "gen_ai.provider.name")
+               AS price_provider
     FROM hs_spans(since_ns, until_ns, agents)
     WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
 ), links AS MATERIALIZED (
@@ -305,68 +316,126 @@ WITH RECURSIVE reports AS (
            c.output_tokens, c.cost_usd
     FROM down AS d JOIN links AS c ON c.trace_id = d.trace_id AND c.parent_span_id = d.span_id
     WHERE NOT d.is_report AND d.depth < 256
+), cached_below AS (
+    -- The cached tokens of the reports found below another (read from their attributes
+    -- only for those).
+    SELECT d.trace_id, d.report_above, d.span_id,
+           hs_usage_cache_read(s.attributes, s."gen_ai.request.model", s."gen_ai.provider.name")
+               AS cache_read_tokens,
+           hs_usage_cache_write(s.attributes, s."gen_ai.request.model",
+                                s."gen_ai.provider.name") AS cache_write_tokens,
+           hs_usage_reasoning(s.attributes, s."gen_ai.request.model", s."gen_ai.provider.name")
+               AS reasoning_tokens
+    FROM down AS d JOIN spans AS s ON s.trace_id = d.trace_id AND s.span_id = d.span_id
+    WHERE d.is_report
 ), below AS (
     -- What the nearest reports under each report reported (each covers its own subtree).
-    SELECT trace_id, report_above AS span_id, sum(input_tokens) AS input_below,
-           sum(output_tokens) AS output_below, sum(cost_usd) AS cost_below
-    FROM down
-    WHERE is_report
+    SELECT d.trace_id, d.report_above AS span_id, sum(d.input_tokens) AS input_below,
+           sum(d.output_tokens) AS output_below, sum(d.cost_usd) AS cost_below,
+           sum(c.cache_read_tokens) AS cache_read_below,
+           sum(c.cache_write_tokens) AS cache_write_below,
+           sum(c.reasoning_tokens) AS reasoning_below
+    FROM down AS d
+    LEFT JOIN cached_below AS c
+        ON c.trace_id = d.trace_id AND c.report_above = d.report_above AND c.span_id = d.span_id
+    WHERE d.is_report
     GROUP BY ALL
-), model_prices AS (
-    -- Each model's price: the longest known prefix (two prefixes of one model of the same
-    -- length are the same text). A join of the few models by the few prices, not a
-    -- correlated subquery per span. Only a report without a cost of its own is priced (what
-    -- is left of a cost is never NULL): its models are found in a pass of their own, so the
-    -- wide reports below are read once and streamed, never materialised.
-    SELECT m.model, arg_max(p.input_per_mtok, length(p.model)) AS price_i,
-           arg_max(p.output_per_mtok, length(p.model)) AS price_o
-    FROM (SELECT DISTINCT hs_fw_model(attributes, name, "gen_ai.agent.name",
-                                      "gen_ai.request.model", "gen_ai.operation.name",
-                                      "gen_ai.agent.handoff.source.name",
-                                      "gen_ai.agent.handoff.target.name") AS model
-          FROM hs_spans(since_ns, until_ns, agents)
-          WHERE cost_usd IS NULL AND (input_tokens IS NOT NULL OR output_tokens IS NOT NULL))
-        AS m
-    CROSS JOIN hs_prices AS p
-    WHERE m.model IS NOT NULL AND starts_with(m.model, p.model)
-    GROUP BY m.model
 ), counted AS (
     SELECT r.*,
-           CASE WHEN b.span_id IS NULL THEN r.input_tokens
-                ELSE greatest(r.input_tokens - coalesce(b.input_below, 0), 0) END AS in_left,
-           CASE WHEN b.span_id IS NULL THEN r.output_tokens
-                ELSE greatest(r.output_tokens - coalesce(b.output_below, 0), 0) END AS out_left,
-           CASE WHEN b.span_id IS NULL THEN r.cost_usd
-                -- The share of the tokens left over, or (a cost with no tokens) the cost
-                -- left over.
-                WHEN coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0) > 0
-                THEN r.cost_usd
-                     * (greatest(coalesce(r.input_tokens, 0) - coalesce(b.input_below, 0), 0)
-                        + greatest(coalesce(r.output_tokens, 0) - coalesce(b.output_below, 0), 0))
-                     / (coalesce(r.input_tokens, 0) + coalesce(r.output_tokens, 0))
-                ELSE greatest(r.cost_usd - coalesce(b.cost_below, 0), 0) END AS cost_left,
+           -- The input total with the cached tokens inside it, as genai-prices counts it.
+           CASE WHEN hs_usage_input_excludes_cache(r.scope_name, r.price_provider)
+                THEN r.input_tokens + coalesce(r.cache_read_tokens, 0)
+                     + coalesce(r.cache_write_tokens, 0)
+                ELSE r.input_tokens END AS input_total,
            b.span_id IS NOT NULL AS covers_reports,
+           b.input_below, b.output_below, b.cost_below, b.cache_read_below,
+           b.cache_write_below, b.reasoning_below,
+           hs_usage_price_model(r.attributes, r."gen_ai.request.model",
+                                r."gen_ai.provider.name") AS price_model,
            hs_fw_model(r.attributes, r.name, r."gen_ai.agent.name", r."gen_ai.request.model",
                        r."gen_ai.operation.name", r."gen_ai.agent.handoff.source.name",
                        r."gen_ai.agent.handoff.target.name") AS model
     FROM reports AS r
     LEFT JOIN below AS b
         ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
+), left_over AS (
+    SELECT *,
+           CASE WHEN NOT covers_reports THEN input_total
+                ELSE greatest(input_total - coalesce(input_below, 0), 0) END AS in_left,
+           CASE WHEN NOT covers_reports THEN output_tokens
+                ELSE greatest(output_tokens - coalesce(output_below, 0), 0) END AS out_left,
+           CASE WHEN NOT covers_reports THEN cache_read_tokens
+                ELSE greatest(cache_read_tokens - coalesce(cache_read_below, 0), 0) END
+               AS cr_left,
+           CASE WHEN NOT covers_reports THEN cache_write_tokens
+                ELSE greatest(cache_write_tokens - coalesce(cache_write_below, 0), 0) END
+               AS cw_left,
+           CASE WHEN NOT covers_reports THEN reasoning_tokens
+                ELSE greatest(reasoning_tokens - coalesce(reasoning_below, 0), 0) END
+               AS rs_left,
+           CASE WHEN NOT covers_reports THEN cost_usd
+                -- The share of the tokens left over, or (a cost with no tokens) the cost
+                -- left over.
+                WHEN coalesce(input_total, 0) + coalesce(output_tokens, 0) > 0
+                THEN cost_usd
+                     * (greatest(coalesce(input_total, 0) - coalesce(input_below, 0), 0)
+                        + greatest(coalesce(output_tokens, 0) - coalesce(output_below, 0), 0))
+                     / (coalesce(input_total, 0) + coalesce(output_tokens, 0))
+                ELSE greatest(cost_usd - coalesce(cost_below, 0), 0) END AS cost_left
+    FROM counted
+), kept AS (
+    SELECT *
+    FROM left_over
+    WHERE NOT covers_reports OR in_left > 0 OR out_left > 0 OR cost_left > 0
+), rates AS (
+    -- The price in force for each report without a cost of its own: of its (model,
+    -- provider)'s rows, those whose input tier holds its input total, the last dated price
+    -- in force when it started (the first one when none is).
+    SELECT k.trace_id, k.span_id,
+           max(p.cond) AS cond,
+           arg_max(p.per_request, p.cond) AS per_request,
+           arg_max(p.input_mtok, p.cond) AS input_mtok,
+           arg_max(p.cache_read_mtok, p.cond) AS cache_read_mtok,
+           arg_max(p.cache_write_mtok, p.cond) AS cache_write_mtok,
+           arg_max(p.output_mtok, p.cond) AS output_mtok
+    FROM kept AS k
+    JOIN hs_prices AS p
+        ON p.model = k.price_model AND p.provider IS NOT DISTINCT FROM k.price_provider
+       AND coalesce(k.in_left, 0) > p.input_above
+       AND (p.input_upto IS NULL OR coalesce(k.in_left, 0) <= p.input_upto)
+       AND (p.cond = 0
+            OR ((p.starts_ns IS NULL OR k.start_unix_nano >= p.starts_ns)
+                AND (p.tod_from_s IS NULL
+                     OR CASE WHEN p.tod_from_s <= p.tod_until_s
+                             THEN (k.start_unix_nano // 1000000000) % 86400 >= p.tod_from_s
+                                  AND (k.start_unix_nano // 1000000000) % 86400 < p.tod_until_s
+                             ELSE (k.start_unix_nano // 1000000000) % 86400 >= p.tod_from_s
+                                  OR (k.start_unix_nano // 1000000000) % 86400 < p.tod_until_s
+                        END)))
+    WHERE k.cost_left IS NULL
+    GROUP BY k.trace_id, k.span_id
 ), priced AS (
-    SELECT c.*,
-           CASE WHEN c.cost_left IS NULL THEN mp.price_i END AS price_i,
-           CASE WHEN c.cost_left IS NULL THEN mp.price_o END AS price_o
-    FROM counted AS c
-    LEFT JOIN model_prices AS mp ON mp.model = c.model
-    WHERE NOT c.covers_reports OR c.in_left > 0 OR c.out_left > 0 OR c.cost_left > 0
+    SELECT k.*, p.cond IS NOT NULL AS has_price,
+           p.per_request
+           + (greatest(coalesce(k.in_left, 0) - coalesce(k.cr_left, 0) - coalesce(k.cw_left, 0),
+                       0) * p.input_mtok
+              + coalesce(k.cr_left, 0) * p.cache_read_mtok
+              + coalesce(k.cw_left, 0) * p.cache_write_mtok
+              + coalesce(k.out_left, 0) * p.output_mtok) / 1e6 AS price_cost
+    FROM kept AS k
+    LEFT JOIN rates AS p ON p.trace_id IS NOT DISTINCT FROM k.trace_id AND p.span_id = k.span_id
 )
-SELECT * EXCLUDE (in_left, out_left, cost_left, covers_reports, price_i, price_o) REPLACE (
+SELECT * EXCLUDE (input_total, input_below, output_below, cost_below, cache_read_below,
+                  cache_write_below, reasoning_below, in_left, out_left, cr_left, cw_left,
+                  rs_left, cost_left, covers_reports, has_price, price_cost) REPLACE (
            in_left AS input_tokens,
            out_left AS output_tokens,
-           coalesce(cost_left, (coalesce(in_left, 0) * price_i + coalesce(out_left, 0) * price_o)
-                               / 1e6) AS cost_usd),
-       cost_left IS NULL AND price_i IS NOT NULL AS cost_estimated,
-       cost_left IS NULL AND price_i IS NULL AS unpriced,
+           cr_left AS cache_read_tokens,
+           cw_left AS cache_write_tokens,
+           rs_left AS reasoning_tokens,
+           coalesce(cost_left, price_cost) AS cost_usd),
+       cost_left IS NULL AND has_price AS cost_estimated,
+       cost_left IS NULL AND NOT has_price AS unpriced,
        coalesce("handoff.phase", 'other') AS phase_name
 FROM priced;
 

@@ -178,13 +178,20 @@ _PARSED: dict[str, OutputSchema] = {}
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Model usage an agent reports for one phase; cost is filled from the price table if None."""
+    """Model usage an agent reports for one phase; cost is filled from the price table if None.
+
+    ``input_tokens`` is the input total with the cached tokens inside it (read from and
+    written to the provider's prompt cache), and ``reasoning_tokens`` are inside
+    ``output_tokens``, as the GenAI conventions count them."""
 
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
     provider: str | None = None
     cost_usd: float | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the wire."""
@@ -201,6 +208,9 @@ class Usage:
             output_tokens=_int(d, "output_tokens", where, default=0),
             provider=_opt_str(d, "provider", where),
             cost_usd=None if cost is None else _float(d, "cost_usd", where),
+            cache_read_tokens=_int(d, "cache_read_tokens", where, default=0),
+            cache_write_tokens=_int(d, "cache_write_tokens", where, default=0),
+            reasoning_tokens=_int(d, "reasoning_tokens", where, default=0),
         )
 
 

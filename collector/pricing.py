@@ -1,10 +1,12 @@
 """Model prices, so a phase that reports tokens but no cost still gets ``handoff.cost_usd``.
 
-``DEFAULT_PRICES`` holds list prices in US dollars per million tokens (input, output) for
-common models, as the providers published them in 2025. They are a convenience, not a
-quote: pass your own ``PriceTable`` (``prices=`` on ``Sender``/``Receiver``) or call
-``set_default_prices()`` for contract rates. A model missing from the table gets no cost
-(the tokens are still recorded) rather than a guessed one.
+A :class:`PriceTable` holds contract rates you give it (``prices=`` on ``Sender`` /
+``Receiver``, or :func:`set_default_prices`), looked up exactly, then by the longest known
+prefix. A model it does not hold is priced from genai-prices when that package is installed
+(the ``[pricing]`` extra: its bundled snapshot, never a network fetch), with cached tokens at
+their own rates and long-context tiers as the provider bills them; without it, the tokens are
+still recorded and the audit prices them later. Nothing here imports genai-prices until a
+price is asked for, so ``import collector`` loads only the OpenTelemetry API.
 
 >>> table = PriceTable({"my-model": Price(1.0, 2.0)})
 >>> table.cost("my-model", input_tokens=1_000_000, output_tokens=500_000)
@@ -16,53 +18,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_PRICES", "Price", "PriceTable", "default_prices", "set_default_prices"]
+__all__ = ["Price", "PriceTable", "default_prices", "set_default_prices"]
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """US dollars per million input and output tokens."""
+    """US dollars per million tokens: input, output, and the cached input read and written
+    (the input price when None, as a provider without a cache discount charges them)."""
 
     input_per_mtok: float
     output_per_mtok: float
-
-
-DEFAULT_PRICES: Mapping[str, Price] = {
-    # OpenAI
-    "gpt-4o": Price(2.50, 10.00),
-    "gpt-4o-mini": Price(0.15, 0.60),
-    "gpt-4.1": Price(2.00, 8.00),
-    "gpt-4.1-mini": Price(0.40, 1.60),
-    "gpt-4.1-nano": Price(0.10, 0.40),
-    "o3": Price(2.00, 8.00),
-    "o4-mini": Price(1.10, 4.40),
-    # Anthropic
-    "claude-opus-4": Price(15.00, 75.00),
-    "claude-sonnet-4": Price(3.00, 15.00),
-    "claude-3-5-haiku": Price(0.80, 4.00),
-    # Google
-    "gemini-2.5-pro": Price(1.25, 10.00),
-    "gemini-2.5-flash": Price(0.30, 2.50),
-    "gemini-2.0-flash": Price(0.10, 0.40),
-    # Mistral
-    "mistral-large": Price(2.00, 6.00),
-    "mistral-small": Price(0.10, 0.30),
-}
-"""Per-million-token list prices (2025) of common models; override for real rates."""
+    cache_read_per_mtok: float | None = None
+    cache_write_per_mtok: float | None = None
 
 
 class PriceTable:
-    """Prices by model name. Lookup is exact, then by the longest known prefix.
+    """Contract prices by model name (exact, then the longest known prefix, so dated ids such
+    as ``gpt-4o-2024-08-06`` find their family's price), and genai-prices for the rest."""
 
-    The prefix rule lets dated model ids (``gpt-4o-2024-08-06``) find their family's price.
-    """
-
-    def __init__(self, prices: Mapping[str, Price] | None = None) -> None:
-        self._prices: dict[str, Price] = dict(DEFAULT_PRICES if prices is None else prices)
+    def __init__(
+        self, prices: Mapping[str, Price] | None = None, *, genai_prices: bool = True
+    ) -> None:
+        self._prices: dict[str, Price] = dict(prices or {})
         self._by_length = sorted(self._prices, key=len, reverse=True)
+        self._genai_prices = genai_prices
 
     def price(self, model: str) -> Price | None:
-        """The price of ``model``, or None when the table does not know it."""
+        """The contract price of ``model``, or None when the table does not hold it."""
         found = self._prices.get(model)
         if found is not None:
             return found
@@ -71,29 +53,86 @@ class PriceTable:
                 return self._prices[known]
         return None
 
-    def cost(self, model: str, *, input_tokens: int, output_tokens: int) -> float | None:
-        """Dollar cost of the tokens, or None for an unknown model."""
+    def cost(
+        self,
+        model: str,
+        *,
+        input_tokens: int,
+        output_tokens: int,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        provider: str | None = None,
+    ) -> float | None:
+        """Dollar cost of the tokens (``input_tokens`` with the cached ones inside it), or
+        None when neither the table nor genai-prices prices the model."""
         p = self.price(model)
-        if p is None:
+        if p is not None:
+            cache_read = (
+                p.input_per_mtok if p.cache_read_per_mtok is None else p.cache_read_per_mtok
+            )
+            cache_write = (
+                p.input_per_mtok if p.cache_write_per_mtok is None else p.cache_write_per_mtok
+            )
+            uncached = max(input_tokens - cache_read_tokens - cache_write_tokens, 0)
+            return (
+                uncached * p.input_per_mtok
+                + cache_read_tokens * cache_read
+                + cache_write_tokens * cache_write
+                + output_tokens * p.output_per_mtok
+            ) / 1e6
+        if not self._genai_prices:
             return None
-        return (input_tokens * p.input_per_mtok + output_tokens * p.output_per_mtok) / 1e6
+        return _genai_cost(
+            model, provider, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens
+        )
 
     def with_prices(self, extra: Mapping[str, Price]) -> PriceTable:
         """A new table: this one plus ``extra`` (which wins)."""
-        return PriceTable({**self._prices, **extra})
+        return PriceTable({**self._prices, **extra}, genai_prices=self._genai_prices)
 
     def __contains__(self, model: object) -> bool:
         return isinstance(model, str) and self.price(model) is not None
 
     def __repr__(self) -> str:
-        return f"PriceTable({len(self._prices)} models)"
+        source = " + genai-prices" if self._genai_prices else ""
+        return f"PriceTable({len(self._prices)} models{source})"
+
+
+def _genai_cost(
+    model: str,
+    provider: str | None,
+    input_tokens: int,
+    output_tokens: int,
+    cache_read_tokens: int,
+    cache_write_tokens: int,
+) -> float | None:
+    """genai-prices' price of the usage now, or None (not installed, model unknown, or
+    counts it refuses)."""
+    try:
+        from genai_prices import Usage, calc_price
+    except ImportError:
+        return None
+    usage = Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cache_read_tokens,
+        cache_write_tokens=cache_write_tokens,
+    )
+    for provider_id in (provider, None) if provider else (None,):
+        try:
+            return float(calc_price(usage, model, provider_id=provider_id).total_price)
+        except LookupError:
+            continue
+        except ValueError:
+            return None
+    return None
 
 
 _default = PriceTable()
 
 
 def default_prices() -> PriceTable:
-    """The table used when a sender or receiver is given none."""
+    """The table used when a sender or receiver is given none (genai-prices alone)."""
     return _default
 
 

@@ -11,7 +11,7 @@ never reaches agent code.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -350,16 +350,54 @@ def usage_attributes(
     attrs: dict[str, Any] = {schema.GEN_AI_AGENT_NAME: agent}
     if usage is None:
         return attrs, None
-    attrs[schema.GEN_AI_REQUEST_MODEL] = usage.model
+    if usage.model:
+        attrs[schema.GEN_AI_REQUEST_MODEL] = usage.model
     attrs[schema.GEN_AI_USAGE_INPUT_TOKENS] = usage.input_tokens
     attrs[schema.GEN_AI_USAGE_OUTPUT_TOKENS] = usage.output_tokens
+    for key, count in (
+        (schema.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cache_read_tokens),
+        (schema.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens),
+        (schema.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens),
+    ):
+        if count:
+            attrs[key] = count
     if usage.provider:
         attrs[schema.GEN_AI_PROVIDER_NAME] = usage.provider
     cost = usage.cost_usd
-    if cost is None:
+    if cost is None and usage.model:
         cost = (prices or default_prices()).cost(
-            usage.model, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+            usage.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            provider=usage.provider,
         )
     if cost is not None:
         attrs[schema.COST_USD] = cost
     return attrs, cost
+
+
+def model_usage_spans(
+    tel: Telemetry,
+    parent: trace.Span,
+    agent: str,
+    usages: Sequence[Usage],
+    prices: PriceTable | None,
+    *,
+    at_ns: int,
+) -> float | None:
+    """One ``chat {model}`` span under ``parent`` per model a phase used, when it used more
+    than one: each model's tokens priced at its own rate (the phase span carries the totals,
+    which the audit counts once). Returns the phase's cost: the sum, when every model's
+    usage has one."""
+    if len(usages) < 2:
+        return None
+    costs = []
+    for usage in usages:
+        attrs, cost = usage_attributes(agent, usage, prices)
+        costs.append(cost)
+        attrs[schema.GEN_AI_OPERATION_NAME] = schema.OPERATION_CHAT
+        span = tel.start(f"chat {usage.model}", start_ns=at_ns, attributes=attrs, parent=parent)
+        tel.end(span, end_ns=at_ns)
+    return None if any(c is None for c in costs) else sum(c for c in costs if c is not None)

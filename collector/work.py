@@ -57,6 +57,9 @@ class Work:
     proposal: Proposal | None = None
     commit: CommitRequest | None = None
     usage: Usage | None = field(default=None)
+    """What the phase used in all (its model when it used one)."""
+    usages: list[Usage] = field(default_factory=list)
+    """What it used of each (model, provider), in the order first reported."""
 
     def report_usage(
         self,
@@ -66,22 +69,54 @@ class Work:
         output_tokens: int = 0,
         provider: str | None = None,
         cost_usd: float | None = None,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        reasoning_tokens: int = 0,
     ) -> None:
-        """Report model usage for this phase; several reports add up (the last model wins)."""
-        prev = self.usage
-        if prev is not None:
-            input_tokens += prev.input_tokens
-            output_tokens += prev.output_tokens
-            provider = provider or prev.provider
-            if prev.cost_usd is not None or cost_usd is not None:
-                cost_usd = (prev.cost_usd or 0.0) + (cost_usd or 0.0)
-        self.usage = Usage(
+        """Report model usage for this phase. ``input_tokens`` is the input total with the
+        cached tokens (``cache_read_tokens`` read from the provider's prompt cache,
+        ``cache_write_tokens`` written to it) inside it; ``reasoning_tokens`` are inside
+        ``output_tokens``. Reports of one model add up; each model's usage is kept apart and
+        priced at its own rate (a phase that called two models records a ``chat {model}``
+        span for each)."""
+        new = Usage(
             model=model,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             provider=provider,
             cost_usd=cost_usd,
+            cache_read_tokens=cache_read_tokens,
+            cache_write_tokens=cache_write_tokens,
+            reasoning_tokens=reasoning_tokens,
         )
+        for i, old in enumerate(self.usages):
+            if (old.model, old.provider) == (model, provider):
+                self.usages[i] = _added(old, new, model)
+                break
+        else:
+            self.usages.append(new)
+        total = self.usages[0]
+        for more in self.usages[1:]:
+            total = _added(total, more, ", ".join(dict.fromkeys(u.model for u in self.usages)))
+        self.usage = total
+
+
+def _added(a: Usage, b: Usage, model: str) -> Usage:
+    """``a`` and ``b`` together, named ``model`` (the models' names, for the usage of several:
+    no price matches it, so only each model's own usage is priced)."""
+    cost = None
+    if a.cost_usd is not None or b.cost_usd is not None:
+        cost = (a.cost_usd or 0.0) + (b.cost_usd or 0.0)
+    return Usage(
+        model=model,
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        provider=a.provider if a.provider == b.provider else None,
+        cost_usd=cost,
+        cache_read_tokens=a.cache_read_tokens + b.cache_read_tokens,
+        cache_write_tokens=a.cache_write_tokens + b.cache_write_tokens,
+        reasoning_tokens=a.reasoning_tokens + b.reasoning_tokens,
+    )
 
 
 Validator = Callable[[Work], Verdict | Awaitable[Verdict]]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from genai_prices import Usage, calc_price
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -18,7 +19,6 @@ from auditor.conventions import AGENT_KEYS
 from auditor.report import render
 from auditor.settings import resolve
 from collector.otlp_file import OtlpJsonLinesExporter
-from collector.pricing import DEFAULT_PRICES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from foreign_spans import BUILDERS, openinference_agents, pydantic_ai_delegation  # noqa: E402
@@ -39,8 +39,9 @@ def _words(text: str) -> str:
 
 
 def _price(model: str, tokens: tuple[int, int]) -> float:
-    p = DEFAULT_PRICES[model]
-    return (tokens[0] * p.input_per_mtok + tokens[1] * p.output_per_mtok) / 1e6
+    """What genai-prices charges for ``(input, output)`` tokens of ``model``."""
+    usage = Usage(input_tokens=tokens[0], output_tokens=tokens[1])
+    return float(calc_price(usage, model).total_price)
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
@@ -109,7 +110,18 @@ def test_unknown_models_are_counted_as_unpriced_never_as_zero(tmp_path: Path) ->
     assert s["cost_usd"] == pytest.approx(_price("claude-sonnet-4", (500, 20)))
     assert (s["unpriced_input_tokens"], s["unpriced_output_tokens"]) == (800, 90)
     text = _words(render(result, "table", width=140))
-    assert "800 input and 90 output tokens unpriced" in text
+    assert "partial: 800 input and 90 output tokens unpriced" in text
+    assert "mystery-model" in text  # the report names the model nothing prices
+    assert result.figures.spend["unpriced_models"] == [
+        {
+            "model": "mystery-model",
+            "provider": None,
+            "spans": 1,
+            "input_tokens": 800,
+            "output_tokens": 90,
+            "agents": ["billing"],
+        }
+    ]
     assert "$0.0000" not in text and "unknown" in text
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from genai_prices import Usage, calc_price
 
 from auditor import audit, load_traces
 from auditor.cli import main
-from collector.pricing import DEFAULT_PRICES
 
 FRAMEWORKS = Path(__file__).parent / "fixtures" / "frameworks"
 SCENARIOS = sorted(p.name for p in FRAMEWORKS.iterdir() if (p / "reported.json").is_file())
@@ -35,10 +35,13 @@ def _usage_in_trace(name: str) -> bool:
 
 
 def _gpt4o(tokens: dict[str, Any]) -> float:
-    p = DEFAULT_PRICES["gpt-4o"]
-    return (
-        tokens["input_tokens"] * p.input_per_mtok + tokens["output_tokens"] * p.output_per_mtok
-    ) / 1e6
+    """What genai-prices charges for the tokens on gpt-4o (cached reads at their price)."""
+    usage = Usage(
+        input_tokens=tokens["input_tokens"],
+        cache_read_tokens=tokens.get("cache_read_tokens", 0),
+        output_tokens=tokens["output_tokens"],
+    )
+    return float(calc_price(usage, "gpt-4o", provider_id="openai").total_price)
 
 
 def test_every_scenario_the_issue_names_is_recorded() -> None:

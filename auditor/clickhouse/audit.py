@@ -29,10 +29,11 @@ from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, sp
 from auditor.derived import selects
 from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
+from auditor.price_source import ContractPrice, resolve_prices
+from auditor.prices import PAIRS_SQL
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
 from auditor.table import SPAN_COLUMNS
-from collector.pricing import Price
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
 
@@ -96,7 +97,7 @@ class ClickHouseConnection:
         time_range: TimeRange | None = None,
         *,
         derive: bool = False,
-        prices: Mapping[str, Price] | None = None,
+        prices: Mapping[str, ContractPrice] | None = None,
     ) -> None:
         from auditor.audit import _PREPARED
 
@@ -108,12 +109,19 @@ class ClickHouseConnection:
         self._copies = f"({copies_select(table)})"
         self._exported = spans_select(table, stored=self.stored)
         self._defs = definitions()
-        if prices is not None:
-            self._defs = self._defs.with_prices(prices)
         # The agents as DuckDB's load resolves them (auditor.attribution), from the same
         # query: here a subquery of every query's `spans` (derive() makes it a table).
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
         self._spans = attributed(self._exported, f"({resolved.removesuffix(SETTINGS)})")
+        # The prices of the models the table's usage spans name, each (model, provider)
+        # resolved once, as the DuckDB audit prices them (auditor.prices.price_usage).
+        try:
+            pairs = [(m, p) for m, p in self.sql(PAIRS_SQL).fetchall() if m]
+        except AuditError as e:
+            if not any(code in str(e) for code in _NOT_ALLOWED):
+                raise
+            pairs = []  # a user who may run nothing here: derive() says what to grant
+        self._defs = self._defs.with_prices(resolve_prices(pairs, prices)[0])
         # Nothing else to prepare: the helper views go into each query as CTEs (or, after
         # derive(), are read from this session's temporary tables).
         _PREPARED.add(self)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Sequence
 from functools import cache
 from typing import Final
 
@@ -39,8 +39,8 @@ from sqlglot import exp
 
 from auditor.clickhouse.rewrites import PARAMETER_TYPES, DialectError, rewrite, substitute
 from auditor.macros import views_sql
+from auditor.price_source import PRICE_COLUMNS, PriceRow
 from auditor.table import SPAN_COLUMNS
-from collector.pricing import DEFAULT_PRICES, Price
 
 __all__ = [
     "PARAMETER_TYPES",
@@ -91,13 +91,13 @@ class Definitions:
             _expand_stars(tree, self)
             _qualify_shadowed(tree, self)
         self.generated = {name: _generate(tree) for name, tree in self.rewritten.items()}
-        self.with_prices(DEFAULT_PRICES, into=self)
+        self.with_prices((), into=self)
 
     def with_prices(
-        self, prices: Mapping[str, Price], *, into: Definitions | None = None
+        self, prices: Sequence[PriceRow], *, into: Definitions | None = None
     ) -> Definitions:
         """These definitions with ``hs_prices`` (the price table the views estimate cost
-        with) holding ``prices``: rows of a CTE, as :func:`auditor.prices.prices_sql`
+        with) holding ``prices``: rows of a CTE, as :func:`auditor.prices.install_prices`
         makes them a table of DuckDB's connection."""
         clone = into or copy.copy(self)
         text = prices_select(prices)
@@ -301,17 +301,36 @@ def _qualify_shadowed(tree: exp.Expr, defs: Definitions) -> None:
                 col.set("table", exp.to_identifier(qualifier))
 
 
-def prices_select(prices: Mapping[str, Price]) -> str:
-    """A ClickHouse SELECT of ``prices`` as ``hs_prices`` (model, input_per_mtok,
-    output_per_mtok)."""
-    columns = "model String, input_per_mtok Float64, output_per_mtok Float64"
+_CLICKHOUSE_TYPES: Final = {
+    "VARCHAR": "Nullable(String)",
+    "INTEGER": "Nullable(Int32)",
+    "BIGINT": "Nullable(Int64)",
+    "DOUBLE": "Nullable(Float64)",
+}
+
+
+def prices_select(prices: Sequence[PriceRow]) -> str:
+    """A ClickHouse SELECT of ``prices`` as ``hs_prices`` (the columns of
+    :data:`auditor.price_source.PRICE_COLUMNS`)."""
+    columns = ", ".join(f"{name} {_CLICKHOUSE_TYPES[typ]}" for name, typ in PRICE_COLUMNS)
     if not prices:
-        return f"SELECT * FROM values('{columns}', ('', 0, 0)) WHERE 0"
+        nulls = ", ".join("NULL" for _ in PRICE_COLUMNS)
+        return f"SELECT * FROM values('{columns}', ({nulls})) WHERE 0"
     rows = ", ".join(
-        f"({_quote(m)}, {float(p.input_per_mtok)!r}, {float(p.output_per_mtok)!r})"
-        for m, p in sorted(prices.items())
+        "(" + ", ".join(_literal(getattr(row, name)) for name, _ in PRICE_COLUMNS) + ")"
+        for row in prices
     )
     return f"SELECT * FROM values('{columns}', {rows})"
+
+
+def _literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(int(value))  # type: ignore[call-overload]
 
 
 def _quote(text: str) -> str:

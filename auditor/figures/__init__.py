@@ -31,6 +31,7 @@ from auditor.figures.spend import (
     agent_phase_spend,
     agent_spend,
     edge_spend,
+    unpriced_models,
     voided_spend,
     workflow_cost_summary,
     workflow_spend,
@@ -55,6 +56,7 @@ __all__ = [
     "end_to_end",
     "figure_rows",
     "summary",
+    "unpriced_models",
     "validation_latency",
     "voided_spend",
     "workflow_cost_summary",
@@ -116,6 +118,7 @@ def figure_rows(
         "workflows": _first(workflow_spend(con, filters=filters), TOP_WORKFLOWS),
         "phases": rows(agent_phase_spend(con, filters=filters)),
         "workflow_costs": rows(workflow_cost_summary(con, filters=filters)),
+        "unpriced_models": rows(unpriced_models(con, filters=filters)),
     }
 
 
@@ -193,7 +196,9 @@ def compute_figures(
         "phases": found["phases"],
         "workflows": found["workflow_costs"][0],
         "top_workflows": workflows[:TOP_WORKFLOWS],
+        "unpriced_models": found["unpriced_models"],
     }
+    head["unpriced_models"] = [m["model"] for m in found["unpriced_models"]]
     return Figures(
         summary=head,
         agents=agents,

@@ -13,6 +13,7 @@ __all__ = [
     "agent_phase_spend",
     "agent_spend",
     "edge_spend",
+    "unpriced_models",
     "voided_spend",
     "workflow_cost_summary",
     "workflow_spend",
@@ -50,7 +51,9 @@ def agent_spend(
     Columns: agent, spans, input_tokens, output_tokens, cost_usd, cost_share, models,
     estimated_cost_usd (the part of cost_usd priced from the price table, because the spans
     reported tokens but no cost), unpriced_input_tokens and unpriced_output_tokens (tokens
-    of models the price table does not know: counted, never priced at $0).
+    of models the price table does not know: counted, never priced at $0), cache_read_tokens
+    and cache_write_tokens (inside input_tokens), reasoning_tokens (inside output_tokens),
+    cached_share (cache reads against all input).
     """
     return query(
         con,
@@ -62,7 +65,11 @@ def agent_spend(
                list_sort(list_distinct(list(model))) AS models,
                sum(cost_usd) FILTER (WHERE cost_estimated) AS estimated_cost_usd,
                coalesce(sum(input_tokens) FILTER (WHERE unpriced), 0) AS unpriced_input_tokens,
-               coalesce(sum(output_tokens) FILTER (WHERE unpriced), 0) AS unpriced_output_tokens
+               coalesce(sum(output_tokens) FILTER (WHERE unpriced), 0) AS unpriced_output_tokens,
+               sum(cache_read_tokens) AS cache_read_tokens,
+               sum(cache_write_tokens) AS cache_write_tokens,
+               sum(reasoning_tokens) AS reasoning_tokens,
+               sum(cache_read_tokens) / nullif(sum(input_tokens), 0) AS cached_share
         FROM hs_usage({FILTER_ARGS})
         GROUP BY agent
         ORDER BY cost_usd DESC NULLS LAST, agent
@@ -218,6 +225,33 @@ def voided_spend(
         FROM hs_phases({FILTER_ARGS}) AS p JOIN voided USING (handoff_key, attempt_no)
         GROUP BY ALL
         ORDER BY cost_usd DESC, agent
+        """,
+        filters,
+    )
+
+
+def unpriced_models(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> duckdb.DuckDBPyRelation:
+    """The models whose tokens nothing prices (neither the spans, nor a contract price, nor
+    genai-prices), most tokens first: what makes the spend partial.
+
+    Columns: model (the model a span names, or NULL), provider, spans, input_tokens,
+    output_tokens, agents.
+    """
+    return query(
+        con,
+        f"""
+        SELECT * FROM (
+            SELECT coalesce(price_model, model) AS model, price_provider AS provider,
+                   count(*) AS spans, coalesce(sum(input_tokens), 0) AS input_tokens,
+                   coalesce(sum(output_tokens), 0) AS output_tokens,
+                   list_sort(list_distinct(list(agent))) AS agents
+            FROM hs_usage({FILTER_ARGS})
+            WHERE unpriced
+            GROUP BY ALL
+        )
+        ORDER BY input_tokens + output_tokens DESC, model NULLS LAST, provider NULLS LAST
         """,
         filters,
     )

@@ -55,9 +55,11 @@ def spend(summary: dict[str, Any]) -> str:
     unpriced_in = summary.get("unpriced_input_tokens") or 0
     unpriced_out = summary.get("unpriced_output_tokens") or 0
     if unpriced_in or unpriced_out:
+        models = [m or "no model named" for m in summary.get("unpriced_models") or []]
+        named = f": {', '.join(models)}" if models else ""
         text += (
-            f"; {count(unpriced_in)} input and {count(unpriced_out)} output tokens unpriced"
-            " (no price for their model)"
+            f"; partial: {count(unpriced_in)} input and {count(unpriced_out)} output tokens"
+            f" unpriced (no price for their model{named})"
         )
     return text
 

@@ -44,7 +44,7 @@ from collector import (
 )
 from collector.clock import VirtualClock
 from collector.messages import Message
-from collector.simulator.world import AgentProfile
+from collector.simulator.world import SIMULATED_PRICES, AgentProfile
 
 __all__ = ["ForgetfulStore", "Script", "SimulatedAgent", "TransientTaskError", "Wire"]
 
@@ -109,6 +109,7 @@ class SimulatedAgent:
             allow_legacy_modes=True,
             # The published samples keep their shape: the sender's spans only.
             record_answers=False,
+            prices=SIMULATED_PRICES,
         )
 
     @property

@@ -40,7 +40,7 @@ from collector.simulator.config import SimulationConfig
 from collector.simulator.handoffs import HandoffDriver, Step
 from collector.simulator.manifest import FaultEntry
 from collector.simulator.truth import NATURAL, GroundTruth
-from collector.simulator.world import build_profiles
+from collector.simulator.world import SIMULATED_PRICES, build_profiles
 from collector.simulator.writer import FileStats, TraceWriter
 
 __all__ = ["NATURAL", "ORCHESTRATOR", "Replica", "ReplicaResult", "run_replica"]
@@ -104,6 +104,7 @@ class Replica:
                 max_attempts=config.max_attempts,
                 mode=MODE_HANDSHAKE,
                 id_factory=self._hex_id,
+                prices=SIMULATED_PRICES,
             )
             self.senders[name] = sender
             # The same process with its retry cap switched off, for the retry-cap fault.
@@ -116,6 +117,7 @@ class Replica:
                 max_attempts=config.max_attempts,
                 enforce_retry_cap=False,
                 id_factory=self._hex_id,
+                prices=SIMULATED_PRICES,
             )
         self.policy = OrchestratorPolicy(
             ORCHESTRATOR,

@@ -14,7 +14,7 @@ from typing import Final
 
 from collector.agents import AgentRole
 from collector.errors import ConfigurationError
-from collector.pricing import default_prices
+from collector.pricing import Price, PriceTable
 
 __all__ = ["AgentProfile", "MODEL_PROVIDERS", "build_profiles", "check_models"]
 
@@ -36,6 +36,30 @@ MODEL_PROVIDERS: Final = {
     "mistral-small": "mistral_ai",
 }
 """The models the simulator knows, with their ``gen_ai.provider.name``."""
+
+SIMULATED_PRICES: Final = PriceTable(
+    {
+        "gpt-4o": Price(2.50, 10.00),
+        "gpt-4o-mini": Price(0.15, 0.60),
+        "gpt-4.1": Price(2.00, 8.00),
+        "gpt-4.1-mini": Price(0.40, 1.60),
+        "gpt-4.1-nano": Price(0.10, 0.40),
+        "o3": Price(2.00, 8.00),
+        "o4-mini": Price(1.10, 4.40),
+        "claude-opus-4": Price(15.00, 75.00),
+        "claude-sonnet-4": Price(3.00, 15.00),
+        "claude-3-5-haiku": Price(0.80, 4.00),
+        "gemini-2.5-pro": Price(1.25, 10.00),
+        "gemini-2.5-flash": Price(0.30, 2.50),
+        "gemini-2.0-flash": Price(0.10, 0.40),
+        "mistral-large": Price(2.00, 6.00),
+        "mistral-small": Price(0.10, 0.30),
+    },
+    genai_prices=False,
+)
+"""The list prices a simulated agent pays (per million input and output tokens), fixed in the
+simulator and never looked up: a run's costs, and so its trace files, are the same bytes on
+every machine and every price snapshot."""
 
 # role -> (model, lanes, out of lane, commit input tokens, commit output tokens)
 _ROLES: Final[dict[str, tuple[str, tuple[str, ...], tuple[str, ...], int, int]]] = {
@@ -93,7 +117,7 @@ class AgentProfile:
 
     def cost(self, input_tokens: int, output_tokens: int) -> float:
         """List-price cost of the tokens on this agent's model."""
-        value = default_prices().cost(
+        value = SIMULATED_PRICES.cost(
             self.model, input_tokens=input_tokens, output_tokens=output_tokens
         )
         return 0.0 if value is None else value
