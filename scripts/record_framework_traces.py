@@ -93,6 +93,7 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "autogen-selector-core": ("autogen", "autogen_run"),
     "autogen-swarm-openinference-and-core": ("autogen", "autogen_run"),
     "crewai-hierarchical-openinference": ("crewai", "crewai_run"),
+    "crewai-hierarchical-openinference-crewai-only": ("crewai", "crewai_run"),
     "crewai-hierarchical-openinference-events": ("crewai", "crewai_run"),
     "crewai-hierarchical-openllmetry": ("crewai", "crewai_run"),
     "crewai-flow-openinference": ("crewai", "crewai_run"),

@@ -50,6 +50,10 @@ SHAPES: dict[str, tuple[str, str]] = {
     # fixture -> (how a model span's agent is named, where a delegation shows); see _agent
     # and the delegation tests for each kind
     "crewai-hierarchical-openinference": ("coworker-tool-or-node-id", "coworker-tool"),
+    "crewai-hierarchical-openinference-crewai-only": (
+        "coworker-tool-or-node-id",
+        "coworker-tool-alone",
+    ),
     "crewai-hierarchical-openinference-events": ("node-id", "coworker-tool-then-agent"),
     "crewai-hierarchical-openllmetry": ("gen-ai-agent", "nested-agents"),
     "crewai-hierarchical-crewai-tracing": ("crewai-role", "coworker-tool-then-agent"),
@@ -188,6 +192,10 @@ def test_the_model_spans_hold_the_framework_tokens(name: str) -> None:
     keys = TOKENS[reported["convention"]]
     spans = model_spans(name)
     run = reported["run_usage"]
+    if reported.get("usage_in_trace") is False:  # a limit of the tracing, kept
+        every_key = {k for ks in TOKENS.values() for k in ks}
+        assert spans == [] and not [s for s in spans_of(name) if every_key & set(s["attrs"])]
+        return
     assert len(spans) == run["requests"]
     assert all(
         s["attrs"].get("llm.model_name", s["attrs"].get("gen_ai.request.model")) == "gpt-4o"
@@ -276,6 +284,8 @@ def test_each_delegation_is_a_coworker_tool_span(name: str) -> None:
         children = [s for s in spans if s["parent"] == tool["id"]]
         if SHAPES[name][1] == "coworker-tool-then-agent":
             assert [_named(c, how) for c in children if _named(c, how)] == [handoff["receiver"]]
+        elif SHAPES[name][1] == "coworker-tool-alone":  # nothing traced the model calls
+            assert children == []
         else:  # wrapper mode: no agent span for the coworker, only its model calls
             assert children and all(_named(c, how) is None for c in children)
 

@@ -55,7 +55,7 @@ OI_EVENT_NOTES = [
 ]
 
 
-def _openinference(provider: Any, *, events: bool) -> None:
+def _openinference(provider: Any, *, events: bool, model_calls: bool = True) -> None:
     from openinference.instrumentation.crewai import CrewAIInstrumentor
 
     if events:
@@ -66,7 +66,8 @@ def _openinference(provider: Any, *, events: bool) -> None:
     from openinference.instrumentation.openai import OpenAIInstrumentor
 
     CrewAIInstrumentor().instrument(tracer_provider=provider)
-    OpenAIInstrumentor().instrument(tracer_provider=provider)
+    if model_calls:
+        OpenAIInstrumentor().instrument(tracer_provider=provider)
 
 
 def _openllmetry(provider: Any) -> None:
@@ -150,6 +151,27 @@ def record_hierarchical_openinference(provider: Any, server: ScriptedOpenAI) -> 
         "with openinference-instrumentation-openai",
         convention="openinference",
         notes=OI_WRAPPER_NOTES,
+    )
+
+
+def record_hierarchical_openinference_crewai_only(
+    provider: Any, server: ScriptedOpenAI
+) -> dict[str, Any]:
+    """The crewai instrumentor alone, as its README sets it up: no span of a model call."""
+    _openinference(provider, events=False, model_calls=False)
+    return _report(
+        hierarchical_run(server),
+        *OI_PACKAGES,
+        instrumentation="openinference-instrumentation-crewai alone, in wrapper mode",
+        convention="openinference",
+        usage_in_trace=False,
+        notes=[
+            OI_WRAPPER_NOTES[1],
+            "The trace holds no tokens: wrapper mode makes no LLM span, and nothing traces "
+            "the model calls of CrewAI's native provider here. Five spans: the crew, the "
+            "manager's task (AGENT) and two delegation TOOL spans; the coworkers appear only "
+            "as 'coworker' in the tools' input.value.",
+        ],
     )
 
 
@@ -245,6 +267,10 @@ def record_flow_crewai_tracing(provider: Any, server: ScriptedOpenAI) -> dict[st
 
 SCENARIOS = {
     "crewai-hierarchical-openinference": (record_hierarchical_openinference, HIERARCHICAL_SCRIPT),
+    "crewai-hierarchical-openinference-crewai-only": (
+        record_hierarchical_openinference_crewai_only,
+        HIERARCHICAL_SCRIPT,
+    ),
     "crewai-hierarchical-openinference-events": (
         record_hierarchical_openinference_events,
         HIERARCHICAL_SCRIPT,
