@@ -168,7 +168,7 @@ def record_hierarchical_openinference_crewai_only(
         notes=[
             OI_WRAPPER_NOTES[1],
             "The trace holds no tokens: wrapper mode makes no LLM span, and nothing traces "
-            "the model calls of CrewAI's native provider here. Five spans: the crew, the "
+            "the model calls of CrewAI's native provider here. Four spans: the crew, the "
             "manager's task (AGENT) and two delegation TOOL spans; the coworkers appear only "
             "as 'coworker' in the tools' input.value.",
         ],
