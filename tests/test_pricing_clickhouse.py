@@ -9,12 +9,13 @@ import pytest
 
 pytest.importorskip("chdb")
 
+from test_pricing_differential import _calls, _expected, _write  # noqa: E402
+
 from auditor import load_traces  # noqa: E402
 from auditor.audit import prepare  # noqa: E402
 from auditor.clickhouse.audit import ClickHouseConnection  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
-from test_pricing_differential import _calls, _expected, _write  # noqa: E402
 
 
 def test_clickhouse_prices_every_usage_as_duckdb_and_calc_price_do(tmp_path: Path) -> None:
