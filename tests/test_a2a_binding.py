@@ -447,6 +447,23 @@ def test_the_response_echoes_the_activated_extension():
     assert "A2A-Extensions" not in off.headers
 
 
+def test_an_a2a_0_3_client_activates_the_extension_with_its_own_header():
+    runs: list[Any] = []
+    receiver = _receiver(executor=lambda w: runs.append(w) or {"ok": 1})
+    with served(lambda url: a2a_app(receiver, url=url)) as url:
+        transport = A2ATransport(url)
+        try:
+            old = {extension.HEADER_EXTENSIONS_V0_3: EXTENSION_URI}
+            p = _proposal("h-03", "k-03", {})
+            answer = _send(transport, p, activate=False, headers=old)
+            assert reply_of(answer, url)["decision"] == "accept"
+            done = _send(transport, _commit(p), activate=False, headers=old)
+            assert reply_of(done, url)["outcome"] == schema.OUTCOME_EXECUTED
+        finally:
+            transport.close()
+    assert len(runs) == 1
+
+
 # ---------------------------------------------------------------------- the token
 def test_token_guards_every_route_but_the_card():
     receiver = _receiver()

@@ -21,6 +21,7 @@ __all__ = [
     "EXTENSION_URI",
     "EXTENSION_URI_PREFIX",
     "HEADER_EXTENSIONS",
+    "HEADER_EXTENSIONS_V0_3",
     "METADATA_KEY",
     "PROTOCOL_VERSION",
     "REQUEST_KINDS",
@@ -40,7 +41,9 @@ METADATA_KEY: Final = EXTENSION_URI
 """The key of a message's (and a task's) ``metadata`` that carries a handshake message."""
 
 HEADER_EXTENSIONS: Final = "A2A-Extensions"
-"""The HTTP header a client activates extensions with (A2A 1.0; ``X-A2A-Extensions`` in 0.3)."""
+"""The HTTP header a client activates extensions with (A2A 1.0)."""
+HEADER_EXTENSIONS_V0_3: Final = "X-A2A-Extensions"
+"""Its name in A2A 0.3, still accepted from older clients."""
 
 REQUEST_KINDS: Final = ("propose", "commit", "void")
 """The handshake messages a client sends, one A2A ``SendMessage`` each."""

@@ -113,6 +113,7 @@ class _Guard:
         if declared.isdigit() and int(declared) > self.max_body_bytes:
             await _refuse(send, 413, wire.ERROR_PAYLOAD_TOO_LARGE, self._too_large())
             return
+        scope = _with_current_extensions_header(scope, headers)
         activated = extension.EXTENSION_URI in headers.get(extension.HEADER_EXTENSIONS.lower(), "")
         started = False
 
@@ -162,6 +163,16 @@ class _TooLarge(Exception):
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+
+def _with_current_extensions_header(scope: Scope, headers: dict[str, str]) -> Scope:
+    """An A2A 0.3 client's ``X-A2A-Extensions`` as the ``A2A-Extensions`` a2a-sdk reads."""
+    current, old = extension.HEADER_EXTENSIONS.lower(), extension.HEADER_EXTENSIONS_V0_3.lower()
+    if old not in headers or current in headers:
+        return scope
+    headers[current] = headers[old]
+    raw = [*scope["headers"], (current.encode("latin-1"), headers[old].encode("latin-1"))]
+    return {**scope, "headers": raw}
 
 
 def _auth_detail(headers: dict[str, str]) -> str:
