@@ -84,11 +84,43 @@ def _agent_key(row: c.AgentKey, typed: dict[str, str]) -> str:
 
 
 def _own_agent(typed: dict[str, str] = _TYPED) -> str:
-    return "coalesce(" + ", ".join(_agent_key(k, typed) for k in c.AGENT_KEYS) + ")"
+    keys = [_agent_key(k, typed) for k in c.AGENT_KEYS]
+    return "coalesce(" + ", ".join([*keys, _run_name(typed)]) + ")"
 
 
-def _tool_span() -> str:
-    return "(" + " OR ".join(_guard(g) for g in c.TOOL_SPAN) + ")"
+def _run_name(typed: dict[str, str] = _TYPED) -> str:
+    """The agent an agent's run span names in its span name (no key named it)."""
+    names = ", ".join(
+        f"nullif(regexp_extract(name, {_lit(p)}, 1), '')" for p in c.AGENT_NAME_PATTERNS
+    )
+    return f"CASE WHEN {_agent_span(typed)} THEN coalesce({names}) END"
+
+
+def _agent_span(typed: dict[str, str] = _TYPED) -> str:
+    return "(" + " OR ".join(_guard(g, typed) for g in c.AGENT_SPAN) + ")"
+
+
+def _tool_span(typed: dict[str, str] = _TYPED) -> str:
+    return "(" + " OR ".join(_guard(g, typed) for g in c.TOOL_SPAN) + ")"
+
+
+def _named_by() -> str:
+    """Which key (or the span's name) names the agent of a span that names its own."""
+    cases = " ".join(
+        f"WHEN {_agent_key(k, _TYPED)} IS NOT NULL THEN {_lit(f'{k.convention}: {k.key}')}"
+        for k in c.AGENT_KEYS
+    )
+    return f"CASE {cases} WHEN {_run_name()} IS NOT NULL THEN 'the span name' END"
+
+
+def _handed(typed: dict[str, str] = _TYPED) -> str:
+    """The agent a tool call's arguments name as the one doing its work (``coworker``,
+    ``member_id`` ...), read from the arguments' text at any depth, escaped or not."""
+    keys = "|".join(c.DELEGATE_ARGUMENTS)
+    pattern = _lit(r'\\?"(?:' + keys + r')\\?"\s*:\s*\\?"([^"\\]+)')
+    text = "coalesce(" + ", ".join(_get(k, typed) for k in c.ARGUMENT_KEYS) + ")"
+    found = f"nullif(regexp_extract({text}, {pattern}, 1), '')"
+    return f"CASE WHEN {_tool_span(typed)} THEN {found} END"
 
 
 @cache
@@ -137,6 +169,14 @@ CREATE OR REPLACE TEMP MACRO hs_fw_convention({_ARGS}) AS
 CREATE OR REPLACE TEMP MACRO hs_fw_graph_node({_ARGS}) AS {graph_node};
 CREATE OR REPLACE TEMP MACRO hs_fw_transfer_target(tool) AS
     nullif(regexp_extract(tool, {_lit(c.TRANSFER_TOOL)}, 1), '');
+CREATE OR REPLACE TEMP MACRO hs_fw_handed({_ARGS}) AS {_handed()};
+CREATE OR REPLACE TEMP MACRO hs_fw_named_by({_ARGS}) AS {_named_by()};
+CREATE OR REPLACE TEMP MACRO hs_fw_handoff_tool(tool) AS
+    coalesce(regexp_matches(tool, {_lit(c.HANDOFF_TOOL)}), false);
+-- Names compared loosely: a member id or a tool is the agent's name in another case, or with
+-- `_` or `-` for spaces.
+CREATE OR REPLACE TEMP MACRO hs_fw_loose(name) AS
+    replace(replace(replace(lower(name), ' ', ''), '_', ''), '-', '');
 
 -- The spans other instrumentations wrote (handoffscope's own are judged by the handshake
 -- rules), with what the conventions' keys say about each.
@@ -148,7 +188,14 @@ SELECT trace_id, span_id, parent_span_id, name, agent, start_unix_nano, end_unix
        hs_fw_source({CALL_ARGS}) AS fw_source,
        hs_fw_target({CALL_ARGS}) AS fw_target,
        hs_fw_convention({CALL_ARGS}) AS fw_convention,
-       hs_fw_graph_node({CALL_ARGS}) AS graph_node
+       hs_fw_graph_node({CALL_ARGS}) AS graph_node,
+       -- The agent is named by the span or an ancestor, not left to the service.name.
+       agent IS NOT NULL AND ("gen_ai.agent.name" IS NOT NULL
+                              OR agent IS DISTINCT FROM service_name) AS named,
+       hs_fw_handed({CALL_ARGS}) AS handed,
+       {_get(c.OPENINFERENCE_GRAPH_NODE_ID)} AS node_id,
+       {_get(c.OPENINFERENCE_GRAPH_PARENT_ID)} AS node_parent,
+       links[1].trace_id AS link_trace, links[1].span_id AS link_span
 FROM spans
 WHERE scope_name IS DISTINCT FROM {_lit(s.INSTRUMENTATION_NAME)};
 """
@@ -208,27 +255,38 @@ def resolve_sql(*, by_file: bool = False) -> str:
         share = (
             "AND ($shares::UBIGINT IS NULL OR hash(trace_id) % $shares::UBIGINT = $share::UBIGINT)"
         )
-    return _RESOLVE.format(own=_own_agent(_COLUMNS), file=file, share=share)
+    own = _own_agent(_COLUMNS)
+    hands = f"coalesce({own}, {_handed(_COLUMNS)})"
+    return _RESOLVE.format(own=own, hands=hands, file=file, share=share)
 
 
 _RESOLVE: Final = """
 WITH RECURSIVE unnamed AS MATERIALIZED (
-    SELECT trace_id, span_id, parent_span_id, service_name, agent, {own} AS own
+    SELECT trace_id, span_id, parent_span_id, service_name, agent, start_unix_nano, end_unix_nano,
+           {own} AS own,
+           -- What its descendants take: its own agent, or the agent a tool call hands to.
+           {hands} AS hands
     FROM spans
     WHERE "gen_ai.agent.name" IS NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
       {file} {share}
 ), links AS MATERIALIZED (
-    -- Every span a walk may pass: its parent and the agent it names itself.
-    SELECT trace_id, span_id, parent_span_id, "gen_ai.agent.name" AS own FROM spans
+    -- Every span a walk may pass: its parent, the agent it names itself and its end.
+    SELECT trace_id, span_id, parent_span_id, end_unix_nano, "gen_ai.agent.name" AS own
+    FROM spans
     WHERE "gen_ai.agent.name" IS NOT NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
       {share}
     UNION ALL
-    SELECT trace_id, span_id, parent_span_id, own FROM unnamed
-), walk(trace_id, span_id, up, found, depth) AS (
-    SELECT trace_id, span_id, parent_span_id, NULL::VARCHAR, 0
+    SELECT trace_id, span_id, parent_span_id, end_unix_nano, hands FROM unnamed
+), walk(trace_id, span_id, up, since, found, depth) AS (
+    SELECT trace_id, span_id, parent_span_id, start_unix_nano, NULL::VARCHAR, 0
     FROM unnamed WHERE own IS NULL AND parent_span_id IS NOT NULL
     UNION ALL
-    SELECT w.trace_id, w.span_id, p.parent_span_id, p.own, w.depth + 1
+    -- An ancestor owns the span only while it is open: one that had ended before the span
+    -- started (an instrumentation that left it current) is passed by.
+    SELECT w.trace_id, w.span_id, p.parent_span_id, w.since,
+           CASE WHEN p.end_unix_nano IS NULL OR w.since IS NULL OR p.end_unix_nano >= w.since
+                THEN p.own END,
+           w.depth + 1
     FROM walk AS w JOIN links AS p ON p.trace_id = w.trace_id AND p.span_id = w.up
     WHERE w.found IS NULL AND w.up IS NOT NULL AND w.depth < 256
 )

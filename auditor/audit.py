@@ -24,6 +24,7 @@ from auditor.rule_findings import RuleFindings
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.saved import KEPT, restore
 from auditor.settings import AuditSettings
+from auditor.structure import NOT_JUDGED_EXIT, Structure, explain
 from collector.progress import step
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class AuditResult:
     figures: Figures
     problems: list[LoadProblem]
     files: list[str]
+    structure: Structure | None
+    """What the audit made of other frameworks' spans (None when there were none)."""
 
     def __init__(
         self,
@@ -88,6 +91,7 @@ class AuditResult:
         files: list[str] | None = None,
         *,
         by_rule: Sequence[RuleFindings] = (),
+        structure: Structure | None = None,
     ) -> None:
         """``findings`` (in the order the report lists them), or ``by_rule`` the same in
         pieces (with ``findings`` None). ``dataclasses.replace`` keeps the pieces."""
@@ -101,6 +105,9 @@ class AuditResult:
         self.figures = figures if figures is not None else Figures()
         self.problems = list(problems or [])
         self.files = list(files or [])
+        self.structure = structure
+        self.explained = False
+        """Whether the report lists :attr:`structure` in full (``audit --explain``)."""
         self._findings: list[Finding] | None = None
 
     @property
@@ -161,8 +168,19 @@ class AuditResult:
         return sum(counts[s] for s in allowed)
 
     def exit_code(self, fail_on: str | None = None) -> int:
-        """0 when nothing fails at ``fail_on``, else 1."""
-        return 1 if self.failing_count(fail_on) else 0
+        """1 when a finding fails at ``fail_on``; else 3 (:data:`NOT_JUDGED_EXIT`) when the
+        traces show agents whose delegation the audit could not recognise (unless
+        ``fail_on`` is ``never``); else 0."""
+        if self.failing_count(fail_on):
+            return 1
+        if self.not_judged() and (fail_on or self.settings.fail_on) != "never":
+            return NOT_JUDGED_EXIT
+        return 0
+
+    def not_judged(self) -> str | None:
+        """Why the verdict cannot be PASS although no finding fails: the agents seen whose
+        delegation the audit could not recognise (None when there are none)."""
+        return None if self.structure is None else self.structure.verdict()
 
     def _failing_severities(self, fail_on: str | None) -> tuple[str, ...]:
         level = fail_on or self.settings.fail_on
@@ -313,6 +331,8 @@ def audit(
     figures = compute_figures(
         trace_set.con, settings=settings, trace_set=trace_set, found=kept_rows
     )
+    prepare(trace_set.con)
+    structure = explain(trace_set.con)
     return AuditResult(
         None,
         rules=rules,
@@ -321,6 +341,7 @@ def audit(
         problems=list(trace_set.problems),
         files=list(trace_set.files),
         by_rule=[found[rule.id] for rule in rules],
+        structure=structure,
     )
 
 

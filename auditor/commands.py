@@ -120,6 +120,12 @@ def _rule_list() -> str:
 )
 @click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
 @click.option(
+    "--explain",
+    is_flag=True,
+    help="List, per trace of other frameworks' spans, the agents found and what named each,"
+    " the edges and their evidence, and the spans whose tokens no agent could be charged with.",
+)
+@click.option(
     "--table",
     metavar="NAME",
     default=None,
@@ -159,6 +165,7 @@ def audit(
     color: bool | None,
     width: int | None,
     quiet: bool,
+    explain: bool,
     table: str | None,
     since: str | None,
     until: str | None,
@@ -220,7 +227,7 @@ def audit(
         # A compacted store audited before with the same settings and code: its kept report.
         files = kept.store_files(paths)
         kept_at = None if files is None else kept.slot(files, settings, fmt, width, color)
-        found = None if kept_at is None else kept.open_report(kept_at)
+        found = None if kept_at is None or explain else kept.open_report(kept_at)
         if found is not None:
             with found[0] as report:
                 _emit(report, output=output, fmt=fmt)
@@ -233,6 +240,7 @@ def audit(
             result = run_audit(traces, settings, store=files is not None, json_text=fmt == "json")
         # The report reads none of it: DuckDB's memory is free before rendering takes more.
         traces.con.close()
+    result.explained = explain
     # The JSON report goes out as the bytes it is written as; the others as text, which click
     # writes for the terminal it finds.
     text: str | list[bytes | memoryview] = (
@@ -242,7 +250,7 @@ def audit(
     )
     _emit(text, output=output, fmt=fmt)
     # Kept only for the store audited: not one rewritten meanwhile (its key changed).
-    if kept_at is not None and not result.problems:
+    if kept_at is not None and not result.problems and not explain:
         if kept.slot(result.files, settings, fmt, width, color) == kept_at:
             kept.keep(kept_at, text, result.exit_code())
     return result.exit_code()

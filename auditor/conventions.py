@@ -21,8 +21,13 @@ from collector import schema as s
 
 __all__ = [
     "AGENT_KEYS",
+    "AGENT_NAME_PATTERNS",
     "AGENT_SPAN",
+    "ARGUMENT_KEYS",
+    "DELEGATE_ARGUMENTS",
+    "EVIDENCE",
     "HANDOFF_KEYS",
+    "HANDOFF_TOOL",
     "MODEL_KEYS",
     "TOOL_KEYS",
     "TOOL_SPAN",
@@ -76,6 +81,12 @@ LOGFIRE_MESSAGE: Final = "logfire.msg"
 """Logfire: the span's rendered message."""
 CREWAI_AGENT_ROLE: Final = "crewai.agent.role"
 """CrewAI (OpenLLMetry): the agent's role, which names it."""
+OPENINFERENCE_INPUT: Final = "input.value"
+"""OpenInference: a span's input (a tool call's arguments, often as JSON)."""
+GEN_AI_TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+"""GenAI: the arguments of a tool call (JSON)."""
+OPENLLMETRY_ENTITY_INPUT: Final = "traceloop.entity.input"
+"""OpenLLMetry: the input of a task, tool or agent span (JSON)."""
 VERCEL_MODEL: Final = "ai.model.id"
 """Vercel AI SDK: the model."""
 
@@ -175,3 +186,40 @@ AGENT_SPAN: Final[tuple[KindGuard, ...]] = (
     KindGuard(OPENLLMETRY_SPAN_KIND, ("agent",)),
 )
 """What marks a span as an agent's run (so is a span carrying ``agent_name``)."""
+
+AGENT_NAME_PATTERNS: Final = (
+    r"^invoke_agent (.+)$",
+    r"^Agent: (.+)$",
+    r"^(.+)\.run$",
+    r"^(.+)\.agent$",
+)
+"""How an agent's run span (:data:`AGENT_SPAN`) names its agent when no key does: the first
+pattern that matches the span's name gives it (GenAI ``invoke_agent {name}``, ``Agent: {name}``,
+OpenInference's smolagents and Agno ``{name}.run``, OpenLLMetry ``{name}.agent``)."""
+
+DELEGATE_ARGUMENTS: Final = ("coworker", "member_id", "agent_name")
+"""Arguments of a tool call that name the agent the tool hands work to (CrewAI's delegation
+tools, Agno's ``delegate_task_to_member``, routers): the tool's work is that agent's."""
+
+ARGUMENT_KEYS: Final = (OPENINFERENCE_INPUT, GEN_AI_TOOL_ARGUMENTS, OPENLLMETRY_ENTITY_INPUT)
+"""Keys holding a tool call's arguments (read as text: an argument is found at any depth)."""
+
+HANDOFF_TOOL: Final = r"(?i)^(?:transfer|handoff|hand_off|delegate|route)"
+"""A tool whose call passes the turn to another agent even when it does not name it: the
+receiver is the next other agent to run."""
+
+EVIDENCE: Final = {
+    "delegation": "an agent's run inside another agent's tool call",
+    "nested-run": "an agent's run inside another agent's run (at any depth)",
+    "agent-tool": "a tool call whose tool is an agent, or whose arguments name one"
+    f" ({', '.join(DELEGATE_ARGUMENTS)})",
+    "graph-parent": "a run whose graph.node.parent_id names another agent's run",
+    "span-link": "a run linked to another agent's span",
+    "turn-passing": "a handoff tool call, then the turn passing to another agent's run",
+    "run-sequence": "the turn passing from one agent's run to the next, inside no other"
+    " agent's run (a flow's or a pipeline's wiring)",
+    "transfer-tool": "a handoff tool (transfer_to_{receiver})",
+    "graph-transition": "control passing between the agents' nodes of one graph",
+}
+"""Each kind of evidence of a delegation, besides handoff spans (:data:`HANDOFF_KEYS`, named
+by their convention). The same delegation seen through two kinds is one edge."""

@@ -54,19 +54,38 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 --                             sender or the receiver)
 CREATE OR REPLACE TEMP VIEW hs_framework_handoff_spans AS
 WITH fw AS MATERIALIZED (SELECT * FROM hs_fw_spans),
-pairs AS (
+runs AS MATERIALIZED (
+    -- The agents' runs a delegation leads to (named by the span or an ancestor).
+    SELECT trace_id, span_id, agent, node_id, start_unix_nano
+    FROM fw WHERE agent_run AND named
+),
+known AS (
+    -- The agents that ran in each trace, by their loosely compared name.
+    SELECT trace_id, hs_fw_loose(agent) AS loose, min(agent) AS agent
+    FROM runs GROUP BY trace_id, hs_fw_loose(agent)
+),
+handoff_spans AS (
     -- A handoff span (GenAI, OpenLLMetry and Logfire keys; OpenInference's
-    -- `handoff to {receiver}` spans with the sender in graph.node.parent_id). One that does
-    -- not name its receiver hands to the next other agent that runs in the trace.
-    SELECT h.trace_id, h.span_id, coalesce(h.fw_source, h.agent) AS sender,
-           coalesce(h.fw_target,
-                    (SELECT arg_min(n.agent, (n.start_unix_nano, n.span_id)) FROM fw AS n
-                     WHERE n.trace_id = h.trace_id AND n.agent_run
-                       AND n.start_unix_nano >= h.start_unix_nano
-                       AND n.agent IS DISTINCT FROM coalesce(h.fw_source, h.agent)))
-               AS receiver,
-           h.fw_convention AS convention, h.start_unix_nano, h.end_unix_nano, h.status_code
+    -- `handoff to {receiver}` spans with the sender in graph.node.parent_id).
+    SELECT h.trace_id, h.span_id, coalesce(h.fw_source, h.agent) AS sender, h.fw_target,
+           h.fw_convention, h.start_unix_nano, h.end_unix_nano, h.status_code
     FROM fw AS h WHERE h.fw_convention IS NOT NULL
+),
+next_agents AS (
+    -- One that does not name its receiver hands to the next other agent that runs in the
+    -- trace.
+    SELECT h.trace_id, h.span_id, arg_min(n.agent, (n.start_unix_nano, n.span_id)) AS agent
+    FROM handoff_spans AS h
+    JOIN fw AS n ON n.trace_id = h.trace_id AND n.agent_run
+        AND n.start_unix_nano >= h.start_unix_nano AND n.agent IS DISTINCT FROM h.sender
+    WHERE h.fw_target IS NULL
+    GROUP BY h.trace_id, h.span_id
+),
+pairs AS (
+    SELECT h.trace_id, h.span_id, h.sender, coalesce(h.fw_target, n.agent) AS receiver,
+           h.fw_convention AS convention, h.start_unix_nano, h.end_unix_nano, h.status_code
+    FROM handoff_spans AS h
+    LEFT JOIN next_agents AS n ON n.trace_id = h.trace_id AND n.span_id = h.span_id
 ),
 transfers AS (
     -- A handoff tool (`transfer_to_{receiver}`) called by the sender.
@@ -77,7 +96,8 @@ transfers AS (
 delegations AS (
     -- An agent run inside another agent's tool call (pydantic-ai delegation, agents as tools).
     SELECT c.trace_id, c.span_id, p.agent AS sender, c.agent AS receiver,
-           'delegation' AS convention, c.start_unix_nano, c.end_unix_nano, c.status_code
+           'delegation' AS convention, c.start_unix_nano, c.end_unix_nano, c.status_code,
+           c.span_id AS run_span
     FROM fw AS c JOIN fw AS p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
     WHERE c.agent_run AND p.tool IS NOT NULL AND p.agent IS DISTINCT FROM c.agent
       AND hs_fw_transfer_target(p.tool) IS NULL
@@ -92,7 +112,8 @@ nodes AS (
 ),
 transitions AS (
     SELECT n.trace_id, n.span_id, n.prev_agent AS sender, n.agent AS receiver,
-           'graph-transition' AS convention, n.start_unix_nano, n.end_unix_nano, n.status_code
+           'graph-transition' AS convention, n.start_unix_nano, n.end_unix_nano, n.status_code,
+           n.span_id AS run_span
     FROM nodes AS n
     WHERE n.prev_agent IS NOT NULL AND n.prev_agent <> n.agent
       -- A handoff tool already recorded this move.
@@ -101,11 +122,160 @@ transitions AS (
           WHERE t.trace_id = n.trace_id AND t.sender = n.prev_agent AND t.receiver = n.agent
             AND t.start_unix_nano BETWEEN n.prev_start AND n.start_unix_nano)
 ),
+named_handoffs AS (
+    SELECT *, 0 AS priority FROM pairs
+    UNION ALL SELECT *, 0 AS priority FROM transfers
+),
+nested AS (
+    -- An agent's run directly inside a span of another named agent's run that is no tool
+    -- call: its run, a chain or step of it (at any depth, as a span's agent is its nearest
+    -- named ancestor's).
+    SELECT c.trace_id, c.span_id, p.agent AS sender, c.agent AS receiver,
+           'nested-run' AS convention, c.start_unix_nano, c.end_unix_nano, c.status_code,
+           1 AS priority
+    FROM fw AS c JOIN fw AS p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+    WHERE c.agent_run AND c.named AND p.named AND p.tool IS NULL AND p.agent <> c.agent
+      -- A parent that had ended is no owner (an instrumentation left it current).
+      AND (p.end_unix_nano IS NULL OR p.end_unix_nano >= c.start_unix_nano)
+),
+graph_parents AS (
+    -- A run whose graph.node.parent_id is another run's graph.node.id (Agno's team and
+    -- members) or names an agent that ran (OpenInference's CrewAI and OpenAI Agents spans).
+    SELECT c.trace_id, c.span_id, coalesce(min(p.agent), min(k.agent)) AS sender,
+           c.agent AS receiver, 'graph-parent' AS convention, c.start_unix_nano,
+           c.end_unix_nano, c.status_code, 2 AS priority
+    FROM fw AS c
+    LEFT JOIN runs AS p ON p.trace_id = c.trace_id AND p.node_id = c.node_parent
+    LEFT JOIN known AS k ON k.trace_id = c.trace_id AND k.loose = hs_fw_loose(c.node_parent)
+    WHERE c.agent_run AND c.named AND c.node_parent IS NOT NULL
+    GROUP BY c.trace_id, c.span_id, c.agent, c.start_unix_nano, c.end_unix_nano,
+             c.status_code
+),
+span_links AS (
+    -- A run linked to a span of another named agent (a message passed between runtimes).
+    SELECT c.trace_id, c.span_id, l.agent AS sender, c.agent AS receiver,
+           'span-link' AS convention, c.start_unix_nano, c.end_unix_nano, c.status_code,
+           3 AS priority
+    FROM fw AS c JOIN fw AS l ON l.trace_id = c.link_trace AND l.span_id = c.link_span
+    WHERE c.agent_run AND c.named AND l.named
+),
+agent_tools AS (
+    -- A tool call whose tool is an agent that ran (smolagents' managed agents), or whose
+    -- arguments name the agent to do its work (CrewAI's coworker, Agno's member_id).
+    SELECT t.trace_id, t.span_id, t.agent AS sender,
+           coalesce(min(by_tool.agent), min(by_argument.agent), t.handed) AS receiver,
+           'agent-tool' AS convention, t.start_unix_nano, t.end_unix_nano, t.status_code,
+           4 AS priority
+    FROM fw AS t
+    LEFT JOIN known AS by_tool
+        ON by_tool.trace_id = t.trace_id AND by_tool.loose = hs_fw_loose(t.tool)
+    LEFT JOIN known AS by_argument
+        ON by_argument.trace_id = t.trace_id AND by_argument.loose = hs_fw_loose(t.handed)
+    WHERE t.tool IS NOT NULL AND t.named AND t.fw_convention IS NULL
+      AND hs_fw_transfer_target(t.tool) IS NULL
+    GROUP BY t.trace_id, t.span_id, t.agent, t.handed, t.start_unix_nano, t.end_unix_nano,
+             t.status_code
+),
+turn_passes AS (
+    -- A handoff tool naming no receiver: the turn passes to the next other agent to run.
+    SELECT t.trace_id, t.span_id, t.agent AS sender,
+           arg_min(r.agent, (r.start_unix_nano, r.span_id)) AS receiver,
+           'turn-passing' AS convention, t.start_unix_nano, t.end_unix_nano, t.status_code,
+           5 AS priority
+    FROM fw AS t
+    JOIN runs AS r ON r.trace_id = t.trace_id AND r.start_unix_nano >= t.start_unix_nano
+        AND r.agent <> t.agent
+    WHERE t.tool IS NOT NULL AND t.named AND t.fw_convention IS NULL AND t.handed IS NULL
+      AND hs_fw_transfer_target(t.tool) IS NULL AND hs_fw_handoff_tool(t.tool)
+    GROUP BY t.trace_id, t.span_id, t.agent, t.start_unix_nano, t.end_unix_nano,
+             t.status_code
+),
+top_runs AS (
+    -- Agents' runs inside no other agent's run, in the order they started in their trace.
+    SELECT c.trace_id, c.span_id, c.agent, c.start_unix_nano, c.end_unix_nano, c.status_code,
+           lag(c.agent) OVER (PARTITION BY c.trace_id ORDER BY c.start_unix_nano, c.span_id)
+               AS prev_agent
+    FROM fw AS c
+    LEFT JOIN fw AS p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
+    WHERE c.agent_run AND c.named AND (p.span_id IS NULL OR NOT p.named)
+),
+sequences AS (
+    -- The turn passing from one agent's run to the next other agent's run of the trace
+    -- (a flow's or a pipeline's wiring, with no tool between them).
+    SELECT trace_id, span_id, prev_agent AS sender, agent AS receiver,
+           'run-sequence' AS convention, start_unix_nano, end_unix_nano, status_code,
+           6 AS priority
+    FROM top_runs WHERE prev_agent IS NOT NULL AND prev_agent <> agent
+),
+seen AS (
+    -- Evidence found from structure alone, with the run of the receiver it leads to.
+    SELECT * FROM nested
+    UNION ALL SELECT * FROM graph_parents
+    UNION ALL SELECT * FROM span_links
+    UNION ALL SELECT * FROM agent_tools
+    UNION ALL SELECT * FROM turn_passes
+    UNION ALL SELECT * FROM sequences
+),
+leads AS (
+    -- The run each handoff or tool call leads to: the receiver's first run from its start
+    -- (inside the call, or after it); a run is the delegation itself.
+    SELECT e.trace_id, e.span_id, arg_min(r.span_id, (r.start_unix_nano, r.span_id)) AS run_span
+    FROM (SELECT trace_id, span_id, receiver, start_unix_nano FROM named_handoffs
+          UNION ALL
+          SELECT trace_id, span_id, receiver, start_unix_nano FROM seen
+          WHERE convention IN ('agent-tool', 'turn-passing')) AS e
+    JOIN runs AS r ON r.trace_id = e.trace_id AND r.agent = e.receiver
+        AND r.start_unix_nano >= e.start_unix_nano
+    GROUP BY e.trace_id, e.span_id
+),
+anchored AS (
+    SELECT s.*, coalesce(l.run_span, s.span_id) AS anchor
+    FROM seen AS s LEFT JOIN leads AS l ON l.trace_id = s.trace_id AND l.span_id = s.span_id
+    WHERE s.sender IS NOT NULL AND s.receiver IS NOT NULL AND s.sender <> s.receiver
+),
+copies AS (
+    -- A handoff span inside one that records the same handoff: two instrumentations of one
+    -- tool call.
+    SELECT c.trace_id, c.span_id
+    FROM named_handoffs AS c
+    JOIN fw AS f ON f.trace_id = c.trace_id AND f.span_id = c.span_id
+    JOIN named_handoffs AS o ON o.trace_id = c.trace_id AND o.span_id = f.parent_span_id
+        AND o.sender = c.sender AND o.receiver = c.receiver
+),
+named AS (
+    -- A handoff recorded by several spans that lead to one run is one edge.
+    SELECT n.*, coalesce(l.run_span, n.span_id) AS anchor,
+           row_number() OVER (PARTITION BY n.trace_id, coalesce(l.run_span, n.span_id),
+                                           n.sender, n.receiver
+                              ORDER BY n.start_unix_nano, n.span_id) AS nth
+    FROM named_handoffs AS n
+    LEFT JOIN leads AS l ON l.trace_id = n.trace_id AND l.span_id = n.span_id
+    LEFT JOIN copies AS x ON x.trace_id = n.trace_id AND x.span_id = n.span_id
+    WHERE x.span_id IS NULL
+),
+recorded AS (
+    -- What the handoff spans, handoff tools, delegations and graph transitions recorded.
+    SELECT trace_id, anchor FROM named
+    UNION ALL SELECT trace_id, run_span FROM delegations
+    UNION ALL SELECT trace_id, run_span FROM transitions
+),
+structural AS (
+    -- One edge per delegation: a run found through several kinds of evidence is one edge
+    -- (the first kind in priority order), none when a handoff already records it.
+    SELECT * FROM (
+        SELECT a.*, row_number() OVER (PARTITION BY a.trace_id, a.anchor
+                                       ORDER BY a.priority, a.start_unix_nano, a.span_id) AS nth
+        FROM anchored AS a
+        WHERE NOT EXISTS (SELECT 1 FROM recorded AS r
+                          WHERE r.trace_id = a.trace_id AND r.anchor = a.anchor)
+    ) AS ranked
+    WHERE nth = 1
+),
 edges AS (
-    SELECT * FROM pairs
-    UNION ALL SELECT * FROM transfers
-    UNION ALL SELECT * FROM delegations
-    UNION ALL SELECT * FROM transitions
+    SELECT * EXCLUDE (priority, anchor, nth) FROM named WHERE nth = 1
+    UNION ALL SELECT * EXCLUDE (run_span) FROM delegations
+    UNION ALL SELECT * EXCLUDE (run_span) FROM transitions
+    UNION ALL SELECT * EXCLUDE (priority, anchor, nth) FROM structural
 )
 SELECT concat_ws('/', trace_id, span_id) AS handoff_key, trace_id, span_id, sender, receiver,
        convention, start_unix_nano, end_unix_nano,

@@ -69,6 +69,11 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
         ],
         "files": result.files,
     }
+    not_judged = result.not_judged()
+    if not_judged:
+        doc["verdict"]["not_judged"] = not_judged  # type: ignore[index]
+    if result.structure is not None and (result.explained or not_judged):
+        doc["structure"] = result.structure.to_dict()
     out: dict[str, Any] = jsonable(doc, exponent=exponent)
     return out  # the findings are the caller's to fill in
 

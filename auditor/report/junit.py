@@ -6,6 +6,7 @@ import re
 import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING
 
+from auditor.report.explain import explain_lines, shows_structure
 from auditor.report.values import clean
 
 if TYPE_CHECKING:
@@ -31,6 +32,20 @@ def _line(f: Finding) -> str:
         if part
     )
     return f"{f.message}" + (f" [{where}]" if where else "")
+
+
+def _structure(suite: ET.Element, result: AuditResult) -> None:
+    """A test case for the delegations the audit could not recognise, when it shows them."""
+    if not shows_structure(result):
+        return
+    case = ET.SubElement(suite, "testcase", classname="handoffscope.structure", name="structure")
+    text = "\n".join(_text(line) for line in explain_lines(result))
+    not_judged = result.not_judged()
+    if not_judged and result.exit_code():
+        failure = ET.SubElement(case, "failure", message=_text(not_judged), type="not-judged")
+        failure.text = text
+    else:
+        ET.SubElement(case, "system-out").text = text
 
 
 def render_junit(result: AuditResult) -> str:
@@ -75,6 +90,7 @@ def render_junit(result: AuditResult) -> str:
                 f"{len(found)} {rule.severity} finding(s), below --fail-on "
                 f"{result.settings.fail_on}:\n{listed}"
             )
+    _structure(suite, result)
     if result.problems:
         err = ET.SubElement(suite, "system-err")
         err.text = "\n".join(_text(p) for p in result.problems[:MAX_LISTED])

@@ -64,6 +64,12 @@ def spend(summary: dict[str, Any]) -> str:
     return text
 
 
+def runs_word(summary: dict[str, Any]) -> str:
+    """What the reliability figures count as a run: workflows, or (when no span is a
+    workflow's) traces, so that every place a report counts them says the same."""
+    return "workflows" if summary.get("workflows") else "traces"
+
+
 def nothing_to_judge(summary: dict[str, Any]) -> bool:
     """True when the traces hold no handoff at all, so no protocol rule had anything to check."""
     return not summary.get("handoffs")
