@@ -118,6 +118,7 @@ _PHASE_COLUMNS: Final = (
     s.RESULT_STATUS,
     s.REJECT_REASON,
     s.HANDOFF_ID,
+    s.IDEMPOTENCY_KEY,  # the waste figures tell a duplicate execution by it
 )
 _USAGE_COLUMNS: Final = (
     "trace_id",

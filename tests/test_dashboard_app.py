@@ -95,6 +95,11 @@ def test_the_spend_page_adds_up_to_the_auditors_total(app: AppTest, expected: Au
     auditor_phases = expected.figures.spend["phases"]
     shown = sorted(per_agent["cost"])
     assert shown == sorted(format.usd(p["cost_usd"]) for p in auditor_phases)
+    # What bought nothing: the audit's waste, every cause, the same total.
+    waste = expected.figures.spend["waste"]["total"]
+    assert _metrics(at)["Spent on nothing"] == format.usd(sum(w["cost_usd"] for w in waste))
+    causes = at.dataframe[-1].value
+    assert sorted(causes["cause"]) == sorted(w["cause"] for w in waste)
 
 
 def test_the_reliability_page_shows_observed_and_projected(

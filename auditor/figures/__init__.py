@@ -37,6 +37,7 @@ from auditor.figures.spend import (
     workflow_spend,
 )
 from auditor.figures.summary import summary
+from auditor.figures.waste import handshake_spend, wasted_spend
 
 if TYPE_CHECKING:
     import duckdb
@@ -55,10 +56,12 @@ __all__ = [
     "edge_spend",
     "end_to_end",
     "figure_rows",
+    "handshake_spend",
     "summary",
     "unpriced_models",
     "validation_latency",
     "voided_spend",
+    "wasted_spend",
     "workflow_cost_summary",
     "workflow_spend",
 ]
@@ -119,6 +122,10 @@ def figure_rows(
         "phases": rows(agent_phase_spend(con, filters=filters)),
         "workflow_costs": rows(workflow_cost_summary(con, filters=filters)),
         "unpriced_models": rows(unpriced_models(con, filters=filters)),
+        "waste": rows(wasted_spend(con, filters=filters)),
+        "waste_agents": rows(wasted_spend(con, by="agent", filters=filters)),
+        "waste_edges": rows(wasted_spend(con, by="edge", filters=filters)),
+        "handshake": rows(handshake_spend(con, filters=filters)),
     }
 
 
@@ -138,6 +145,7 @@ def compute_figures(
         found = figure_rows(con, filters=filters)
     budget_ms = settings.p95_budget_s * 1000
     head = found["summary"][0]
+    head["unpriced_models"] = [m["model"] for m in found["unpriced_models"]]
     if trace_set is not None:
         head.update(
             files=len(trace_set.files) - len(trace_set.skipped),
@@ -197,8 +205,15 @@ def compute_figures(
         "workflows": found["workflow_costs"][0],
         "top_workflows": workflows[:TOP_WORKFLOWS],
         "unpriced_models": found["unpriced_models"],
+        # Spend that bought nothing, by cause (auditor.figures.waste), and what the
+        # handshake's own rounds cost beside the work.
+        "waste": {
+            "total": found["waste"],
+            "agents": found["waste_agents"],
+            "edges": found["waste_edges"],
+        },
+        "handshake": found["handshake"],
     }
-    head["unpriced_models"] = [m["model"] for m in found["unpriced_models"]]
     return Figures(
         summary=head,
         agents=agents,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from auditor.report.explain import explain_lines, shows_structure
 from auditor.report.values import (
     NOTHING_TO_JUDGE,
     clean,
@@ -15,7 +14,6 @@ from auditor.report.values import (
     nothing_to_judge,
     percent,
     plural,
-    runs_word,
     short_id,
     spend,
 )
@@ -55,13 +53,10 @@ def render_markdown(result: AuditResult) -> str:
     sev = result.severity_counts()
     failing = result.failing_count()
     s = result.figures.summary
-    not_judged = result.not_judged()
-    icon = "❌" if failing else "⚠️" if not_judged else "➖" if nothing_to_judge(s) else "✅"
+    icon = "❌" if failing else "➖" if nothing_to_judge(s) else "✅"
     verdict = (
         f"{failing} finding(s) at or above `{result.settings.fail_on}`"
         if failing
-        else f"not judged: {cell(not_judged)}"
-        if not_judged
         else NOTHING_TO_JUDGE
         if nothing_to_judge(s)
         else "no finding fails the audit"
@@ -86,11 +81,7 @@ def render_markdown(result: AuditResult) -> str:
     found = sorted(
         (r for r in result.rules if counts[r.id]), key=lambda r: (r.severity != "error", r.id)
     )
-    if failing and not_judged:
-        lines += [f"> Not judged: {cell(not_judged)}", ""]
-    if not found and not_judged:
-        lines += [f"No rule fired, but {cell(not_judged)}.", ""]
-    elif not found and nothing_to_judge(s):
+    if not found and nothing_to_judge(s):
         lines += [f"No rule fired, but {NOTHING_TO_JUDGE}.", ""]
     elif not found:
         lines += [f"All {len(result.rules)} rules pass.", ""]
@@ -122,8 +113,8 @@ def render_markdown(result: AuditResult) -> str:
                 [
                     "projected (product of per-agent rates)",
                     "observed",
-                    runs_word(s),
-                    f"retries / 1,000 {runs_word(s)}",
+                    "workflows",
+                    "retries / 1,000 workflows",
                     "full-chain restarts",
                 ],
                 [
@@ -176,9 +167,25 @@ def render_markdown(result: AuditResult) -> str:
             ),
             "",
         ]
-    if result.explained or shows_structure(result):
-        # Inside a code block, trace content cannot become Markdown.
-        lines += ["### What the audit found in other frameworks' spans", "", "```"]
-        lines += [line.replace("`", "'") for line in explain_lines(result)]
-        lines += ["```", ""]
+    waste = (result.figures.spend.get("waste") or {}).get("total") or []
+    if waste:
+        total = result.figures.summary.get("cost_usd")
+        lines += [
+            "### Wasted spend (bought nothing)",
+            "",
+            *_table(
+                ["cause", "cost", "share of spend", "spans", "tokens in / out"],
+                [
+                    [
+                        cell(w["cause"]),
+                        money(w["cost_usd"]),
+                        percent(w["cost_usd"] / total if total else None),
+                        count(w["spans"]),
+                        f"{count(w['input_tokens'])} / {count(w['output_tokens'])}",
+                    ]
+                    for w in waste
+                ],
+            ),
+            "",
+        ]
     return "\n".join(lines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.cells import cell_len
@@ -14,7 +14,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from auditor.report.explain import explain_lines, shows_structure
 from auditor.report.values import (
     NOTHING_TO_JUDGE,
     clean,
@@ -24,7 +23,6 @@ from auditor.report.values import (
     nothing_to_judge,
     percent,
     plural,
-    runs_word,
     short_id,
     spend,
 )
@@ -177,16 +175,12 @@ def _summary(result: AuditResult) -> RenderableType:
             f"the per-agent rates multiply to {percent(rel.get('projected'))}",
         )
     verdict = Text()
-    not_judged = result.not_judged()
     if failing:
         verdict.append("FAIL", style="bold red")
         verdict.append(
             f"  {sev['error']} errors, {sev['warning']} warnings "
             f"(exit 1: findings at or above --fail-on {result.settings.fail_on})"
         )
-    elif not_judged:
-        verdict.append("NOT JUDGED", style="bold yellow")
-        verdict.append(f"  {not_judged} (exit {result.exit_code()})")
     elif nothing_to_judge(s):
         verdict.append("NOTHING TO JUDGE", style="bold yellow")
         verdict.append(f"  {NOTHING_TO_JUDGE} (--fail-on {result.settings.fail_on})")
@@ -197,8 +191,6 @@ def _summary(result: AuditResult) -> RenderableType:
             f"(--fail-on {result.settings.fail_on})"
         )
     grid.add_row("Verdict", verdict)
-    if failing and not_judged:
-        grid.add_row("Not judged", _t(not_judged))
     return Panel(grid, title="handoffscope audit", title_align="left", box=box.ROUNDED)
 
 
@@ -289,6 +281,7 @@ def _figures(result: AuditResult, *, width: int) -> list[RenderableType]:
             edges,
             width=width,
         )
+    out += _waste(fig.spend, fig.summary.get("cost_usd"), width=width)
     rel = fig.reliability
     if rel.get("agents"):
         grid = Table.grid(padding=(0, 2))
@@ -303,13 +296,12 @@ def _figures(result: AuditResult, *, width: int) -> list[RenderableType]:
         grid.add_row(
             "Observed end to end",
             f"{percent(rel.get('observed'))} ({count(rel.get('succeeded_workflows'))} of "
-            f"{count(rel.get('workflows'))} {runs_word(result.figures.summary)})",
+            f"{count(rel.get('workflows'))} workflows)",
         )
         grid.add_row(
             "Retries",
             f"{count(rel.get('handoff_retries'))} per-handoff retries "
-            f"({rel.get('retries_per_1000_workflows') or 0:,.0f} per 1,000 "
-            f"{runs_word(result.figures.summary)}) vs "
+            f"({rel.get('retries_per_1000_workflows') or 0:,.0f} per 1,000 workflows) vs "
             f"{count(rel.get('full_chain_restarts'))} full-chain restarts",
         )
         out += [Text("Reliability", style="bold italic"), grid]
@@ -334,6 +326,42 @@ def _figures(result: AuditResult, *, width: int) -> list[RenderableType]:
             latency,
             width=width,
         )
+    return out
+
+
+def _waste(spend: dict[str, Any], total: float | None, *, width: int) -> list[RenderableType]:
+    """Spend that bought nothing, by cause, and what the handshake's rounds cost."""
+    out: list[RenderableType] = []
+    waste = (spend.get("waste") or {}).get("total") or []
+    if waste:
+        rows = [
+            (
+                _t(w["cause"]),
+                money(w["cost_usd"]),
+                percent(w["cost_usd"] / total if total else None),
+                count(w["spans"]),
+                count(w["input_tokens"]),
+                count(w["output_tokens"]),
+            )
+            for w in waste
+        ]
+        out += _figure_table(
+            "Wasted spend (bought nothing), by cause",
+            ("cause", "cost", "share", "spans", "tokens in", "tokens out"),
+            rows,
+            width=width,
+        )
+    handshake = spend.get("handshake") or []
+    rounds = sum(h["handshake_usd"] for h in handshake)
+    work = sum(h["work_usd"] for h in handshake)
+    if rounds:
+        out += [
+            Text(
+                f"Handshake rounds (propose and validate) cost {money(rounds)} beside"
+                f" {money(work)} of committed work."
+            ),
+            Text(""),
+        ]
     return out
 
 
@@ -362,9 +390,5 @@ def render_table(result: AuditResult, *, width: int = 100, color: bool = False) 
         parts.append(lines)
     parts += _findings(result)
     parts += _figures(result, width=width)
-    if result.explained or shows_structure(result):
-        lines = Text("\nWhat the audit found in other frameworks' spans:\n", style="bold")
-        lines.append("\n".join(explain_lines(result)) + "\n", style="")
-        parts.append(lines)
     console.print(Group(*parts))
     return buffer.getvalue()

@@ -44,6 +44,7 @@ from collector import (
 )
 from collector.clock import VirtualClock
 from collector.messages import Message
+from collector.simulator.waste import Ledger, Spend
 from collector.simulator.world import SIMULATED_PRICES, AgentProfile
 
 __all__ = ["ForgetfulStore", "Script", "SimulatedAgent", "TransientTaskError", "Wire"]
@@ -96,6 +97,9 @@ class SimulatedAgent:
         self.spent_tokens = [0, 0]
         self.spent_usd = 0.0
         self.executions = 0
+        self.ledger = Ledger()
+        """Where this agent's spends are recorded (the replica's, set by the engine)."""
+        self._executed: set[str] = set()
         self.receiver = Receiver(
             profile.name,
             executor=self._execute,
@@ -117,18 +121,28 @@ class SimulatedAgent:
         """The agent's name."""
         return self.profile.name
 
-    def _report(self, work: Work, tokens: tuple[int, int] | None) -> None:
+    def _report(self, work: Work, tokens: tuple[int, int] | None) -> Spend | None:
         if tokens is None:
-            return
+            return None
         self.spent_tokens[0] += tokens[0]
         self.spent_tokens[1] += tokens[1]
-        self.spent_usd += self.profile.cost(*tokens)
+        cost = self.profile.cost(*tokens)
+        self.spent_usd += cost
+        request = work.commit if work.commit is not None else work.proposal
+        spend = self.ledger.pay(
+            self.name,
+            work.task_id,
+            request.attempt if request is not None else 1,
+            "commit" if work.commit is not None else "validate",
+            cost,
+        )
         work.report_usage(
             model=self.profile.model,
             input_tokens=tokens[0],
             output_tokens=tokens[1],
             provider=self.profile.provider,
         )
+        return spend
 
     def _validate(self, work: Work) -> Verdict:
         s = self.script
@@ -144,7 +158,13 @@ class SimulatedAgent:
         self.executions += 1
         self.clock.sleep(s.exec_s)
         s.ended_ns = self.clock.time_ns()
-        self._report(work, s.exec_tokens)
+        spend = self._report(work, s.exec_tokens)
+        key = work.commit.idempotency_key if work.commit is not None else None
+        if key and s.outcome != OUTCOME_RAISE:
+            # A task that ran to a result: running its key again is what the store prevents.
+            if key in self._executed and spend is not None:
+                spend.tag("duplicate")  # the store forgot the key: the task ran again
+            self._executed.add(key)
         if s.outcome == OUTCOME_RAISE:
             raise TransientTaskError(f"{self.name}: upstream model call failed (simulated)")
         if s.effects:

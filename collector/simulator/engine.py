@@ -40,6 +40,7 @@ from collector.simulator.config import SimulationConfig
 from collector.simulator.handoffs import HandoffDriver, Step
 from collector.simulator.manifest import FaultEntry
 from collector.simulator.truth import NATURAL, GroundTruth
+from collector.simulator.waste import Ledger
 from collector.simulator.world import SIMULATED_PRICES, build_profiles
 from collector.simulator.writer import FileStats, TraceWriter
 
@@ -66,6 +67,8 @@ class ReplicaResult:
     agent_successes: dict[str, int] = field(default_factory=dict)
     latencies: dict[str, list[float]] = field(default_factory=dict)
     cost_usd: float = 0.0
+    ledger: Ledger = field(default_factory=Ledger)
+    """Every spend, with the cause of waste the simulator knows it for."""
     input_tokens: int = 0
     output_tokens: int = 0
     first_ns: int = 0
@@ -134,6 +137,7 @@ class Replica:
                 tracer_provider=self.writer.provider(name),
                 store=ForgetfulStore(),
             )
+            agent.ledger = self.result.ledger
             self.agents[name] = agent
             self.wires[name] = Wire(agent, clock=self.clock, rng=self.rng, latency_s=self.hop_s)
         self.handoff_faults = [
@@ -198,7 +202,10 @@ class Replica:
                 res.restarts += 1
                 self.clock.advance(0.2 + self.rng.random())
             inject_restart = restart and run == 1
+            paid = len(res.ledger.spends)
             ok, trace_id = self._run_chain(workflow_id, run, inject_restart=inject_restart)
+            if not ok and run < runs and (inject_restart or cfg.mode == MODE_TWO_STEP):
+                res.ledger.tag_since(paid, "restarted")  # run again: paid for twice
             if run > 1:
                 cause = F.fault_by_name("full-chain-restart").name if restart else cfg.mode
                 self.truth.entry(

@@ -105,11 +105,15 @@ class HandoffDriver:
     def _tokens(self, profile: AgentProfile, typical: tuple[int, int]) -> tuple[int, int]:
         return profile.tokens(self.rng, typical, self.cfg.token_scale)
 
-    def _usage(self, profile: AgentProfile, typical: tuple[int, int]) -> Usage:
+    def _usage(
+        self, profile: AgentProfile, typical: tuple[int, int], step: Step, attempt: int
+    ) -> Usage:
         tin, tout = self._tokens(profile, typical)
         self.result.input_tokens += tin
         self.result.output_tokens += tout
-        self.result.cost_usd += profile.cost(tin, tout)
+        cost = profile.cost(tin, tout)
+        self.result.cost_usd += cost
+        self.result.ledger.pay(profile.name, step.task_id, attempt, "propose", cost)
         return Usage(
             model=profile.model, input_tokens=tin, output_tokens=tout, provider=profile.provider
         )
@@ -273,7 +277,7 @@ class HandoffDriver:
             elif fault == "accept-without-eta":
                 wire.faults.strip_eta = True
             seen = len(wire.validation_latencies)
-            answer = h.propose(usage=self._usage(sender_profile, (250, 60)))
+            answer = h.propose(usage=self._usage(sender_profile, (250, 60), step, attempt))
             # Only a two-step proposal is acknowledged (Ack); a handshake one is answered.
             assert not isinstance(answer, Ack)
             wire.faults.reply_delay_s = 0.0
@@ -292,11 +296,13 @@ class HandoffDriver:
             result: CommitResult | None = None
             if h.state == schema.STATE_VALIDATED:
                 if fault == "abandoned-accept":
+                    self._wasted(step, attempt, "voided")  # the receiver's sweep voids it
                     return StepOutcome(False, None, f"{step.sender} abandoned an accepted task")
                 if fault == "commit-after-void" and attempt == 1:
                     wire.faults.drop_void = True
                     h.cancel("sender replanned")
                     result = h.commit(unchecked=True)
+                    self._wasted(step, attempt, "voided", commit="committed-after-void")
                     return self._used_anyway(step, h, result, trace_id, key)
                 result = h.commit()
             else:
@@ -304,15 +310,19 @@ class HandoffDriver:
                     h.commit(unchecked=True)
                 elif fault == "late-answer-used" and attempt == 1 and h.late:
                     result = h.commit(unchecked=True)
+                    self._wasted(step, attempt, "voided", commit="committed-after-void")
                     return self._used_anyway(step, h, result, trace_id, key)
                 reason = answer.reason if answer is not None else None
                 late_or_lost = answer is None or h.late
                 retryable = late_or_lost or reason in RETRYABLE_REJECTS
                 if retryable and (attempt < cfg.max_attempts or fault == "retry-cap-exceeded"):
                     if fault == "retry-cap-exceeded" and attempt > cfg.max_attempts:
+                        self._wasted(step, attempt, "voided")
                         return StepOutcome(False, None, "retry cap exceeded")
+                    self._wasted(step, attempt, "retried")
                     continue
                 why = "no answer in time" if late_or_lost else f"rejected ({reason or 'no reason'})"
+                self._wasted(step, attempt, "voided")
                 return StepOutcome(False, None, f"{step.receiver}: {why}")
             self.truth.deadline(step, agent.script.ended_ns, h, trace_id, key)
             status = result.status
@@ -328,9 +338,20 @@ class HandoffDriver:
                 return StepOutcome(True, status, decision.reason)
             if decision.action == schema.POLICY_RETRY and h.state == schema.STATE_VOID:
                 if step.restart_here:
+                    self._wasted(step, attempt, "voided")
                     return StepOutcome(False, status, decision.reason)
+                self._wasted(step, attempt, "retried")
                 continue
+            if h.state == schema.STATE_VOID:
+                self._wasted(step, attempt, "voided")
             return StepOutcome(False, status, decision.reason)
+
+    def _wasted(self, step: Step, attempt: int, cause: str, *, commit: str | None = None) -> None:
+        """What one attempt's spend bought nothing for (its commit's, ``commit`` if given)."""
+        ledger = self.result.ledger
+        ledger.tag_attempt(step.task_id, attempt, cause)
+        if commit is not None:
+            ledger.tag_attempt(step.task_id, attempt, commit, phase="commit")
 
     def _used_anyway(
         self, step: Step, h: Handoff, result: CommitResult, trace_id: str | None, key: str | None
@@ -366,7 +387,7 @@ class HandoffDriver:
             self.result.attempts += 1
             self._script(step, agent, attempt, legacy=True)
             if mode == MODE_TWO_STEP:
-                h.propose(usage=self._usage(sender_profile, (250, 60)))
+                h.propose(usage=self._usage(sender_profile, (250, 60), step, attempt))
                 if h.state != schema.STATE_PROPOSED:
                     return StepOutcome(False, None, f"{step.receiver} did not acknowledge")
             result = h.commit()

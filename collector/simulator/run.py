@@ -47,6 +47,9 @@ class SimulationResult:
     files: list[dict[str, Any]]
     figures: dict[str, Any]
     faults: list[FaultEntry] = field(default_factory=list)
+    waste_usd: dict[str, float] = field(default_factory=dict)
+    """What the spend that bought nothing cost, by cause (``collector.simulator.waste``): the
+    ground truth of the audit's waste figures. Not written to the manifest."""
 
     @property
     def expected_findings(self) -> dict[str, int]:
@@ -196,7 +199,16 @@ def _merge(
         files=files,
         figures=figures,
         faults=ordered,
+        waste_usd=_waste(results),
     )
+
+
+def _waste(results: list[ReplicaResult]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in results:
+        for cause, cost in r.ledger.by_cause().items():
+            out[cause] = out.get(cause, 0.0) + cost
+    return dict(sorted(out.items()))
 
 
 def _p95_cause(receiver: str, slow: str | None, entries: list[FaultEntry]) -> str:

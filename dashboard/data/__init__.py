@@ -36,8 +36,10 @@ from dashboard.data.spend import (
     WorkflowSpend,
     agent_spend,
     edge_spend,
+    handshake_spend,
     model_spend,
     voided_spend,
+    wasted_spend,
     workflow_spend,
 )
 
@@ -57,6 +59,7 @@ __all__ = [
     "edge_spend",
     "findings",
     "halves",
+    "handshake_spend",
     "latency_by",
     "latency_histogram",
     "latency_over_time",
@@ -69,6 +72,7 @@ __all__ = [
     "trace_ids",
     "void_reasons",
     "voided_spend",
+    "wasted_spend",
     "within",
     "workflow_spend",
 ]

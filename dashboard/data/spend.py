@@ -1,4 +1,5 @@
-"""Spend: per agent and phase, per model, per workflow, per edge, and spend on voided attempts."""
+"""Spend: per agent and phase, per model, per workflow, per edge, and what bought nothing:
+spend on voided attempts, and every cause of waste."""
 
 from __future__ import annotations
 
@@ -118,3 +119,22 @@ def voided_spend(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHIN
     with cursor(con, filters) as cur:
         out = figures.voided_spend(cur, by="edge").df()
     return out[out["cost_usd"] > 0].reset_index(drop=True)
+
+
+def wasted_spend(
+    con: duckdb.DuckDBPyConnection, *, by: str = "total", filters: Filters = EVERYTHING
+) -> pd.DataFrame:
+    """``auditor.figures.wasted_spend``: spend that bought nothing by cause (restarted,
+    duplicate, committed-after-void, retried, voided), in total or per ``agent`` or ``edge``
+    (``cause``, the group, ``spans``, ``input_tokens``, ``output_tokens``, ``cost_usd``)."""
+    with cursor(con, filters) as cur:
+        return figures.wasted_spend(cur, by=by).df()
+
+
+def handshake_spend(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING
+) -> pd.DataFrame:
+    """``auditor.figures.handshake_spend``: per agent, what proposing and validating cost
+    (``handshake_usd``) beside committed work (``work_usd``) and the rest (``other_usd``)."""
+    with cursor(con, filters) as cur:
+        return figures.handshake_spend(cur).df()

@@ -1,5 +1,5 @@
 """Spend: cost and tokens per agent, phase and model; per workflow; the most expensive
-edges; and the spend on voided attempts, which bought nothing."""
+edges; and what bought nothing: the spend on voided attempts, and every cause of waste."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ if by_agent.empty:
     st.stop()
 workflows = view.query(data.workflow_spend)
 voided = view.query(data.voided_spend)
+waste = view.query(data.wasted_spend)
 head = view.query(data.overview).summary
 total = float(head["cost_usd"] or 0)
-wasted = float(voided["cost_usd"].sum())
+wasted = float(waste["cost_usd"].sum())
 
 row = st.columns(4)
 row[0].metric(
@@ -36,11 +37,12 @@ row[1].metric(
     + format.usd(workflows.costs["cost_usd"].quantile(0.95) if not workflows.costs.empty else None),
 )
 row[2].metric(
-    "Spent on voided attempts",
+    "Spent on nothing",
     format.usd(wasted),
     border=True,
-    help="Every phase of attempts that ended void (rejected, timed out, failed "
-    "commit): spend that bought nothing.",
+    help="Spend that bought nothing: restarted workflow runs, duplicate executions, work "
+    "committed after a void, attempts retried after a failure, and voided attempts "
+    f"({format.usd(float(voided['cost_usd'].sum()))} on voided attempts of any kind).",
 )
 row[3].metric(
     "Share that bought nothing", format.pct(wasted / total if total else None), border=True
@@ -87,3 +89,19 @@ ui.table(
     ui.trace_links(workflows.top),
     column_config={"cost_usd": usd, "trace_id": ui.trace_link_column("latest run")},
 )
+
+if not waste.empty:
+    st.subheader("What bought nothing, by cause")
+    ui.table(
+        waste.assign(share=[format.pct(c / total if total else None) for c in waste["cost_usd"]])[
+            ["cause", "cost_usd", "share", "spans", "input_tokens", "output_tokens"]
+        ],
+        column_config={"cost_usd": st.column_config.NumberColumn("cost (USD)", format="$%.4f")},
+    )
+handshake = view.query(data.handshake_spend)
+if not handshake.empty and float(handshake["handshake_usd"].sum()):
+    st.caption(
+        f"Handshake rounds (propose and validate) cost "
+        f"{format.usd(float(handshake['handshake_usd'].sum()))} beside "
+        f"{format.usd(float(handshake['work_usd'].sum()))} of committed work."
+    )
