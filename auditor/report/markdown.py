@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from auditor.report.explain import explain_lines, shows_structure
 from auditor.report.values import (
     NOTHING_TO_JUDGE,
     clean,
@@ -14,6 +15,7 @@ from auditor.report.values import (
     nothing_to_judge,
     percent,
     plural,
+    runs_word,
     short_id,
     spend,
 )
@@ -53,10 +55,13 @@ def render_markdown(result: AuditResult) -> str:
     sev = result.severity_counts()
     failing = result.failing_count()
     s = result.figures.summary
-    icon = "❌" if failing else "➖" if nothing_to_judge(s) else "✅"
+    not_judged = result.not_judged()
+    icon = "❌" if failing else "⚠️" if not_judged else "➖" if nothing_to_judge(s) else "✅"
     verdict = (
         f"{failing} finding(s) at or above `{result.settings.fail_on}`"
         if failing
+        else f"not judged: {cell(not_judged)}"
+        if not_judged
         else NOTHING_TO_JUDGE
         if nothing_to_judge(s)
         else "no finding fails the audit"
@@ -81,7 +86,11 @@ def render_markdown(result: AuditResult) -> str:
     found = sorted(
         (r for r in result.rules if counts[r.id]), key=lambda r: (r.severity != "error", r.id)
     )
-    if not found and nothing_to_judge(s):
+    if failing and not_judged:
+        lines += [f"> Not judged: {cell(not_judged)}", ""]
+    if not found and not_judged:
+        lines += [f"No rule fired, but {cell(not_judged)}.", ""]
+    elif not found and nothing_to_judge(s):
         lines += [f"No rule fired, but {NOTHING_TO_JUDGE}.", ""]
     elif not found:
         lines += [f"All {len(result.rules)} rules pass.", ""]
@@ -113,8 +122,8 @@ def render_markdown(result: AuditResult) -> str:
                 [
                     "projected (product of per-agent rates)",
                     "observed",
-                    "workflows",
-                    "retries / 1,000 workflows",
+                    runs_word(s),
+                    f"retries / 1,000 {runs_word(s)}",
                     "full-chain restarts",
                 ],
                 [
@@ -188,4 +197,9 @@ def render_markdown(result: AuditResult) -> str:
             ),
             "",
         ]
+    if result.explained or shows_structure(result):
+        # Inside a code block, trace content cannot become Markdown.
+        lines += ["### What the audit found in other frameworks' spans", "", "```"]
+        lines += [line.replace("`", "'") for line in explain_lines(result)]
+        lines += ["```", ""]
     return "\n".join(lines)

@@ -14,6 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from auditor.report.explain import explain_lines, shows_structure
 from auditor.report.values import (
     NOTHING_TO_JUDGE,
     clean,
@@ -23,6 +24,7 @@ from auditor.report.values import (
     nothing_to_judge,
     percent,
     plural,
+    runs_word,
     short_id,
     spend,
 )
@@ -175,12 +177,16 @@ def _summary(result: AuditResult) -> RenderableType:
             f"the per-agent rates multiply to {percent(rel.get('projected'))}",
         )
     verdict = Text()
+    not_judged = result.not_judged()
     if failing:
         verdict.append("FAIL", style="bold red")
         verdict.append(
             f"  {sev['error']} errors, {sev['warning']} warnings "
             f"(exit 1: findings at or above --fail-on {result.settings.fail_on})"
         )
+    elif not_judged:
+        verdict.append("NOT JUDGED", style="bold yellow")
+        verdict.append(f"  {not_judged} (exit {result.exit_code()})")
     elif nothing_to_judge(s):
         verdict.append("NOTHING TO JUDGE", style="bold yellow")
         verdict.append(f"  {NOTHING_TO_JUDGE} (--fail-on {result.settings.fail_on})")
@@ -191,6 +197,8 @@ def _summary(result: AuditResult) -> RenderableType:
             f"(--fail-on {result.settings.fail_on})"
         )
     grid.add_row("Verdict", verdict)
+    if failing and not_judged:
+        grid.add_row("Not judged", _t(not_judged))
     return Panel(grid, title="handoffscope audit", title_align="left", box=box.ROUNDED)
 
 
@@ -296,12 +304,13 @@ def _figures(result: AuditResult, *, width: int) -> list[RenderableType]:
         grid.add_row(
             "Observed end to end",
             f"{percent(rel.get('observed'))} ({count(rel.get('succeeded_workflows'))} of "
-            f"{count(rel.get('workflows'))} workflows)",
+            f"{count(rel.get('workflows'))} {runs_word(result.figures.summary)})",
         )
         grid.add_row(
             "Retries",
             f"{count(rel.get('handoff_retries'))} per-handoff retries "
-            f"({rel.get('retries_per_1000_workflows') or 0:,.0f} per 1,000 workflows) vs "
+            f"({rel.get('retries_per_1000_workflows') or 0:,.0f} per 1,000 "
+            f"{runs_word(result.figures.summary)}) vs "
             f"{count(rel.get('full_chain_restarts'))} full-chain restarts",
         )
         out += [Text("Reliability", style="bold italic"), grid]
@@ -390,5 +399,9 @@ def render_table(result: AuditResult, *, width: int = 100, color: bool = False) 
         parts.append(lines)
     parts += _findings(result)
     parts += _figures(result, width=width)
+    if result.explained or shows_structure(result):
+        lines = Text("\nWhat the audit found in other frameworks' spans:\n", style="bold")
+        lines.append("\n".join(explain_lines(result)) + "\n", style="")
+        parts.append(lines)
     console.print(Group(*parts))
     return buffer.getvalue()
