@@ -155,8 +155,14 @@ def test_each_rule_finds_the_same_on_its_cases(audited: dict, rule_id: str) -> N
 @pytest.mark.parametrize("name", list(TRACE_SETS))
 def test_findings_and_figures_agree(audited: dict, name: str) -> None:
     duck, ch, *_ = audited[name]
-    assert [f.to_dict() for f in ch.findings] == [f.to_dict() for f in duck.findings]
+    assert found(ch) == found(duck)
     assert _close(duck.figures.to_dict(), _same_source(duck, ch).figures.to_dict()) == []
+
+
+def found(result: AuditResult) -> list[dict[str, Any]]:
+    """The findings, in an order of their own: the report's order (trace, task, receiver,
+    attempt) leaves two findings that tie on all four in the order the engine gave them."""
+    return sorted((f.to_dict() for f in result.findings), key=lambda f: json.dumps(f, default=str))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("chdb")
 
-from test_clickhouse import SOURCE_KEYS, TRACE_SETS, _close  # noqa: E402
+from test_clickhouse import SOURCE_KEYS, TRACE_SETS, _close, found  # noqa: E402
 
 from auditor import AuditResult, all_rules, audit, load_traces  # noqa: E402
 from auditor.clickhouse.audit import ClickHouseConnection, audit_engine  # noqa: E402
@@ -146,8 +146,8 @@ def test_each_rule_finds_the_same_with_copies(audited: dict, rule_id: str, times
 def test_findings_and_figures_agree_with_copies(audited: dict, name: str, times: int) -> None:
     """Spend per agent, latency and every other figure: the copies change none of them."""
     clean, files, ch, _ = audited[(name, times)]
-    assert [f.to_dict() for f in ch.findings] == [f.to_dict() for f in files.findings]
-    assert [f.to_dict() for f in files.findings] == [f.to_dict() for f in clean.findings]
+    assert found(ch) == found(files)
+    assert found(files) == found(clean)
     figures = dataclasses.replace(ch.figures, summary={**ch.figures.summary})
     for key in SOURCE_KEYS[:-1]:  # files, skipped files, problems: only a file read has them
         figures.summary[key] = files.figures.summary[key]
@@ -174,3 +174,12 @@ def test_the_copy_that_started_first_is_kept(engine: ChdbEngine, audited: dict) 
         " WHERE start_unix_nano IS NOT NULL ORDER BY ALL"
     )
     assert con.sql(query).fetchall() == once.con.execute(query).fetchall()
+
+
+def test_a_view_over_the_table_drops_the_same_copies(engine: ChdbEngine, audited: dict) -> None:
+    """A view has no parts to order copies by: they are still dropped, by start time."""
+    _, files, *_ = audited[("cases", 3)]
+    engine.command("CREATE VIEW copies.cases_3_view AS SELECT * FROM copies.cases_3")
+    ch = audit_engine(engine, '"copies"."cases_3_view"')
+    assert found(ch) == found(files)
+    assert ch.figures.summary["duplicate_spans"] == files.figures.summary["duplicate_spans"]

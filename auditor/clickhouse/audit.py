@@ -24,7 +24,7 @@ from auditor.clickhouse.engine import (
     connect,
     parse_url,
 )
-from auditor.clickhouse.schema import stored_columns
+from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, spans_select
 from auditor.derived import selects
 from auditor.errors import AuditError, first_line
@@ -106,8 +106,9 @@ class ClickHouseConnection:
         self.time_range = time_range or TimeRange()
         self.stored = stored_columns(engine, table)
         """The stored columns of ``table`` read instead of its attribute map."""
+        self._parts = has_parts(engine, table)
         self._copies = f"({copies_select(table)})"
-        self._exported = spans_select(table, stored=self.stored)
+        self._exported = spans_select(table, stored=self.stored, parts=self._parts)
         self._defs = definitions()
         # The agents as DuckDB's load resolves them (auditor.attribution), from the same
         # query: here a subquery of every query's `spans` (derive() makes it a table).
@@ -142,7 +143,9 @@ class ClickHouseConnection:
         if not self._create("hs_copies", copies_select(self.table) + SETTINGS):
             return False
         self._copies = "hs_copies"
-        exported = spans_select(self.table, stored=self.stored, copies=self._copies)
+        exported = spans_select(
+            self.table, stored=self.stored, copies=self._copies, parts=self._parts
+        )
         # Positional names: a table column named `handoff.id` would be read as Nested.
         numbered = ", ".join(f"{quoted_ident(c)} AS c{i}" for i, c in enumerate(SPAN_COLUMNS))
         if not self._create("hs_spans_read", f"SELECT {numbered} FROM ({exported}){SETTINGS}"):

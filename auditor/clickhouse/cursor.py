@@ -29,6 +29,7 @@ from auditor.clickhouse.audit import TimeRange, bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import clickhouse_expr
+from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
 from auditor.derived import Selection, selects
 from auditor.errors import AuditError, first_line
@@ -209,7 +210,9 @@ class ClickHouseSource:
         self.time_range = time_range or TimeRange()
         self.lock = threading.RLock()
         self._prefix = "hs_" + uuid.uuid4().hex[:8]
-        self._exported = spans_select(table)
+        self._exported = spans_select(
+            table, stored=stored_columns(engine, table), parts=has_parts(engine, table)
+        )
         self._defs: Definitions = definitions()
         self._spans = self._exported
         self._tables: dict[str, list[str]] = {}

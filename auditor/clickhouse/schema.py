@@ -24,7 +24,7 @@ from auditor.clickhouse.spans import derived_expressions, quoted_ident
 if TYPE_CHECKING:
     from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 
-__all__ = ["COMMENT_PREFIX", "column_name", "ddl", "stored_columns"]
+__all__ = ["COMMENT_PREFIX", "column_name", "ddl", "has_parts", "stored_columns"]
 
 COMMENT_PREFIX: Final = "handoffscope "
 """How the comment of a stored column starts; a digest of its expression follows."""
@@ -97,3 +97,13 @@ def stored_columns(engine: ChdbEngine | ServerEngine, table: str) -> dict[str, s
         for key, name, typ, expression in _columns()
         if have.get(name) == (typ, _comment(expression, typ))
     }
+
+
+def has_parts(engine: ChdbEngine | ServerEngine, table: str) -> bool:
+    """Whether ``table`` tells the part and offset of its rows (a MergeTree does; a view
+    does not), by which copies of a span that started at the same time are ordered."""
+    try:
+        engine.query(f"SELECT _part, _part_offset FROM {table} LIMIT 0")
+    except Exception:
+        return False
+    return True

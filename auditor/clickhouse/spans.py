@@ -140,7 +140,11 @@ def derived_expressions() -> dict[str, tuple[str, str]]:
 
 
 def spans_select(
-    table: str, *, stored: Mapping[str, str] | None = None, copies: str | None = None
+    table: str,
+    *,
+    stored: Mapping[str, str] | None = None,
+    copies: str | None = None,
+    parts: bool = True,
 ) -> str:
     """A SELECT over ``table`` (the exporter's schema) with the columns of ``spans``, one
     row per span (copies dropped).
@@ -149,7 +153,8 @@ def spans_select(
     ``[hs_since_ns, hs_until_ns)`` are kept. ``stored`` names columns of ``table`` that
     already hold a ``spans`` column (``{"handoff.id": "hs_handoff_id"}``), read instead of
     the attribute map; ``copies`` is a relation of :func:`copies_select` already computed
-    (by default the query computes it).
+    (by default the query computes it). Without ``parts`` (a view or other table that has no
+    ``_part`` column), copies that started at the same time are told apart by nothing.
     """
     row = _row(stored or {})
     copied = f"SELECT hs_trace, hs_span FROM {copies or f'({copies_select(table)})'}"
@@ -161,7 +166,7 @@ SELECT * FROM (
 SELECT {row}
 FROM {table}
 WHERE {_IN_RANGE} AND {_KEY} IN ({copied})
-ORDER BY {_KEY}, Timestamp, {_STORED_ORDER}
+ORDER BY {_KEY}, Timestamp{", " + _STORED_ORDER if parts else ""}
 LIMIT 1 BY {_KEY})"""
 
 
