@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from collector import schema
+from collector import sqlite_schema as sql
 from collector.errors import ConfigurationError, StoreError
 from collector.idempotency import (
     DEFAULT_LEASE_MS,
@@ -51,89 +52,6 @@ from collector.idempotency import (
 from collector.leases import Observations, owner, owner_alive
 
 __all__ = ["SQLiteStore"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS handoff_results (
-    receiver    TEXT NOT NULL,
-    key         TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    token       TEXT,
-    claimed_ms  INTEGER NOT NULL,
-    done        INTEGER NOT NULL DEFAULT 0,
-    status      TEXT,
-    result      TEXT,
-    handoff_id  TEXT,
-    attempt     INTEGER,
-    created_ms  INTEGER,
-    owner       TEXT,
-    generation  INTEGER NOT NULL DEFAULT 1,
-    beats       INTEGER NOT NULL DEFAULT 0,
-    doubt       TEXT,
-    PRIMARY KEY (receiver, key)
-);
-CREATE TABLE IF NOT EXISTS handoff_acceptances (
-    receiver    TEXT NOT NULL,
-    handoff_id  TEXT NOT NULL,
-    attempt     INTEGER NOT NULL,
-    task_id     TEXT NOT NULL,
-    key         TEXT,
-    fingerprint TEXT NOT NULL,
-    state       TEXT NOT NULL,
-    deadline_ms INTEGER NOT NULL,
-    created_ms  INTEGER NOT NULL,
-    sender      TEXT NOT NULL DEFAULT '',
-    trace       TEXT,
-    PRIMARY KEY (receiver, handoff_id, attempt)
-);
-"""
-
-# Columns added after the first release, with their definitions, for files written before.
-_ADDED_COLUMNS = (
-    ("handoff_acceptances", "sender", "TEXT NOT NULL DEFAULT ''"),
-    ("handoff_acceptances", "trace", "TEXT"),
-    ("handoff_results", "owner", "TEXT"),
-    ("handoff_results", "generation", "INTEGER NOT NULL DEFAULT 1"),
-    ("handoff_results", "beats", "INTEGER NOT NULL DEFAULT 0"),
-    ("handoff_results", "doubt", "TEXT"),
-)
-
-# SQLite's words for a store that cannot be written, and what to do about each.
-_WRITE_FAILURES = (
-    ("readonly", "make the file and its folder writable, or point the store at a writable path"),
-    ("read-only", "make the file and its folder writable, or point the store at a writable path"),
-    ("disk is full", "free space on its disk, or point the store at another disk"),
-    ("unable to open", "check that the file and its folder exist and are writable"),
-    ("disk I/O error", "check the disk (full, removed or failing)"),
-)
-
-_INDEXES = """
-CREATE INDEX IF NOT EXISTS handoff_acceptances_due
-    ON handoff_acceptances (deadline_ms) WHERE state = 'validated';
-"""
-
-_ACCEPTANCE_COLUMNS = (
-    "receiver, handoff_id, attempt, task_id, key, fingerprint, state, deadline_ms, created_ms, "
-    "sender, trace"
-)
-
-# Expired validated accepts nobody is committing: no claim on the key (running, or in doubt:
-# a claim whose owner died is judged by the next commit of its key, never by a sweep), and no
-# result stored by this very attempt (its commit finished and is about to mark it committed).
-_VOID_EXPIRED = f"""
-UPDATE handoff_acceptances SET state = :void
-WHERE rowid IN (
-    SELECT a.rowid FROM handoff_acceptances AS a
-    WHERE a.state = :validated AND a.deadline_ms < :now
-      AND (:receiver IS NULL OR a.receiver = :receiver)
-      AND NOT EXISTS (
-          SELECT 1 FROM handoff_results AS r
-          WHERE r.receiver = a.receiver AND r.key = a.key
-            AND (r.done = 0
-                 OR (r.done = 1 AND r.handoff_id = a.handoff_id AND r.attempt = a.attempt)))
-    ORDER BY a.deadline_ms
-    LIMIT :limit)
-RETURNING {_ACCEPTANCE_COLUMNS}
-"""
 
 
 class SQLiteStore:
@@ -174,9 +92,9 @@ class SQLiteStore:
         try:
             with self._use() as conn:
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
+                conn.executescript(sql.SCHEMA)
                 self._migrate(conn)
-                conn.executescript(_INDEXES)
+                conn.executescript(sql.INDEXES)
                 # Take the write lock once: a file that opens but cannot be written fails here.
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("ROLLBACK")
@@ -188,7 +106,7 @@ class SQLiteStore:
 
     @staticmethod
     def _migrate(conn: sqlite3.Connection) -> None:
-        for table, name, definition in _ADDED_COLUMNS:
+        for table, name, definition in sql.ADDED_COLUMNS:
             have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
             if name in have:
                 continue
@@ -249,7 +167,7 @@ class SQLiteStore:
 
     def _unusable(self, e: sqlite3.OperationalError) -> Exception:
         text = str(e)
-        why = next((hint for marker, hint in _WRITE_FAILURES if marker in text), None)
+        why = next((hint for marker, hint in sql.WRITE_FAILURES if marker in text), None)
         if why is None:
             return e
         return StoreError(
@@ -527,7 +445,7 @@ class SQLiteStore:
     @staticmethod
     def _save(conn: sqlite3.Connection, a: Acceptance) -> None:
         conn.execute(
-            f"INSERT OR REPLACE INTO handoff_acceptances ({_ACCEPTANCE_COLUMNS}) "
+            f"INSERT OR REPLACE INTO handoff_acceptances ({sql.ACCEPTANCE_COLUMNS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 a.receiver,
@@ -547,7 +465,7 @@ class SQLiteStore:
     def load_acceptance(self, receiver: str, handoff_id: str, attempt: int) -> Acceptance | None:
         with self._use() as conn:
             row = conn.execute(
-                f"SELECT {_ACCEPTANCE_COLUMNS} FROM handoff_acceptances "
+                f"SELECT {sql.ACCEPTANCE_COLUMNS} FROM handoff_acceptances "
                 "WHERE receiver = ? AND handoff_id = ? AND attempt = ?",
                 (receiver, handoff_id, attempt),
             ).fetchone()
@@ -576,7 +494,7 @@ class SQLiteStore:
         with self._use() as conn:
             conn.execute("BEGIN IMMEDIATE")
             rows = conn.execute(
-                _VOID_EXPIRED,
+                sql.VOID_EXPIRED,
                 {
                     "void": schema.STATE_VOID,
                     "validated": schema.STATE_VALIDATED,
@@ -609,7 +527,7 @@ class SQLiteStore:
 
 
 def _acceptance(row: tuple[Any, ...]) -> Acceptance:
-    # Named one by one (the columns of _ACCEPTANCE_COLUMNS, in order): a row of another
+    # Named one by one (the columns of sql.ACCEPTANCE_COLUMNS, in order): a row of another
     # width fails here, and mypy cannot count ``*fields`` followed by one more argument.
     (receiver, handoff_id, attempt, task_id, key, fingerprint, state, deadline_ms, created_ms,
      sender, trace) = row  # fmt: skip
