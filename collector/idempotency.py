@@ -231,8 +231,10 @@ class IdempotencyStore(Protocol):
         """Atomically void ``validated`` acceptances whose deadline is before ``now_ms``.
 
         Only ``receiver``'s when given, at most ``limit``. Skips an accept whose key is held by
-        a claim younger than ``lease_ms`` or whose attempt already stored a result (that commit
-        wins). Returns the voided acceptances (state ``void``), earliest deadline first.
+        a claim (running, or in doubt: the next commit of the key judges a lost claim, never a
+        sweep on the wall clock) or whose attempt already stored a result (that commit wins).
+        ``lease_ms`` is accepted for stores written before and not used. Returns the voided
+        acceptances (state ``void``), earliest deadline first.
         """
         ...
 

@@ -500,7 +500,6 @@ class SQLiteStore:
                     "validated": schema.STATE_VALIDATED,
                     "now": now_ms,
                     "receiver": receiver,
-                    "lease": lease_ms,
                     "limit": -1 if limit is None else limit,
                 },
             ).fetchall()
