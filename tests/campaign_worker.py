@@ -117,6 +117,7 @@ def build_receiver(folder: Path, role: str) -> Receiver:
         executor=execute,
         store=SQLiteStore(config["store"], busy_timeout_s=120, max_connections=8),
         lease_s=config["lease_s"],
+        rerun_lost_claims=config.get("rerun_lost", False),
         clock=SteppedClock(folder / f"step-{role}"),
     )
 

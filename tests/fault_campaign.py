@@ -115,7 +115,17 @@ def _mount(*args: str) -> bool:
 class Campaign:
     """One run: its folder, its processes, its faults."""
 
-    def __init__(self, folder: Path, *, keys: int, seed: int, workers: int, threads: int):
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        keys: int,
+        seed: int,
+        workers: int,
+        threads: int,
+        rerun_lost: bool = False,
+    ):
+        self.rerun_lost = rerun_lost
         self.folder, self.seed, self.n_keys = folder, seed, keys
         self.rng = random.Random(seed)
         self.workers_n, self.threads = workers, threads
@@ -152,6 +162,7 @@ class Campaign:
             "long": self.rng.sample(self.keys, max(1, len(self.keys) // 20)),
             "long_s": 1.2,
             "wait_s": 15.0,
+            "rerun_lost": self.rerun_lost,  # at-least-once receivers: the campaign must notice
         }
         (self.folder / "config.json").write_text(json.dumps(config))
         roles = [f"w{i}" for i in range(self.workers_n)] + ["http"]
@@ -396,10 +407,16 @@ class Campaign:
             subprocess.run(["umount", "-l", str(self.disk)], capture_output=True)
 
 
-def run_campaign(*, keys: int, seed: int, workers: int = 4, threads: int = 4) -> Report:
-    """Run one campaign in a temporary folder and return its report."""
+def run_campaign(
+    *, keys: int, seed: int, workers: int = 4, threads: int = 4, rerun_lost: bool = False
+) -> Report:
+    """Run one campaign in a temporary folder and return its report (``rerun_lost``: the
+    receivers re-run lost claims, at least once, which the report must catch)."""
     with tempfile.TemporaryDirectory(prefix="handoffscope-campaign-") as tmp:
-        campaign = Campaign(Path(tmp), keys=keys, seed=seed, workers=workers, threads=threads)
+        campaign = Campaign(
+            Path(tmp), keys=keys, seed=seed, workers=workers, threads=threads,
+            rerun_lost=rerun_lost,
+        )  # fmt: skip
         try:
             return campaign.run()
         finally:
@@ -413,10 +430,16 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="in-process worker processes")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker")
     parser.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    parser.add_argument(
+        "--rerun-lost",
+        action="store_true",
+        help="receivers re-run lost claims (at least once): shows the campaign catching it",
+    )
     args = parser.parse_args()
     report = run_campaign(
-        keys=args.keys, seed=args.seed, workers=args.workers, threads=args.threads
-    )
+        keys=args.keys, seed=args.seed, workers=args.workers, threads=args.threads,
+        rerun_lost=args.rerun_lost,
+    )  # fmt: skip
     print(report.summary())
     if args.json:
         print(json.dumps(asdict(report), indent=2))
