@@ -268,9 +268,10 @@ class CommitRun:
         except asyncio.CancelledError as e:
             # The loop is going away mid-task (a caller's cancel does not reach here: see
             # Receiver.aon_commit). The claim is kept, not released: a plain executor may still
-            # run on its thread. With no heartbeat it lapses, and the next commit takes over.
+            # run on its thread. With no heartbeat it lapses: the next commit finds the key in
+            # doubt (or takes it over, with rerun_lost_claims).
             self.tel.record_exception(self.span, e, self.clock.time_ns())
-            detail = "cancelled mid-task; the key is taken over once its lease lapses"
+            detail = "cancelled mid-task; the key is in doubt once its lease lapses"
             self._finish(
                 schema.OUTCOME_FAILED, schema.MESSAGE_FAILED, None, "CancelledError", detail,
                 work, {},
