@@ -114,15 +114,8 @@ class ClickHouseConnection:
         # query: here a subquery of every query's `spans` (derive() makes it a table).
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
         self._spans = attributed(self._exported, f"({resolved.removesuffix(SETTINGS)})")
-        # The prices of the models the table's usage spans name, each (model, provider)
-        # resolved once, as the DuckDB audit prices them (auditor.prices.price_usage).
-        try:
-            pairs = [(m, p) for m, p in self.sql(PAIRS_SQL).fetchall() if m]
-        except AuditError as e:
-            if not any(code in str(e) for code in _NOT_ALLOWED):
-                raise
-            pairs = []  # a user who may run nothing here: derive() says what to grant
-        self._defs = self._defs.with_prices(resolve_prices(pairs, prices)[0])
+        self._prices = prices
+        self._priced = False
         # Nothing else to prepare: the helper views go into each query as CTEs (or, after
         # derive(), are read from this session's temporary tables).
         _PREPARED.add(self)
@@ -156,6 +149,7 @@ class ClickHouseConnection:
         if not self._create("hs_resolved_agents", resolved):
             return False
         self._spans = attributed(self._exported, "hs_resolved_agents")
+        self._price()  # from the spans just kept, not from the exporter's maps again
         known: dict[str, list[str]] = {}
         for name, select in selects(rules=True).items():
             relation = f"hs_{name}_all"
@@ -165,6 +159,21 @@ class ClickHouseConnection:
             known[relation], _ = self.engine.query(f"SELECT * FROM {relation} LIMIT 0")
         self._defs = self._defs.with_tables(known)
         return True
+
+    def _price(self) -> None:
+        """Price the models the usage spans name, each (model, provider) resolved once, as
+        the DuckDB audit prices them (auditor.prices.price_usage); once, before the first
+        query that may read ``hs_prices``."""
+        if self._priced:
+            return
+        self._priced = True  # first: the query below goes through sql() too
+        try:
+            pairs = [(m, p) for m, p in self.sql(PAIRS_SQL).fetchall() if m]
+        except AuditError as e:
+            if not any(code in str(e) for code in _NOT_ALLOWED):
+                raise
+            pairs = []  # a user who may run nothing here: derive() says what to grant
+        self._defs = self._defs.with_prices(resolve_prices(pairs, self._prices)[0])
 
     def _create(self, relation: str, select: str) -> bool:
         """``relation`` as a temporary table of ``select``; False where the user may not."""
@@ -190,6 +199,7 @@ class ClickHouseConnection:
 
     def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
         """Run the DuckDB query ``sql`` inside ClickHouse."""
+        self._price()
         text = to_clickhouse(sql, self._spans, defs=self._defs)
         bound = used(text, {**self.time_range.parameters(), **bindable(params or {})})
         try:
