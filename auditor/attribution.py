@@ -80,6 +80,8 @@ def _agent_key(row: c.AgentKey, typed: dict[str, str]) -> str:
             f"CASE WHEN {node} = name AND name NOT IN ({skip}) THEN coalesce({outer}, {node}) END"
         )
     value = f"nullif({_get(row.key, typed)}, '')"
+    if row.may_hold_id:
+        value = f"CASE WHEN NOT {_is_id(_get(row.key, typed))} THEN {value} END"
     return f"CASE WHEN {_guard(row.guard, typed)} THEN {value} END" if row.guard else value
 
 
@@ -257,23 +259,31 @@ def resolve_sql(*, by_file: bool = False) -> str:
         )
     own = _own_agent(_COLUMNS)
     hands = f"coalesce({own}, {_handed(_COLUMNS)})"
-    return _RESOLVE.format(own=own, hands=hands, file=file, share=share)
+    return _RESOLVE.format(own=own, hands=hands, is_id=_is_id(), file=file, share=share)
+
+
+def _is_id(column: str = '"gen_ai.agent.name"') -> str:
+    """Whether ``column`` holds an agent's id rather than its name (:data:`c.AGENT_ID`);
+    the length test first spares the pattern almost every name."""
+    return f"(length({column}) IN (32, 36) AND regexp_matches({column}, {_lit(c.AGENT_ID)}))"
 
 
 _RESOLVE: Final = """
 WITH RECURSIVE unnamed AS MATERIALIZED (
     SELECT trace_id, span_id, parent_span_id, service_name, agent, start_unix_nano, end_unix_nano,
-           {own} AS own,
+           "gen_ai.agent.name" AS agent_id, {own} AS own,
            -- What its descendants take: its own agent, or the agent a tool call hands to.
            {hands} AS hands
     FROM spans
-    WHERE "gen_ai.agent.name" IS NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
+    WHERE ("gen_ai.agent.name" IS NULL OR {is_id})
+      AND trace_id IS NOT NULL AND span_id IS NOT NULL
       {file} {share}
 ), links AS MATERIALIZED (
     -- Every span a walk may pass: its parent, the agent it names itself and its end.
     SELECT trace_id, span_id, parent_span_id, end_unix_nano, "gen_ai.agent.name" AS own
     FROM spans
-    WHERE "gen_ai.agent.name" IS NOT NULL AND trace_id IS NOT NULL AND span_id IS NOT NULL
+    WHERE "gen_ai.agent.name" IS NOT NULL AND NOT {is_id}
+      AND trace_id IS NOT NULL AND span_id IS NOT NULL
       {share}
     UNION ALL
     SELECT trace_id, span_id, parent_span_id, end_unix_nano, hands FROM unnamed
@@ -290,7 +300,7 @@ WITH RECURSIVE unnamed AS MATERIALIZED (
     FROM walk AS w JOIN links AS p ON p.trace_id = w.trace_id AND p.span_id = w.up
     WHERE w.found IS NULL AND w.up IS NOT NULL AND w.depth < 256
 )
-SELECT u.trace_id, u.span_id, coalesce(u.own, a.found, u.service_name) AS agent,
+SELECT u.trace_id, u.span_id, coalesce(u.own, a.found, u.agent_id, u.service_name) AS agent,
        u.agent AS before
 FROM unnamed AS u
 LEFT JOIN (SELECT trace_id, span_id, max(found) AS found FROM walk GROUP BY ALL) AS a

@@ -22,6 +22,7 @@ from collector import schema as s
 __all__ = [
     "AGENT_KEYS",
     "AGENT_NAME_PATTERNS",
+    "AGENT_ID",
     "AGENT_SPAN",
     "ARGUMENT_KEYS",
     "DELEGATE_ARGUMENTS",
@@ -110,6 +111,9 @@ class AgentKey:
     """For a JSON-object attribute: the members to read, first present wins."""
     node_span: bool = False
     """Only on the span of the node itself (its name equals the first member read)."""
+    may_hold_id: bool = False
+    """Some instrumentations put an agent's id here (:data:`AGENT_ID`): then it names
+    nothing and the next key is read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +126,7 @@ class HandoffKeys:
 
 
 AGENT_KEYS: Final[tuple[AgentKey, ...]] = (
-    AgentKey("genai", s.GEN_AI_AGENT_NAME),
+    AgentKey("genai", s.GEN_AI_AGENT_NAME, may_hold_id=True),
     AgentKey("pydantic-ai", PYDANTIC_AI_AGENT_NAME),
     AgentKey("openinference", OPENINFERENCE_AGENT_NAME),
     AgentKey(
@@ -223,3 +227,7 @@ EVIDENCE: Final = {
 }
 """Each kind of evidence of a delegation, besides handoff spans (:data:`HANDOFF_KEYS`, named
 by their convention). The same delegation seen through two kinds is one edge."""
+
+AGENT_ID: Final = r"^(?:[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+"""A ``gen_ai.agent.name`` that is an id, not a name (CrewAI's own tracing writes an agent's
+key there): the span's other keys name the agent, and the id only when none does."""

@@ -32,14 +32,16 @@ FROM (
     FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans)
     UNION ALL
     SELECT trace_id, "gen_ai.agent.name", 'genai: gen_ai.agent.name'
-    FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans)
+    FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans) AND agent = "gen_ai.agent.name"
     UNION ALL
     SELECT trace_id, handed, 'a tool call''s arguments' FROM hs_fw_spans
 ) AS named
 WHERE agent IS NOT NULL AND evidence IS NOT NULL AND trace_id IS NOT NULL
 GROUP BY trace_id, agent
-ORDER BY trace_id, agent
+-- Agents a run or a key names before those only a tool's arguments name.
+ORDER BY trace_id, bool_and(evidence = 'a tool call''s arguments'), agent
 """
+_ARGUMENTS: Final = "a tool call's arguments"
 _EDGES: Final = """
 SELECT trace_id, span_id, sender, receiver, convention
 FROM hs_framework_handoffs_all
@@ -112,6 +114,11 @@ class Structure:
         }
 
 
+def _loose(name: str) -> str:
+    """A name as ``hs_fw_loose`` compares it."""
+    return name.lower().replace(" ", "").replace("_", "").replace("-", "")
+
+
 def explain(con: duckdb.DuckDBPyConnection) -> Structure | None:
     """What the audit found in the spans of other instrumentations on ``con`` (prepared);
     None when there are none (handoffscope's own spans are judged by the handshake rules)."""
@@ -126,7 +133,17 @@ def explain(con: duckdb.DuckDBPyConnection) -> Structure | None:
         )
 
     for trace_id, agent, evidence in run(con, _AGENTS):
-        trace(trace_id)["agents"].append({"agent": agent, "evidence": list(evidence)})
+        agents = trace(trace_id)["agents"]
+        # A tool's argument names an agent loosely (a member id for "Research Agent"): one
+        # agent, under the name its run gave it.
+        same = next((a for a in agents if _loose(a["agent"]) == _loose(agent)), None)
+        if same is None:
+            agents.append({"agent": agent, "evidence": list(evidence)})
+        elif evidence == [_ARGUMENTS]:
+            same["evidence"] = sorted({*same["evidence"], _ARGUMENTS})
+        else:
+            same["agent"] = agent
+            same["evidence"] = sorted({*same["evidence"], *evidence})
     for trace_id, span_id, sender, receiver, kind in run(con, _EDGES):
         trace(trace_id)["edges"].append(
             {"sender": sender, "receiver": receiver, "evidence": kind, "span_id": span_id}
