@@ -37,7 +37,7 @@ from auditor.figures.spend import (
     workflow_spend,
 )
 from auditor.figures.summary import summary
-from auditor.figures.waste import handshake_spend, wasted_spend
+from auditor.figures.waste import handshake_spend, waste_by_level, wasted_spend
 
 if TYPE_CHECKING:
     import duckdb
@@ -108,6 +108,7 @@ def figure_rows(
 ) -> dict[str, list[dict[str, Any]]]:
     """The rows of every query :func:`compute_figures` reads, by name: all that the figures
     of a report take from the traces (the settings and the trace set add the rest)."""
+    waste = waste_by_level(con, filters=filters)  # the three levels in one pass
     return {
         "summary": rows(summary(con, filters=filters)),
         "agent_spend": rows(agent_spend(con, filters=filters)),
@@ -122,9 +123,9 @@ def figure_rows(
         "phases": rows(agent_phase_spend(con, filters=filters)),
         "workflow_costs": rows(workflow_cost_summary(con, filters=filters)),
         "unpriced_models": rows(unpriced_models(con, filters=filters)),
-        "waste": rows(wasted_spend(con, filters=filters)),
-        "waste_agents": rows(wasted_spend(con, by="agent", filters=filters)),
-        "waste_edges": rows(wasted_spend(con, by="edge", filters=filters)),
+        "waste": waste["total"],
+        "waste_agents": waste["agent"],
+        "waste_edges": waste["edge"],
         "handshake": rows(handshake_spend(con, filters=filters)),
     }
 

@@ -25,14 +25,14 @@ attempts: their spend is never waste here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from auditor.figures.base import FILTER_ARGS, Filters, query
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["CAUSES", "handshake_spend", "wasted_spend"]
+__all__ = ["CAUSES", "handshake_spend", "waste_by_level", "wasted_spend"]
 
 CAUSES: Final = ("restarted", "duplicate", "committed-after-void", "retried", "voided")
 """The causes of waste, in the order a span is charged to the first that holds."""
@@ -117,6 +117,43 @@ def wasted_spend(
         """,
         filters,
     )
+
+
+def waste_by_level(
+    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """:func:`wasted_spend` in total, per agent and per edge from one pass over the usage
+    spans (grouping sets), as the rows of each: ``{"total": [...], "agent": [...],
+    "edge": [...]}``, each most expensive first."""
+    rel = query(
+        con,
+        f"""
+        SELECT CASE WHEN grouping(agent) = 0 THEN 'agent'
+                    WHEN grouping(sender) = 0 THEN 'edge' ELSE 'total' END AS level,
+               cause, agent, sender, receiver, count(*) AS spans,
+               coalesce(sum(input_tokens), 0) AS input_tokens,
+               coalesce(sum(output_tokens), 0) AS output_tokens,
+               coalesce(sum(cost_usd), 0) AS cost_usd
+        FROM ({_CHARGED})
+        WHERE cause IS NOT NULL
+        GROUP BY GROUPING SETS ((cause), (cause, agent), (cause, sender, receiver))
+        """,
+        filters,
+    )
+    keys = {"total": ("cause",), "agent": ("cause", "agent"), "edge": _EDGE}
+    out: dict[str, list[dict[str, Any]]] = {level: [] for level in keys}
+    columns = list(rel.columns)
+    for row in rel.fetchall():
+        values = dict(zip(columns, row, strict=True))
+        level = str(values.pop("level"))
+        wanted = (*keys[level], "spans", "input_tokens", "output_tokens", "cost_usd")
+        out[level].append({k: values[k] for k in wanted})
+    for level, rows in out.items():
+        rows.sort(key=lambda r: (-float(r["cost_usd"] or 0), *(str(r[k]) for k in keys[level])))
+    return out
+
+
+_EDGE: Final = ("cause", "sender", "receiver")
 
 
 def handshake_spend(
