@@ -32,8 +32,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +49,7 @@ from collector.idempotency import (
     resolved_result,
 )
 from collector.leases import Observations, owner, owner_alive
+from collector.sqlite_pool import ConnectionPool
 
 __all__ = ["SQLiteStore"]
 
@@ -80,10 +80,9 @@ class SQLiteStore:
             raise ConfigurationError(f"max_connections must be >= 1, got {max_connections}")
         self.busy_timeout_s = busy_timeout_s
         self.max_connections = max_connections
-        self._idle: list[sqlite3.Connection] = []
-        self._all: list[sqlite3.Connection] = []
-        self._free = threading.Condition()
-        self._retired: list[sqlite3.Connection] = []  # to close when given back
+        self._pool = ConnectionPool(
+            self.path, busy_timeout_s=busy_timeout_s, max_connections=max_connections
+        )
         self._observed = Observations()
         # Executions of this process whose task ran but whose result could not be written:
         # (receiver, key) -> (token, why). Answers "in doubt" even while the file is unwritable.
@@ -117,81 +116,21 @@ class SQLiteStore:
                 if "duplicate column" not in str(e):
                     raise
 
-    @contextmanager
-    def _use(self) -> Iterator[sqlite3.Connection]:
-        """Borrow a connection (open one if fewer than ``max_connections`` are open)."""
-        with self._free:
-            if not self._idle and len(self._all) >= self.max_connections:
-                if not self._free.wait_for(lambda: self._idle, timeout=self.busy_timeout_s):
-                    raise StoreError(
-                        f"idempotency store {self.path}: all {self.max_connections} connections "
-                        f"stayed busy for {self.busy_timeout_s:g} s; raise max_connections or "
-                        "busy_timeout_s",
-                        path=str(self.path),
-                    )
-            conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                conn = self._open()
-                self._all.append(conn)
-        try:
-            yield conn
-        except sqlite3.OperationalError as e:
-            raise self._unusable(e) from e
-        finally:
-            if conn.in_transaction:  # an error between BEGIN and COMMIT
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
-            with self._free:
-                if conn in self._retired:  # borrowed while close() ran
-                    self._retired.remove(conn)
-                    self._all.remove(conn)
-                    conn.close()
-                else:
-                    self._idle.append(conn)
-                    self._free.notify()
-
-    def _open(self) -> sqlite3.Connection:
-        try:
-            conn = sqlite3.connect(
-                self.path,
-                timeout=self.busy_timeout_s,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-            conn.execute("PRAGMA synchronous=NORMAL")
-        except sqlite3.OperationalError as e:
-            raise self._unusable(e) from e
-        return conn
-
-    def _unusable(self, e: sqlite3.OperationalError) -> Exception:
-        text = str(e)
-        why = next((hint for marker, hint in sql.WRITE_FAILURES if marker in text), None)
-        if why is None:
-            return e
-        return StoreError(
-            f"idempotency store {self.path} cannot be written ({text}): {why}",
-            path=str(self.path),
-        )
+    def _use(self) -> AbstractContextManager[sqlite3.Connection]:
+        """Borrow a connection from the pool (see ``ConnectionPool.use``)."""
+        return self._pool.use()
 
     @property
     def open_connections(self) -> int:
         """How many connections are open now (never more than ``max_connections``)."""
-        with self._free:
-            return len(self._all)
+        return self._pool.open_connections
 
     def close(self) -> None:
         """Close every connection this store opened (borrowed ones as they come back).
 
         The store stays usable: a later call opens a connection again.
         """
-        with self._free:
-            for conn in self._idle:
-                conn.close()
-                self._all.remove(conn)
-            self._idle.clear()
-            self._retired = list(self._all)
+        self._pool.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({str(self.path)!r})"
