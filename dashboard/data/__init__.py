@@ -35,6 +35,7 @@ from dashboard.data.scope import cursor
 from dashboard.data.spend import (
     WorkflowSpend,
     agent_spend,
+    cache_use,
     edge_spend,
     handshake_spend,
     model_spend,
@@ -52,6 +53,7 @@ __all__ = [
     "agent_spend",
     "bounds",
     "bucket_width",
+    "cache_use",
     "compounding",
     "cursor",
     "edge_flows",

@@ -138,3 +138,22 @@ def handshake_spend(
     (``handshake_usd``) beside committed work (``work_usd``) and the rest (``other_usd``)."""
     with cursor(con, filters) as cur:
         return figures.handshake_spend(cur).df()
+
+
+def cache_use(con: duckdb.DuckDBPyConnection, *, filters: Filters = EVERYTHING) -> pd.DataFrame:
+    """Per agent that read from a prompt cache: ``input_tokens``, ``cache_read_tokens``,
+    ``cache_write_tokens``, ``reasoning_tokens`` and ``cached_share`` (cache reads against
+    all input), from ``auditor.figures.agent_spend``; agents that read nothing are left
+    out."""
+    with cursor(con, filters) as cur:
+        out = figures.agent_spend(cur).df()
+    columns = [
+        "agent",
+        "input_tokens",
+        "cache_read_tokens",
+        "cache_write_tokens",
+        "reasoning_tokens",
+        "cached_share",
+    ]
+    out = out[columns]
+    return out[out["cache_read_tokens"].fillna(0) > 0].reset_index(drop=True)

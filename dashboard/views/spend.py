@@ -105,3 +105,10 @@ if not handshake.empty and float(handshake["handshake_usd"].sum()):
         f"{format.usd(float(handshake['handshake_usd'].sum()))} beside "
         f"{format.usd(float(handshake['work_usd'].sum()))} of committed work."
     )
+cached = view.query(data.cache_use)
+if not cached.empty:
+    st.subheader("Prompt cache per agent")
+    ui.table(
+        cached.assign(cached_share=[format.pct(v) for v in cached["cached_share"]]),
+        column_config={"cached_share": st.column_config.TextColumn("cached share of input")},
+    )
