@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -346,6 +347,13 @@ class Receiver:
         )
 
     def _reply(self, p: Proposal, verdict: Verdict, work: Work) -> Answer:
+        usage = work.usage
+        if usage is not None and usage.cost_usd is None and len(work.usages) > 1:
+            # The answer carries one total: priced here, each model at its own rate, since
+            # the sender could price it only as one model.
+            costs = [usage_attributes(self.name, u, self.prices)[1] for u in work.usages]
+            if all(c is not None for c in costs):
+                usage = replace(usage, cost_usd=sum(c for c in costs if c is not None))
         return Answer(
             handoff_id=p.handoff_id,
             attempt=p.attempt,
@@ -354,7 +362,7 @@ class Receiver:
             eta_ms=verdict.eta_ms,
             reason=verdict.reason,
             detail=verdict.detail,
-            usage=work.usage,
+            usage=usage,
         )
 
     def _enforce(self, p: Proposal, v: Verdict) -> Verdict:

@@ -137,3 +137,56 @@ def test_a_contract_price_wins_over_genai_prices() -> None:
         "gpt-5-mini-2025-08-07", input_tokens=1_000_000, output_tokens=0, cache_read_tokens=500_000
     )
     assert cost == pytest.approx((500_000 * 1.0 + 500_000 * 0.1) / 1e6)
+
+
+def test_a_validator_s_two_models_are_priced_each_at_its_own_rate(tmp_path: Path) -> None:
+    """The answer carries one total back to the sender: the receiver prices it per model."""
+    path = tmp_path / "traces.jsonl"
+    telemetry = configure_telemetry(
+        service_name="usage-test", trace_file=str(path), otlp=None, set_global=False
+    )
+
+    def validate(work: Any) -> Any:
+        work.report_usage(
+            model="gpt-5-mini",
+            provider="openai",
+            input_tokens=3_000,
+            cache_read_tokens=2_000,
+            output_tokens=200,
+        )
+        work.report_usage(
+            model="claude-haiku-4-5", provider="anthropic", input_tokens=1_500, output_tokens=100
+        )
+        return accept(eta_ms=100)
+
+    checker = Receiver(
+        "checker",
+        validator=validate,
+        executor=lambda work: "ok",
+        tracer_provider=telemetry.tracer_provider,
+    )
+    Sender("planner", tracer_provider=telemetry.tracer_provider).handoff(
+        InProcessChannel(checker),
+        task_id="t-2",
+        payload={},
+        output_schema="x@1",
+        idempotency_key="t-2",
+        deadline_s=60,
+    )
+    telemetry.shutdown()
+    result = audit(load_traces(str(path)))
+    agent = next(a for a in result.figures.agents if a["agent"] == "checker")
+    want = float(
+        calc_price(
+            Usage(input_tokens=3_000, cache_read_tokens=2_000, output_tokens=200),
+            "gpt-5-mini",
+            provider_id="openai",
+        ).total_price
+        + calc_price(
+            Usage(input_tokens=1_500, output_tokens=100),
+            "claude-haiku-4-5",
+            provider_id="anthropic",
+        ).total_price
+    )
+    assert agent["cost_usd"] == pytest.approx(want, rel=1e-9)
+    assert agent["unpriced_input_tokens"] == 0
