@@ -11,16 +11,18 @@ st.title("Handoffs")
 ui.filtered_caption(view)
 
 funnel = view.query(data.state_funnel)
-if funnel.empty:
+flows = view.query(data.edge_flows)
+# Other frameworks' handoffs never entered the handshake: no funnel, but edges all the same.
+if funnel.empty and flows.empty:
     st.info("No handoffs match the filters.", icon=":material/info:")
     st.stop()
 reasons = view.query(data.void_reasons)
-left, right = st.columns(2)
-with left:
-    ui.chart(charts.state_funnel(funnel), key="handoffs_funnel")
-with right:
-    ui.chart(charts.void_reasons(reasons), key="handoffs_reasons")
-flows = view.query(data.edge_flows)
+if not funnel.empty:
+    left, right = st.columns(2)
+    with left:
+        ui.chart(charts.state_funnel(funnel), key="handoffs_funnel")
+    with right:
+        ui.chart(charts.void_reasons(reasons), key="handoffs_reasons")
 ui.chart(charts.edge_sankey(flows), key="handoffs_sankey")
 st.subheader("Edges")
 ui.table(
@@ -32,5 +34,6 @@ ui.table(
         aggfunc="sum",
     ).reset_index()
 )
-st.subheader("Void reasons")
-ui.table(reasons)
+if not funnel.empty:
+    st.subheader("Void reasons")
+    ui.table(reasons)
