@@ -285,12 +285,14 @@ WHERE receiver IS NOT NULL
   -- Control staying with its agent (a refused handoff, as an adapter records it) is no edge.
   AND sender IS DISTINCT FROM receiver
   -- A handshake adapter (collector.integrations) ran the library's handoff between the same
-  -- agents during this one: the handshake's own spans record it, so it is no second edge.
+  -- agents before this one ended: the handshake's own spans record it, so it is no second
+  -- edge. (Not only during it: the receiver's runs that evidence finds after the handshake,
+  -- as when control comes back to it after a refused handoff, are the same delegation.)
   AND NOT EXISTS (
       SELECT 1 FROM spans AS h
       WHERE h.name = 'handoff' AND h.trace_id = e.trace_id
         AND h."handoff.sender" = e.sender AND h."handoff.receiver" = e.receiver
-        AND h.start_unix_nano <= e.end_unix_nano AND e.start_unix_nano <= h.end_unix_nano);
+        AND h.start_unix_nano <= e.end_unix_nano);
 
 -- Read through hs_framework_handoffs_all, which auditor/derived.py may point at a table.
 CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS SELECT * FROM hs_framework_handoff_spans;

@@ -3,6 +3,9 @@ costs what DuckDB's audit and genai-prices' ``calc_price`` say."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,9 +16,31 @@ from test_pricing_differential import _calls, _expected, _write  # noqa: E402
 
 from auditor import load_traces  # noqa: E402
 from auditor.audit import prepare  # noqa: E402
-from auditor.clickhouse.audit import ClickHouseConnection  # noqa: E402
-from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
-from auditor.clickhouse.loader import create_table, fill  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# chdb's embedded server takes one data path per process, and other test modules open
+# theirs: the ClickHouse side runs in a process of its own.
+_IN_CHDB = """
+import json, sys
+from auditor import load_traces
+from auditor.clickhouse.audit import ClickHouseConnection
+from auditor.clickhouse.engine import ChdbEngine
+from auditor.clickhouse.loader import create_table, fill
+
+traces = load_traces(sys.argv[1])
+engine = ChdbEngine(sys.argv[2])
+table = create_table(engine, "otel", "otel_traces")
+# The exporter's table has a partition a day, and the calls span two years of price
+# changes: one insert writes them all.
+engine.command("SET max_partitions_per_insert_block = 0")
+fill(engine, table, traces)
+con = ClickHouseConnection(engine, table)
+assert con.derive()
+rows = con.sql("SELECT span_id, cost_usd, unpriced FROM hs_usage(NULL, NULL, [])").fetchall()
+engine.close()
+print(json.dumps({s: [c, u] for s, c, u in rows}))
+"""
 
 
 def test_clickhouse_prices_every_usage_as_duckdb_and_calc_price_do(tmp_path: Path) -> None:
@@ -24,29 +49,16 @@ def test_clickhouse_prices_every_usage_as_duckdb_and_calc_price_do(tmp_path: Pat
     _write(path, calls)
     traces = load_traces(str(path))
     prepare(traces.con)
-    duck = {
-        span_id: cost
-        for span_id, cost in traces.con.execute(
-            "SELECT span_id, cost_usd FROM hs_usage_all"
-        ).fetchall()
-    }
-    engine = ChdbEngine(str(tmp_path / "chdb"))
-    try:
-        table = create_table(engine, "otel", "otel_traces")
-        # The exporter's table has a partition a day, and the calls span two years of
-        # price changes: one insert writes them all.
-        engine.command("SET max_partitions_per_insert_block = 0")
-        fill(engine, table, traces)
-        con = ClickHouseConnection(engine, table)
-        assert con.derive()
-        house = {
-            span_id: (cost, unpriced)
-            for span_id, cost, unpriced in con.sql(
-                "SELECT span_id, cost_usd, unpriced FROM hs_usage(NULL, NULL, [])"
-            ).fetchall()
-        }
-    finally:
-        engine.close()
+    duck = dict(traces.con.execute("SELECT span_id, cost_usd FROM hs_usage_all").fetchall())
+    done = subprocess.run(
+        [sys.executable, "-c", _IN_CHDB, str(path), str(tmp_path / "chdb")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    house = json.loads(done.stdout)
     assert set(house) == set(duck) == {c["span_id"] for c in calls}
     priced = 0
     for call in calls:

@@ -33,6 +33,8 @@ from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
 from auditor.derived import Selection, selects
 from auditor.errors import AuditError, first_line
+from auditor.price_source import resolve_prices
+from auditor.prices import PAIRS_SQL
 from auditor.table import SPAN_COLUMNS
 
 if TYPE_CHECKING:
@@ -232,6 +234,11 @@ class ClickHouseSource:
         self._spans = self._materialize("spans", attributed(raw, resolved))
         self.drop(f"{self._prefix}_raw")
         self.drop(resolved)
+        # The prices of the models the spans name, each (model, provider) once, as the
+        # audit prices them (auditor.prices.price_usage), before any relation uses them.
+        pairs = self.cursor().execute(PAIRS_SQL).fetchall()
+        self._defs = self._defs.with_prices(resolve_prices([(m, p) for m, p in pairs if m])[0])
+        self._whole = None
         for name, select in selects(rules=True).items():
             self.keep(f"hs_{name}_all", select)
 
