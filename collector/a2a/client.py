@@ -24,7 +24,6 @@ import asyncio
 import threading
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -39,6 +38,7 @@ from a2a.utils.errors import A2AError
 from collector import __version__
 from collector.a2a import codec, extension
 from collector.a2a.card import handshake_params
+from collector.commit_budget import CommitBudgets
 from collector.errors import ConfigurationError, HandoffscopeError
 from collector.messages import Message as HandshakeMessage
 from collector.messages import decode
@@ -48,7 +48,6 @@ __all__ = ["A2AChannel", "A2AHandshakeError", "A2ATransport"]
 T = TypeVar("T")
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 _RETRY_CODES = (extension.ERROR_STORE_UNAVAILABLE, extension.ERROR_INTERNAL)
-_DEADLINES_KEPT = 4096
 
 
 class A2AHandshakeError(HandoffscopeError):
@@ -262,8 +261,7 @@ class A2AChannel:
                 f"peer={peer!r}, but the A2A agent at {self.url} declares the receiver {declared!r}"
             )
         self.peer = declared
-        self._lock = threading.Lock()
-        self._deadlines: OrderedDict[str, int] = OrderedDict()
+        self._budgets = CommitBudgets(timeout_s=commit_timeout_s, grace_s=commit_grace_s)
 
     def __repr__(self) -> str:
         return f"A2AChannel({self.url!r}, peer={self.peer!r})"
@@ -334,10 +332,10 @@ class A2AChannel:
         now = time.monotonic()
         if kind == "propose":
             clock_s = _seconds(message.get("validation_timeout_ms"), 2.0)
-            self._remember(message)
+            self._budgets.remember(message)
             return clock_s + self.late_answer_s, now + clock_s
         if kind == "commit":
-            budget = self._commit_budget(message)
+            budget = self._budgets.budget(message)
             return budget, now + budget
         return self.void_timeout_s, now + self.void_timeout_s
 
@@ -352,21 +350,6 @@ class A2AChannel:
             # Only a proposal that never left; a re-delivered one is answered the same way.
             return isinstance(error.__cause__, _NOT_SENT)
         return True  # commit (same key: replayed) and void (idempotent)
-
-    def _remember(self, proposal: dict[str, Any]) -> None:
-        handoff_id, deadline = proposal.get("handoff_id"), proposal.get("deadline_unix_ms")
-        if isinstance(handoff_id, str) and isinstance(deadline, int):
-            with self._lock:
-                self._deadlines[handoff_id] = deadline
-                self._deadlines.move_to_end(handoff_id)
-                while len(self._deadlines) > _DEADLINES_KEPT:
-                    self._deadlines.popitem(last=False)
-
-    def _commit_budget(self, commit: dict[str, Any]) -> float:
-        deadline = self._deadlines.get(str(commit.get("handoff_id")))
-        if deadline is None:
-            return self.commit_timeout_s
-        return max(deadline / 1000 - time.time(), 0.0) + self.commit_grace_s
 
 
 def _seconds(ms: Any, default: float) -> float:

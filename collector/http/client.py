@@ -30,13 +30,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from collector import __version__, schema
+from collector.commit_budget import CommitBudgets
 from collector.errors import HandoffscopeError
 from collector.http import wire
 from collector.messages import Message, decode
@@ -45,7 +45,6 @@ __all__ = ["HttpChannel", "HttpStatusError"]
 
 _RETRYABLE = (httpx.TransportError,)
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.RemoteProtocolError)
-_DEADLINES_KEPT = 4096
 
 
 class HttpStatusError(HandoffscopeError):
@@ -115,7 +114,7 @@ class HttpChannel:
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         # Task deadlines by handoff id, from the proposals sent: a commit's time budget.
-        self._deadlines: OrderedDict[str, int] = OrderedDict()
+        self._budgets = CommitBudgets(timeout_s=commit_timeout_s, grace_s=commit_grace_s)
 
     def __repr__(self) -> str:
         return f"HttpChannel({self.url!r}, peer={self.peer!r})"
@@ -231,12 +230,12 @@ class HttpChannel:
         connect = self.connect_timeout_s
         if kind == "propose":
             clock_s = _seconds(message.get("validation_timeout_ms"), 2.0)
-            self._remember(message)
+            self._budgets.remember(message)
             budget = clock_s + self.late_answer_s
             timeout = httpx.Timeout(budget, connect=min(connect, clock_s), pool=clock_s)
             give_up = now + clock_s  # resend only while the validation clock runs
         elif kind == "commit":
-            budget = self._commit_budget(message)
+            budget = self._budgets.budget(message)
             timeout = httpx.Timeout(budget, connect=connect)
             give_up = now + budget
         else:
@@ -244,22 +243,6 @@ class HttpChannel:
             timeout = httpx.Timeout(budget, connect=min(connect, budget))
             give_up = now + budget
         return _Plan(self, kind, f"{self.url}{route}", headers, timeout, give_up)
-
-    def _remember(self, proposal: dict[str, Any]) -> None:
-        handoff_id, deadline = proposal.get("handoff_id"), proposal.get("deadline_unix_ms")
-        if isinstance(handoff_id, str) and isinstance(deadline, int):
-            with self._lock:
-                self._deadlines[handoff_id] = deadline
-                self._deadlines.move_to_end(handoff_id)
-                while len(self._deadlines) > _DEADLINES_KEPT:
-                    self._deadlines.popitem(last=False)
-
-    def _commit_budget(self, commit: dict[str, Any]) -> float:
-        deadline = self._deadlines.get(str(commit.get("handoff_id")))
-        if deadline is None:
-            return self.commit_timeout_s
-        left = deadline / 1000 - time.time()
-        return max(left, 0.0) + self.commit_grace_s
 
 
 class _Plan:
