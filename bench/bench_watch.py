@@ -32,13 +32,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
-from test_watch_support import otlp_line, validate_span  # noqa: E402
-
-from auditor.load import load_traces  # noqa: E402
+from auditor.loading.load import load_traces  # noqa: E402
 from auditor.watch import StreamSink, Watcher, WatchSettings  # noqa: E402
 from auditor.watch.watcher import RunSummary  # noqa: E402
+from tests.support.watch import otlp_line, validate_span  # noqa: E402
 
 HANDOFFSCOPE = str(Path(sys.executable).with_name("handoffscope"))
 

@@ -112,7 +112,7 @@ def ground_truth(report: list[dict[str, Any]], executions: Counter[str]) -> dict
 
 
 def figures(folder: Path) -> dict[str, Any]:
-    """The audit's figures of the recorded files (what tests/test_audit.py checks)."""
+    """The audit's figures of the recorded files (what tests/auditor/test_audit.py checks)."""
     from auditor import audit, load_traces
 
     traces = load_traces(folder)

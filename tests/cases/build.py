@@ -10,7 +10,7 @@ says how many findings each rule must report on it; rules not listed must report
 
 Every case gets its own trace ids, and agent names suffixed with the case number, so all
 cases can be audited together without one case's latencies or keys leaking into another.
-``tests/test_rules.py`` checks that the committed files are exactly what this script writes.
+``tests/auditor/test_rules.py`` checks that the committed files are exactly what this script writes.
 """
 
 from __future__ import annotations

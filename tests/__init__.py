@@ -1,0 +1,1 @@
+"""handoffscope's tests, laid out as the packages they test."""

@@ -1,0 +1,249 @@
+"""The real dashboard in a real browser: ``handoffscope dashboard`` driven by headless Chromium.
+
+Starts the command line on a free loopback port over the sample traces, visits every page
+with Debian's Chromium (through Playwright, never a downloaded browser), checks that the
+charts render and that no error element appears, uploads a trace file holding HTML and
+script in its attributes, and saves the screenshots the README shows (docs/images/).
+Without Chromium the test fails and says how to install it: a skipped browser test would
+pass off as coverage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dashboard.test_dashboard_scenario import build
+from tests.support.paths import REPO
+
+ROOT = REPO
+CHROMIUM = Path("/usr/bin/chromium")
+HANDOFFSCOPE = Path(sys.executable).with_name("handoffscope")
+IMAGES = ROOT / "docs" / "images"
+SAMPLE = ROOT / "sample_traces" / "fault-mix"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# page path -> (title, charts it must show, screenshot name or None)
+PAGES = {
+    "": ("Overview", 1, "dashboard-overview.png"),
+    "spend": ("Spend", 5, "dashboard-spend.png"),
+    "reliability": ("Reliability", 4, "dashboard-reliability.png"),
+    "latency": ("Validation latency", 3, "dashboard-latency.png"),
+    "handoffs": ("Handoffs", 3, "dashboard-handoffs.png"),
+    "findings": ("Findings", 0, "dashboard-findings.png"),
+    "trace": ("Trace", 1, "dashboard-trace.png"),
+}
+IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+WAIT_MS = 120_000  # generous: CI machines can be slow, and a timeout here is not a finding
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _listening(port: int) -> set[str]:
+    """Local addresses listening on ``port`` (IPv4, from /proc/net/tcp)."""
+    found = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        address, hex_port = local.split(":")
+        if int(hex_port, 16) == port and state == "0A":
+            found.add(socket.inet_ntoa(bytes.fromhex(address)[::-1]))
+    return found
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """``handoffscope dashboard`` over the sample traces, as a user would start it."""
+    if not CHROMIUM.exists():
+        pytest.fail(
+            "the browser test needs Debian's Chromium at /usr/bin/chromium: "
+            "sudo apt-get install -y chromium (scripts/test installs it when run as root)"
+        )
+    with dashboard(SAMPLE) as url:
+        yield url
+
+
+@contextmanager
+def dashboard(traces: Path) -> Iterator[str]:
+    """``handoffscope dashboard TRACES`` on a free loopback port; yields its URL."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(HANDOFFSCOPE), "dashboard", str(traces), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "HOME": os.environ.get("HOME", "/tmp")},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
+                    if reply.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                output = proc.stdout.read().decode() if proc.stdout else ""
+                pytest.fail(f"the dashboard did not start:\n{output}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def page(server: str, browser: Any) -> Iterator[Any]:
+    """One browser tab on the dashboard, kept across the tests like a user's session."""
+    tab = browser.new_page(viewport={"width": 1440, "height": 1000})
+    tab.errors = []
+    tab.on("pageerror", lambda e: tab.errors.append(str(e)))
+    _open(tab, server, "Overview")
+    yield tab
+    tab.close()
+
+
+def _open(page: Any, url: str, title: str) -> None:
+    page.goto(url)
+    page.wait_for_selector(f"{IDLE} h1:has-text('{title}')", timeout=WAIT_MS)
+
+
+def _visit(page: Any, title: str) -> None:
+    """Open a page through the navigation bar, as a user does (the session is kept)."""
+    page.locator('[data-testid="stTopNavLink"]', has_text=title).first.click()
+    page.wait_for_selector(f"{IDLE} h1:has-text('{title}')", timeout=WAIT_MS)
+
+
+def _charts_drawn(page: Any, charts: int) -> None:
+    """Wait until ``charts`` Plotly charts have drawn their SVG, then check there are no more."""
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+        timeout=WAIT_MS,
+    )
+    assert page.locator(".js-plotly-plot").count() == charts
+
+
+def test_the_server_listens_on_loopback_only(server: str) -> None:
+    port = int(server.rsplit(":", 1)[1])
+    assert _listening(port) == {"127.0.0.1"}
+
+
+def test_every_page_renders_its_charts_without_an_error(page: Any) -> None:
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    for path, (title, charts, image) in PAGES.items():
+        if path:
+            _visit(page, title)
+            assert page.url.split("?")[0].rstrip("/").endswith(path)
+        assert page.locator('[data-testid="stException"]').count() == 0, path
+        _charts_drawn(page, charts)
+        assert "could not be computed" not in page.inner_text("body"), path
+        if image:
+            page.screenshot(path=str(IMAGES / image))
+    assert page.errors == []
+
+
+def test_an_upload_is_analysed_and_its_html_stays_text(page: Any, tmp_path: Path) -> None:
+    scenario = build(tmp_path)
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    _visit(page, "Handoffs")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(scenario.path))
+    page.wait_for_selector(f"{IDLE} :text('spans from {scenario.path.name}')", timeout=WAIT_MS)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    _charts_drawn(page, 3)
+    # The reject reason holds a <script> and an <img onerror>: neither may run.
+    assert page.evaluate("() => window.__handoffscope_xss === undefined")
+    assert page.locator("img[src='x']").count() == 0
+    # The upload lives in this session: its failed traces are the ones the Trace page offers.
+    _visit(page, "Trace")
+    _charts_drawn(page, 1)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert dialogs == [] and page.evaluate("() => window.__handoffscope_xss === undefined")
+    assert page.errors == []
+
+
+def test_a_link_to_a_trace_opens_it(server: str, page: Any) -> None:
+    from auditor import load_traces
+
+    trace_id = (
+        load_traces(SAMPLE)
+        .con.execute(
+            'SELECT trace_id FROM spans WHERE "handoff.late" GROUP BY 1 ORDER BY 1 LIMIT 1'
+        )
+        .fetchone()[0]
+    )
+    _open(page, f"{server}/trace?trace={trace_id}", "Trace")
+    _charts_drawn(page, 1)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert trace_id in page.inner_text("body")
+
+
+def test_a_frameworks_trace_shows_its_handoffs_estimated_spend_and_findings(page: Any) -> None:
+    """An OpenAI Agents SDK run traced by OpenInference, uploaded as a user would: its two
+    handoffs are counted, its gpt-4o spend is marked estimated, and each handoff is a finding
+    naming sender and receiver."""
+    import json
+
+    folder = ROOT / "tests" / "fixtures" / "frameworks" / "openai-agents-openinference"
+    reported = json.loads((folder / "reported.json").read_text())
+    _visit(page, "Overview")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        str(folder / "traces.jsonl")
+    )
+    page.wait_for_selector(f"{IDLE} :text('spans from traces.jsonl')", timeout=WAIT_MS)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    handoffs = page.locator('[data-testid="stMetric"]', has_text="Handoffs").first
+    assert handoffs.locator('[data-testid="stMetricValue"]').inner_text().strip() == str(
+        len(reported["handoffs"])
+    )
+    spend = page.locator('[data-testid="stMetric"]', has_text="Total spend").first
+    assert spend.locator('[data-testid="stMetricValue"]').inner_text().strip().endswith("est.")
+    _visit(page, "Findings")
+    for h in reported["handoffs"]:
+        # The findings grid draws on a canvas; its cells are in the page, not visible.
+        page.wait_for_selector(
+            f"{IDLE} :text('{h['sender']} handed work to {h['receiver']}')",
+            timeout=WAIT_MS,
+            state="attached",
+        )
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.errors == []

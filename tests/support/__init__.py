@@ -1,0 +1,1 @@
+"""Helpers shared by the tests: peers, span builders, campaign workers, paths."""
