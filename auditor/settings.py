@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from collector import environment_variables as ev
 from collector import schema
 from collector.errors import ConfigurationError
 
@@ -39,12 +39,12 @@ FAIL_ON: Final = ("error", "warning", "never")
 """``--fail-on`` values: exit 1 on findings at or above this severity (never: always 0)."""
 
 ENV_VARS: Final = {
-    "validation_timeout": "HANDOFFSCOPE_VALIDATION_TIMEOUT",
-    "p95_budget": "HANDOFFSCOPE_P95_BUDGET",
-    "max_attempts": "HANDOFFSCOPE_MAX_ATTEMPTS",
-    "fail_on": "HANDOFFSCOPE_FAIL_ON",
-    "rules": "HANDOFFSCOPE_RULES",
-    "skip": "HANDOFFSCOPE_SKIP",
+    "validation_timeout": ev.HANDOFFSCOPE_VALIDATION_TIMEOUT,
+    "p95_budget": ev.HANDOFFSCOPE_P95_BUDGET,
+    "max_attempts": ev.HANDOFFSCOPE_MAX_ATTEMPTS,
+    "fail_on": ev.HANDOFFSCOPE_FAIL_ON,
+    "rules": ev.HANDOFFSCOPE_RULES,
+    "skip": ev.HANDOFFSCOPE_SKIP,
 }
 """Environment variables read by :func:`resolve` (rules and skip are comma-separated)."""
 
@@ -212,11 +212,11 @@ def _from_pyproject(path: Path | None) -> dict[str, Any]:
     return out
 
 
-def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
+def _from_env(env: Mapping[str, str] | None) -> dict[str, Any]:
     return {
-        name: (env[var], f"environment variable {var}")
+        name: (value, f"environment variable {var}")
         for name, var in ENV_VARS.items()
-        if env.get(var, "").strip()
+        if (value := ev.read(var, env) or "").strip()
     }
 
 
@@ -251,7 +251,7 @@ def resolve(
     """
     layers = [
         _from_pyproject(pyproject),
-        _from_env(os.environ if env is None else env),
+        _from_env(env),
         {
             k: (v, f"option --{k.replace('_', '-')}")
             for k, v in (options or {}).items()

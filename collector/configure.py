@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from collector import environment_variables as ev
 from collector.errors import ConfigurationError
 
 __all__ = [
@@ -45,11 +46,11 @@ __all__ = [
     "configure_telemetry",
 ]
 
-TRACE_FILE_ENV = "HANDOFFSCOPE_TRACE_FILE"
+TRACE_FILE_ENV = ev.HANDOFFSCOPE_TRACE_FILE
 """Environment variable naming an OTLP JSON-lines trace file to append to."""
-METRIC_FILE_ENV = "HANDOFFSCOPE_METRIC_FILE"
+METRIC_FILE_ENV = ev.HANDOFFSCOPE_METRIC_FILE
 """Environment variable naming an OTLP JSON-lines metric file to append to."""
-SYNC_EVIDENCE_ENV = "HANDOFFSCOPE_SYNC_EVIDENCE"
+SYNC_EVIDENCE_ENV = ev.HANDOFFSCOPE_SYNC_EVIDENCE
 """Environment variable: ``1`` exports evidence spans when they end (``sync_evidence``)."""
 SIGTERM_FLUSH_TIMEOUT_MS = 5_000
 """How long the SIGTERM handler waits for buffered spans to be exported."""
@@ -121,7 +122,7 @@ def configure_telemetry(
     setup = TelemetrySetup(tracer_provider, None)
 
     if sync_evidence is None:
-        sync_evidence = os.environ.get(SYNC_EVIDENCE_ENV, "") not in ("", "0")
+        sync_evidence = (ev.read(SYNC_EVIDENCE_ENV) or "") not in ("", "0")
 
     def processor(exporter: Any) -> Any:
         if not sync_evidence:
@@ -134,7 +135,7 @@ def configure_telemetry(
     if protocol is not None:
         tracer_provider.add_span_processor(processor(_otlp_span_exporter(protocol)))
         setup.exporters.append(f"otlp-{protocol}")
-    trace_path = trace_file if trace_file is not None else os.environ.get(TRACE_FILE_ENV) or None
+    trace_path = trace_file if trace_file is not None else ev.read(TRACE_FILE_ENV) or None
     if trace_path is not None:
         from opentelemetry.exporter.otlp.json.file import FileSpanExporter
 
@@ -142,7 +143,7 @@ def configure_telemetry(
         setup.exporters.append(f"file:{trace_path}")
 
     metric_path = (
-        metric_file if metric_file is not None else os.environ.get(METRIC_FILE_ENV) or None
+        metric_file if metric_file is not None else ev.read(METRIC_FILE_ENV) or None
     )
     if metrics and (protocol is not None or metric_path is not None):
         setup.meter_provider = _meter_provider(resource, protocol, metric_path, metric_interval_s)

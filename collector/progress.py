@@ -27,11 +27,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from collector import environment_variables as ev
+
 __all__ = ["SHOW_AFTER_ENV", "SHOW_AFTER_SECONDS", "Display", "progress", "step"]
 
 SHOW_AFTER_SECONDS: Final = 1.5
 """Work shorter than this shows no progress at all."""
-SHOW_AFTER_ENV: Final = "HANDOFFSCOPE_PROGRESS_AFTER"
+SHOW_AFTER_ENV: Final = ev.HANDOFFSCOPE_PROGRESS_AFTER
 """Environment variable overriding :data:`SHOW_AFTER_SECONDS` (seconds, e.g. ``0``)."""
 
 
@@ -79,7 +81,7 @@ def step(text: str, *, done: float | None = None, total: float | None = None) ->
 
 def _show_after() -> float:
     try:
-        return max(0.0, float(os.environ.get(SHOW_AFTER_ENV, SHOW_AFTER_SECONDS)))
+        return max(0.0, float(ev.read(SHOW_AFTER_ENV) or SHOW_AFTER_SECONDS))
     except ValueError:
         return SHOW_AFTER_SECONDS
 

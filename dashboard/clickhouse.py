@@ -12,7 +12,6 @@ Credentials come from the environment only (:mod:`auditor.clickhouse.engine`).
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -20,12 +19,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import AuditError
+from collector import environment_variables as ev
 from dashboard.selection import INDEX, SELECT_TRACES, SELECTED, TRACE_FACTS, Filters
 
 if TYPE_CHECKING:
     from auditor.clickhouse.cursor import ClickHouseCursor, ClickHouseSource
 
-SOURCE_ENV = "HANDOFFSCOPE_DASHBOARD_CLICKHOUSE"
+SOURCE_ENV = ev.HANDOFFSCOPE_DASHBOARD_CLICKHOUSE
 """Environment variable holding the ClickHouse source: JSON with ``url``, ``table``,
 ``since`` and ``until`` (never a credential: the URL refuses them)."""
 
@@ -61,7 +61,7 @@ class ClickHouseSpec:
 def spec_from_env(environ: Mapping[str, str] | None = None) -> ClickHouseSpec | None:
     """The source named in :data:`SOURCE_ENV`, or None when it is unset; an unreadable
     value raises :class:`AuditError` naming the variable."""
-    raw = (os.environ if environ is None else environ).get(SOURCE_ENV, "").strip()
+    raw = (ev.read(SOURCE_ENV, environ) or "").strip()
     if not raw:
         return None
     try:

@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from collector import environment_variables as ev
 from collector.errors import ConfigurationError
 
-PATHS_ENV = "HANDOFFSCOPE_DASHBOARD_PATHS"
+PATHS_ENV = ev.HANDOFFSCOPE_DASHBOARD_PATHS
 """Environment variable holding the trace paths: a JSON list, or paths joined by ``os.pathsep``."""
 
 UPLOAD_SUFFIXES = ("json", "jsonl", "ndjson", "gz", "zst", "parquet")
@@ -39,7 +40,7 @@ def paths_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
 
     Raises :class:`ConfigurationError` naming the variable when its value cannot be read.
     """
-    raw = (os.environ if environ is None else environ).get(PATHS_ENV, "").strip()
+    raw = (ev.read(PATHS_ENV, environ) or "").strip()
     if not raw:
         return []
     if raw.startswith("["):

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import unquote, urlsplit
 
 from auditor.errors import AuditError
+from collector import environment_variables as ev
 
 if TYPE_CHECKING:
     import pyarrow
@@ -45,9 +46,9 @@ DEFAULT_DATABASE: Final = "otel"
 """The exporter's default database."""
 DEFAULT_TABLE: Final = "otel_traces"
 """The exporter's default traces table."""
-USER_ENV: Final = ("HANDOFFSCOPE_CLICKHOUSE_USER", "CLICKHOUSE_USER")
+USER_ENV: Final = (ev.HANDOFFSCOPE_CLICKHOUSE_USER, "CLICKHOUSE_USER")
 """Environment variables naming the server user, first set wins (default ``default``)."""
-PASSWORD_ENV: Final = ("HANDOFFSCOPE_CLICKHOUSE_PASSWORD", "CLICKHOUSE_PASSWORD")
+PASSWORD_ENV: Final = (ev.HANDOFFSCOPE_CLICKHOUSE_PASSWORD, "CLICKHOUSE_PASSWORD")
 """Environment variables holding the server password, first set wins (default empty)."""
 _AUTHENTICATION_FAILED: Final = 516
 """ClickHouse's error code for a refused user or password."""
@@ -221,7 +222,8 @@ def connect(location: Location) -> ChdbEngine | ServerEngine:
 
 def _env(names: tuple[str, ...]) -> str | None:
     for name in names:
-        value = os.environ.get(name)
+        # Ours through the registry; ClickHouse's own (CLICKHOUSE_USER ...) as they are.
+        value = ev.read(name) if name in ev.ALL else os.environ.get(name)
         if value:
             return value
     return None

@@ -31,6 +31,7 @@ from auditor.watch.sinks import (
 )
 from auditor.watch.state import STATE_FILE_NAME
 from auditor.watch.watcher import DEFAULT_FLUSH_TIMEOUT_S, Watcher
+from collector import environment_variables as ev
 from collector.errors import ConfigurationError
 
 
@@ -222,7 +223,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 @click.option(
     "--webhook",
     "webhook_url",
-    envvar="HANDOFFSCOPE_WEBHOOK_URL",
+    envvar=ev.HANDOFFSCOPE_WEBHOOK_URL,
     metavar="URL",
     help="POST each alert as JSON to this URL (or set HANDOFFSCOPE_WEBHOOK_URL).",
 )

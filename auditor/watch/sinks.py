@@ -28,6 +28,7 @@ from typing import IO, Any, Protocol
 
 from auditor.watch.alert import Alert, render_json, render_line, render_slack
 from collector import __version__
+from collector import environment_variables as ev
 
 Log = Callable[[str], None]
 
@@ -296,10 +297,12 @@ class ExecSink(_QueuedSink):
     def _deliver(self, alert: Alert) -> bool:
         env = dict(os.environ)
         env.update(
-            HANDOFFSCOPE_ALERT_ID=alert.id,
-            HANDOFFSCOPE_ALERT_RULE=alert.rule,
-            HANDOFFSCOPE_ALERT_STATUS=alert.status,
-            HANDOFFSCOPE_ALERT_SEVERITY=alert.severity,
+            {
+                ev.HANDOFFSCOPE_ALERT_ID: alert.id,
+                ev.HANDOFFSCOPE_ALERT_RULE: alert.rule,
+                ev.HANDOFFSCOPE_ALERT_STATUS: alert.status,
+                ev.HANDOFFSCOPE_ALERT_SEVERITY: alert.severity,
+            }
         )
         try:
             # A session of its own, so a timeout kills the shell and everything it started.

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from collector import environment_variables as ev
 from collector.errors import ConfigurationError, HandoffscopeError
 from collector.http import wire
 from collector.receiving import Receiver
@@ -60,7 +61,8 @@ def load_receiver(spec: str) -> Receiver:
 
 
 def _token(env: str, *, explicit: bool) -> str | None:
-    token = os.environ.get(env)
+    # Ours (the default) through the registry; a name chosen with --token-env as it is.
+    token = ev.read(env) if env in ev.ALL else os.environ.get(env)
     if token is None:
         if explicit:
             raise ConfigurationError(f"--token-env {env}: that environment variable is not set")

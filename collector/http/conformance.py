@@ -18,11 +18,11 @@ Serve the shipped one with ``handoffscope serve collector.http.conformance:recei
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from typing import Any, Final
 
+from collector import environment_variables as ev
 from collector.idempotency import IdempotencyStore, MemoryStore
 from collector.receiving import Receiver
 from collector.work import Verdict, Work, accept, reject
@@ -44,7 +44,7 @@ UNKNOWN_SCHEMA: Final = "not-produced@1"
 CONTRACT_FIELD: Final = "conformance"
 """The payload field carrying the kit's requests: ``reject``, ``delay_ms``, ``eta_ms``."""
 DEFAULT_ETA_MS: Final = 1000
-STORE_ENV: Final = "HANDOFFSCOPE_CONFORMANCE_STORE"
+STORE_ENV: Final = ev.HANDOFFSCOPE_CONFORMANCE_STORE
 
 
 def _asks(work: Work) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def execute(work: Work) -> dict[str, Any]:
 def build_receiver(name: str = "conformance", *, store: IdempotencyStore | None = None) -> Receiver:
     """A receiver keeping the conformance contract."""
     if store is None:
-        path = os.environ.get(STORE_ENV)
+        path = ev.read(STORE_ENV)
         if path:
             from collector.sqlite_store import SQLiteStore
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from collector import environment_variables as ev
+
 __all__ = [
     "CONTENT_TYPE",
     "DEFAULT_MAX_BODY_BYTES",
@@ -62,7 +64,7 @@ IN_FLIGHT_RETRY_AFTER_S: Final = 1
 DEFAULT_MAX_BODY_BYTES: Final = 1 << 20
 """Largest request body the server reads (1 MiB); larger ones get 413."""
 
-TOKEN_ENV: Final = "HANDOFFSCOPE_HANDSHAKE_TOKEN"
+TOKEN_ENV: Final = ev.HANDOFFSCOPE_HANDSHAKE_TOKEN
 """Environment variable ``serve`` and ``conformance`` read the bearer token from by default."""
 
 ERROR_UNAUTHORIZED: Final = "unauthorized"

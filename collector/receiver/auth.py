@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hmac
 
+from collector import environment_variables as ev
 from collector.receiver.errors import Unauthenticated
 
 __all__ = ["BearerToken", "TOKEN_ENV"]
 
-TOKEN_ENV = "HANDOFFSCOPE_TOKEN"
+TOKEN_ENV = ev.HANDOFFSCOPE_TOKEN
 """Environment variable read for the token when ``--token`` is not given."""
 
 
