@@ -22,7 +22,7 @@ from __future__ import annotations
 from auditor.audit import AuditResult, Finding, audit, prepare, run_rule
 from auditor.errors import AuditError
 from auditor.figures import Figures, Filters
-from auditor.load import LoadProblem, TraceSet, append_lines, connect, load_traces
+from auditor.loading.load import LoadProblem, TraceSet, append_lines, connect, load_traces
 from auditor.rules import Rule, all_rules, get_rule, select_rules
 from auditor.settings import AuditSettings, parse_duration
 

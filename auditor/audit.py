@@ -7,63 +7,46 @@
 
 from __future__ import annotations
 
-import weakref
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor import derived
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures, figure_rows
-from auditor.kept_parts import Parts
-from auditor.macros import views_for, views_sql
-from auditor.prices import PAIRS_SQL, price_usage, read_prices
-from auditor.rule_findings import RuleFindings
+from auditor.findings.finding import FINDING_FIELDS, Finding
+from auditor.findings.rule_findings import RuleFindings
+from auditor.loading.load import load_traces
+from auditor.model import derived
+from auditor.model.prepare import prepare, prepare_for
+from auditor.model.prices import price_usage, read_prices
+from auditor.model.structure import NOT_JUDGED_EXIT, Structure, explain
+from auditor.report import render_chunks
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
-from auditor.saved import KEPT, restore
 from auditor.settings import AuditSettings
-from auditor.structure import NOT_JUDGED_EXIT, Structure, explain
+from auditor.stores.kept import keep, slot, store_files
+from auditor.stores.kept_parts import Parts
+from auditor.stores.saved import KEPT, restore
 from collector.progress import step
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from pathlib import Path
 
     import duckdb
 
-    from auditor.load import LoadProblem, TraceSet
+    from auditor.loading.load import LoadProblem, TraceSet
 
-__all__ = ["AuditResult", "Finding", "audit", "prepare", "run_rule"]
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One violation of one rule, located as precisely as the trace allows."""
-
-    rule: str
-    severity: str
-    message: str
-    trace_id: str | None
-    span_id: str | None
-    task_id: str | None
-    idempotency_key: str | None
-    sender: str | None
-    receiver: str | None
-    value: float | None
-    """The figure behind the finding (latency in ms, runs, attempts ...), if any."""
-    attempt: int | None = None
-    """The handoff attempt (or workflow run) the finding is about, if any."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (the ``findings[]`` items of the JSON report)."""
-        # What asdict() returns, field by field: every field is a scalar, and asdict's deep
-        # copy took 2 of the 3.5 s a report of 100,000 findings took to render.
-        return {name: getattr(self, name) for name in FINDING_FIELDS}
-
-
-FINDING_FIELDS: Final = tuple(f.name for f in fields(Finding))
-"""The fields of a :class:`Finding`, in order (the keys of a JSON report's finding)."""
+__all__ = [
+    "FINDING_FIELDS",
+    "AuditResult",
+    "Finding",
+    "audit",
+    "audit_ahead",
+    "prepare",
+    "run_rule",
+]
 
 
 @dataclass(init=False, eq=False)
@@ -189,60 +172,6 @@ class AuditResult:
         return SEVERITIES[: SEVERITIES.index(level) + 1]
 
 
-_PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()
-
-
-def prepare(con: duckdb.DuckDBPyConnection, *, force: bool = False, shared: bool = False) -> None:
-    """Create the helper macros and views (``hs_*``) rules and figures read, once per
-    connection (``force`` re-creates them).
-
-    They are temporary objects of ``con``, or with ``shared`` objects of its database that
-    every cursor of it finds (each cursor still reads its own ``spans``, a temporary view
-    shadowing the table); a connection whose database has them shared creates nothing.
-    """
-    if con in _PREPARED and not (force or shared):
-        return
-    if shared or force or not _has_shared(con):
-        text = views_sql()
-        if shared:
-            text = text.replace("CREATE OR REPLACE TEMP ", "CREATE OR REPLACE ")
-        con.execute(text).fetchall()
-        price_usage(con)
-    _PREPARED.add(con)
-
-
-def _prepare_for(con: duckdb.DuckDBPyConnection, rules: Sequence[Rule]) -> None:
-    """Create only the helper macros and views ``rules`` read, whether from the spans or
-    from tables derived or saved (:func:`auditor.macros.views_for`); ``con`` is not prepared
-    for anything else. A rule or two, run again for a new threshold, read few of them, and
-    creating each binds the spans again."""
-    import duckdb
-
-    if con in _PREPARED or _has_shared(con):
-        return
-    # A rule names the hs_<name>_all views it reads, whose statements name what derives
-    # them in turn (what a derived table is made of, and what a saved one is put back as).
-    # And the prices, which the audit installs, and a saved table is checked against.
-    try:
-        con.execute(
-            views_for(" ".join(["hs_prices", PAIRS_SQL, *(rule.sql for rule in rules)]))
-        ).fetchall()
-    except duckdb.Error:
-        prepare(con, force=True)  # the statements named an object elsewhere: make them all
-        return
-    price_usage(con)
-
-
-def _has_shared(con: duckdb.DuckDBPyConnection) -> bool:
-    # Creating them costs several ms per statement on a large Parquet store; the dashboard
-    # opens a cursor per filter.
-    found = con.execute(
-        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'hs_spans_all'"
-        " AND NOT temporary AND database_name = current_database()"
-    ).fetchall()
-    return bool(found[0][0])
-
-
 def run_rule(
     con: duckdb.DuckDBPyConnection, rule: Rule, settings: AuditSettings | None = None
 ) -> list[Finding]:
@@ -300,7 +229,7 @@ def audit(
     """Run the selected rules and compute the figures over ``trace_set``.
 
     With ``store``, ``trace_set`` is a compacted store just as it was loaded: the findings of
-    each rule and the figures' rows are kept beside it (:mod:`auditor.kept_parts`), and what
+    each rule and the figures' rows are kept beside it (:mod:`auditor.stores.kept_parts`), and what
     was kept before for the same settings is used instead of running again. Without
     ``json_text`` (a report in another format is to be written), the findings kept are not
     also written as the JSON report's text; a later JSON report encodes them.
@@ -374,7 +303,7 @@ def _run(
     if figures:
         prepare(con)
     else:
-        _prepare_for(con, rules)
+        prepare_for(con, rules)
     if settings.prices is not None:
         price_usage(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
@@ -428,3 +357,18 @@ def _failed_query(error: Exception) -> bool:
 
     cause = error.__cause__ if isinstance(error, AuditError) else error
     return isinstance(cause, duckdb.Error) and not isinstance(cause, duckdb.InterruptException)
+
+
+def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
+    """Audit the store ``compact`` wrote to ``target`` as ``handoffscope audit TARGET
+    --format json`` would, with ``settings``, and keep its report; return where it is kept,
+    or None when it could not be."""
+    files = store_files([target])
+    where = None if files is None else slot(files, settings, "json", 100, False)
+    if where is None:
+        return None
+    result = audit(load_traces([target]), settings, store=True)
+    text = render_chunks(result, "json")
+    if result.problems or slot(result.files, settings, "json", 100, False) != where:
+        return None
+    return where if keep(where, text, result.exit_code()) else None

@@ -17,7 +17,9 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the [cli] extra
     click = None  # type: ignore[assignment]
 
+from auditor.errors import first_line, interrupted
 from collector import __version__
+from collector import environment_variables as ev
 from collector.errors import HandoffscopeError
 
 INSTALL_HINT = "handoffscope: the command line needs its extra: pip install 'handoffscope[cli]'"
@@ -113,32 +115,8 @@ if click is not None:
         """
 
 
-def interrupted(error: BaseException) -> bool:
-    """Whether ``error`` is, or was raised while handling, a Ctrl-C.
-
-    Python turns SIGINT into KeyboardInterrupt only between bytecodes; during a query DuckDB
-    takes the signal itself and raises ``RuntimeError("Query interrupted")`` (or its own
-    ``InterruptException``), which code on the way up may wrap in an AuditError or replace
-    while cleaning up. Every one of those still means "the user pressed Ctrl-C".
-    """
-    # duckdb is looked up, not imported: when it was never loaded, it raised nothing.
-    duckdb = sys.modules.get("duckdb")
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, KeyboardInterrupt):
-            return True
-        if duckdb is not None and isinstance(current, duckdb.InterruptException):
-            return True
-        if isinstance(current, RuntimeError) and str(current).startswith("Query interrupted"):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
 MEMORY_HINT = (
-    "Set HANDOFFSCOPE_MEMORY_LIMIT (e.g. 4GB) to give large inputs more memory,"
+    f"Set {ev.HANDOFFSCOPE_MEMORY_LIMIT} (e.g. 4GB) to give large inputs more memory,"
     " or read fewer files at once."
 )
 
@@ -153,7 +131,6 @@ def out_of_memory(error: BaseException) -> bool:
 def _one_line(error: BaseException) -> str:
     if not out_of_memory(error):
         return str(error)
-    from auditor.errors import first_line  # only now: the command line starts light
 
     return f"{first_line(error)}. {MEMORY_HINT}"
 

@@ -15,9 +15,18 @@ from typing import BinaryIO
 
 import click
 
+from auditor.audit import audit as run_audit
+from auditor.audit import audit_ahead as keep_report_ahead
+from auditor.audit import prepare
+from auditor.errors import AuditError, interrupted
+from auditor.loading.load import load_traces
+from auditor.model.prices import read_prices
 from auditor.report import FORMATS, render, render_chunks
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
+from auditor.stores import kept
+from auditor.stores.compact import check_target, is_single_file, write_parquet
+from auditor.stores.saved import save
 from collector.errors import HandoffscopeError
 from collector.progress import progress, step
 
@@ -185,10 +194,6 @@ def audit(
       handoffscope audit store.parquet --rule slow-validation --p95-budget 300ms
       handoffscope audit clickhouse://localhost:8123/otel --since 24h
     """
-    from auditor import kept
-    from auditor.audit import audit as run_audit
-    from auditor.load import load_traces
-
     settings = resolve(
         {
             "validation_timeout": validation_timeout,
@@ -203,8 +208,6 @@ def audit(
     )
     select_rules(settings.rules, settings.skip)  # unknown ids fail before any reading
     if settings.prices is not None:
-        from auditor.prices import read_prices
-
         read_prices(settings.prices)  # a bad prices file fails before any reading too
     to_terminal = output is None and sys.stdout.isatty()
     if width is None:
@@ -214,7 +217,7 @@ def audit(
     kept_at = None
     if any(p.startswith(("chdb://", "clickhouse://", "clickhouses://")) for p in paths):
         try:
-            from auditor.clickhouse.command import audit_source
+            from auditor.clickhouse.command import audit_source  # optional: the [clickhouse] extra
         except ModuleNotFoundError as e:
             raise click.ClickException(
                 f"auditing ClickHouse needs {e.name}: pip install 'handoffscope[clickhouse]'"
@@ -278,8 +281,6 @@ def _write_report(path: Path, text: str | list[bytes | memoryview] | BinaryIO) -
     """Write the report, creating missing folders (as ``simulate --out`` does); a failure is
     an error naming the path (exit 2), never a traceback or exit 1, which CI reads as
     findings."""
-    from auditor.errors import AuditError
-
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(text, str):
@@ -339,15 +340,7 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool, audit_ah
       handoffscope compact sample_traces/ --out store.parquet
       handoffscope audit store.parquet
     """
-    import duckdb
-
-    from auditor import kept
-    from auditor.audit import prepare
-    from auditor.cli import interrupted
-    from auditor.compact import check_target, is_single_file, write_parquet
-    from auditor.errors import AuditError
-    from auditor.load import load_traces
-    from auditor.saved import save
+    import duckdb  # imported on first use: `handoffscope --help` stays without DuckDB
 
     check_target(out, paths)  # before reading: replacing an input would destroy it
     with progress("loading traces"):
@@ -392,7 +385,7 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool, audit_ah
     try:
         with progress("compacting"):
             step("auditing the store, to keep its JSON report")
-            kept_at = kept.audit_ahead(out, resolve(pyproject=find_pyproject()))
+            kept_at = keep_report_ahead(out, resolve(pyproject=find_pyproject()))
     except (HandoffscopeError, OSError, duckdb.Error) as e:
         if interrupted(e):
             raise

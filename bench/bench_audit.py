@@ -153,8 +153,8 @@ def child_audit(path: str) -> dict[str, Any]:
 def child_compact(path: str, out: str) -> dict[str, Any]:
     from auditor import load_traces
     from auditor.audit import prepare
-    from auditor.compact import write_parquet
-    from auditor.saved import save
+    from auditor.stores.compact import write_parquet
+    from auditor.stores.saved import save
 
     started = time.perf_counter()
     traces = load_traces(path)

@@ -57,7 +57,7 @@ _SUFFIXED = (
 def build(spans: int, out: Path) -> tuple[Path, int]:
     """Write about ``spans`` spans of copied fault-mix traces to ``out`` (Parquet)."""
     from auditor import TraceSet, load_traces
-    from auditor.compact import write_parquet
+    from auditor.stores.compact import write_parquet
 
     seed = load_traces(SEED)
     con = seed.con
@@ -104,7 +104,7 @@ def saved(store: Path) -> None:
     tables saved from this very store by this version are there already."""
     from auditor import load_traces
     from auditor.audit import prepare
-    from auditor.saved import restore, save
+    from auditor.stores.saved import restore, save
 
     con = load_traces(store).con
     prepare(con)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pandas as pd
 
-from auditor.load import TraceSet
+from auditor.loading.load import TraceSet
 from auditor.watch import WatchSettings, evaluate_traces
 from dashboard.selection import Filters
 

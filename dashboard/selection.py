@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from auditor.derived import Selection
+from auditor.model.derived import Selection
 from collector import schema as s
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from auditor.attribution import resolve_sql
+from auditor.model.attribution import resolve_sql
 from auditor.audit import AuditResult, Finding, run_rule
 from auditor.clickhouse.dialect import SETTINGS, definitions, to_clickhouse
 from auditor.clickhouse.engine import (
@@ -26,14 +26,15 @@ from auditor.clickhouse.engine import (
 )
 from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, spans_select
-from auditor.derived import selects
+from auditor.model.derived import selects
 from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
-from auditor.price_source import ContractPrice, resolve_prices
-from auditor.prices import PAIRS_SQL
+from auditor.model.price_source import ContractPrice, resolve_prices
+from auditor.model.prepare import mark_prepared
+from auditor.model.prices import PAIRS_SQL, read_prices
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
-from auditor.table import SPAN_COLUMNS
+from auditor.database.span_table import SPAN_COLUMNS
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
 
@@ -99,8 +100,6 @@ class ClickHouseConnection:
         derive: bool = False,
         prices: Mapping[str, ContractPrice] | None = None,
     ) -> None:
-        from auditor.audit import _PREPARED
-
         self.engine = engine
         self.table = table
         self.time_range = time_range or TimeRange()
@@ -110,7 +109,7 @@ class ClickHouseConnection:
         self._copies = f"({copies_select(table)})"
         self._exported = spans_select(table, stored=self.stored, parts=self._parts)
         self._defs = definitions()
-        # The agents as DuckDB's load resolves them (auditor.attribution), from the same
+        # The agents as DuckDB's load resolves them (auditor.model.attribution), from the same
         # query: here a subquery of every query's `spans` (derive() makes it a table).
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
         self._spans = attributed(self._exported, f"({resolved.removesuffix(SETTINGS)})")
@@ -118,13 +117,13 @@ class ClickHouseConnection:
         self._priced = False
         # Nothing else to prepare: the helper views go into each query as CTEs (or, after
         # derive(), are read from this session's temporary tables).
-        _PREPARED.add(self)
+        mark_prepared(self)
         if derive:
             self.derive()
 
     def derive(self) -> bool:
         """Compute the relations every rule and figure reads once, as temporary tables of
-        this session (narrowed as :mod:`auditor.derived` narrows DuckDB's), so queries read
+        this session (narrowed as :mod:`auditor.model.derived` narrows DuckDB's), so queries read
         them instead of deriving them again from the spans. A user who may not create
         temporary tables (``readonly=1``, or no CREATE TEMPORARY TABLE grant) keeps the
         CTEs: False. Any other failure is an error, not a silent fall back to the far
@@ -162,7 +161,7 @@ class ClickHouseConnection:
 
     def _price(self) -> None:
         """Price the models the usage spans name, each (model, provider) resolved once, as
-        the DuckDB audit prices them (auditor.prices.price_usage); once, before the first
+        the DuckDB audit prices them (auditor.model.prices.price_usage); once, before the first
         query that may read ``hs_prices``."""
         if self._priced:
             return
@@ -248,8 +247,6 @@ def audit_engine(
     rules = select_rules(settings.rules, settings.skip)
     prices = None
     if settings.prices is not None:
-        from auditor.prices import read_prices
-
         prices = read_prices(settings.prices)
     con = ClickHouseConnection(engine, table, time_range, prices=prices)
     if not con.derive():

@@ -24,18 +24,19 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlglot
 from sqlglot import exp
 
-from auditor.attribution import resolve_sql
+from auditor.model.attribution import resolve_sql
 from auditor.clickhouse.audit import TimeRange, bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import clickhouse_expr
 from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
-from auditor.derived import Selection, selects
+from auditor.model.derived import Selection, selects
 from auditor.errors import AuditError, first_line
-from auditor.price_source import resolve_prices
-from auditor.prices import PAIRS_SQL
-from auditor.table import SPAN_COLUMNS
+from auditor.model.price_source import resolve_prices
+from auditor.model.prepare import mark_prepared
+from auditor.model.prices import PAIRS_SQL
+from auditor.database.span_table import SPAN_COLUMNS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -222,9 +223,14 @@ class ClickHouseSource:
         self._restricted: OrderedDict[str, ClickHouseCursor] = OrderedDict()
         self._whole: _Definitions | None = None
 
+    @property
+    def prefix(self) -> str:
+        """The prefix of every temporary table this source and its cursors create."""
+        return self._prefix
+
     def derive(self) -> None:
         """Compute the relations every figure and rule reads once, as temporary tables
-        (what :mod:`auditor.derived` does for DuckDB), and ``spans`` with its agents
+        (what :mod:`auditor.model.derived` does for DuckDB), and ``spans`` with its agents
         resolved from ancestors."""
         # The spans once, so that no relation parses the attribute maps again: as the
         # exporter's table gives them, then with the agents resolved from ancestors.
@@ -235,7 +241,7 @@ class ClickHouseSource:
         self.drop(f"{self._prefix}_raw")
         self.drop(resolved)
         # The prices of the models the spans name, each (model, provider) once, as the
-        # audit prices them (auditor.prices.price_usage), before any relation uses them.
+        # audit prices them (auditor.model.prices.price_usage), before any relation uses them.
         pairs = self.cursor().execute(PAIRS_SQL).fetchall()
         self._defs = self._defs.with_prices(resolve_prices([(m, p) for m, p in pairs if m])[0])
         self._whole = None
@@ -363,9 +369,7 @@ class ClickHouseCursor:
         self.spans = spans
         self.selection = selection
         """The table of selected trace ids its relations join (None: every trace)."""
-        from auditor.audit import _PREPARED
-
-        _PREPARED.add(self)  # nothing to prepare: the helper views go in as CTEs
+        mark_prepared(self)  # nothing to prepare: the helper views go in as CTEs
 
     def cursor(self) -> ClickHouseCursor:
         """A cursor of its own on the same relations."""
@@ -424,7 +428,7 @@ class ClickHouseCursor:
             if isinstance(frame, pa.Table)
             else pa.Table.from_pandas(frame, preserve_index=False)
         )
-        physical = f"{self.source._prefix}_reg_{uuid.uuid4().hex[:8]}"
+        physical = f"{self.source.prefix}_reg_{uuid.uuid4().hex[:8]}"
         columns = ", ".join(f"`{f.name}` {_type(f.type)}" for f in table.schema)
         with self.source.lock:
             self.source.engine.command(

@@ -1,6 +1,6 @@
 """The auditor's DuckDB SQL, read once and run on ClickHouse.
 
-Rules (``auditor/rules/*.sql``), the helper macros and views (``auditor/views.sql``) and the
+Rules (``auditor/rules/*.sql``), the helper macros and views (``auditor/model/views.sql``) and the
 figures' queries are written once, in DuckDB's SQL. SQLGlot transpiles them
 (``read="duckdb", write="clickhouse"``); this module adds what SQLGlot does not map, as
 rewrites of the parsed DuckDB tree before ClickHouse SQL is generated:
@@ -38,9 +38,9 @@ import sqlglot
 from sqlglot import exp
 
 from auditor.clickhouse.rewrites import PARAMETER_TYPES, DialectError, rewrite, substitute
-from auditor.macros import views_sql
-from auditor.price_source import PRICE_COLUMNS, PriceRow
-from auditor.table import SPAN_COLUMNS
+from auditor.model.macros import views_sql
+from auditor.model.price_source import PRICE_COLUMNS, PriceRow
+from auditor.database.span_table import SPAN_COLUMNS
 
 __all__ = [
     "PARAMETER_TYPES",
@@ -97,7 +97,7 @@ class Definitions:
         self, prices: Sequence[PriceRow], *, into: Definitions | None = None
     ) -> Definitions:
         """These definitions with ``hs_prices`` (the price table the views estimate cost
-        with) holding ``prices``: rows of a CTE, as :func:`auditor.prices.install_prices`
+        with) holding ``prices``: rows of a CTE, as :func:`auditor.model.prices.install_prices`
         makes them a table of DuckDB's connection."""
         clone = into or copy.copy(self)
         text = prices_select(prices)
@@ -311,7 +311,7 @@ _CLICKHOUSE_TYPES: Final = {
 
 def prices_select(prices: Sequence[PriceRow]) -> str:
     """A ClickHouse SELECT of ``prices`` as ``hs_prices`` (the columns of
-    :data:`auditor.price_source.PRICE_COLUMNS`)."""
+    :data:`auditor.model.price_source.PRICE_COLUMNS`)."""
     columns = ", ".join(f"{name} {_CLICKHOUSE_TYPES[typ]}" for name, typ in PRICE_COLUMNS)
     if not prices:
         nulls = ", ".join("NULL" for _ in PRICE_COLUMNS)

@@ -14,11 +14,11 @@ from importlib import resources
 from typing import TYPE_CHECKING, Final
 
 from auditor.clickhouse.spans import quoted_ident
-from auditor.table import ATTRIBUTE_COLUMNS
+from auditor.database.span_table import ATTRIBUTE_COLUMNS
 
 if TYPE_CHECKING:
     from auditor.clickhouse.engine import ChdbEngine, ServerEngine
-    from auditor.load import TraceSet
+    from auditor.loading.load import TraceSet
 
 __all__ = ["OTEL_COLUMNS", "create_table", "fill", "table_ddl"]
 

@@ -1,11 +1,11 @@
 """The exporter's ``otel_traces`` presented as the auditor's ``spans`` relation.
 
-Rules and figures read ``spans`` (:mod:`auditor.table`): typed attribute columns named like
-their key, normalised ``agent`` / tokens / cost, and events as a list of structs. The
-Collector's ClickHouse exporter stores every attribute value as text in a
+Rules and figures read ``spans`` (:mod:`auditor.database.span_table`): typed attribute
+columns named like their key, normalised ``agent`` / tokens / cost, and events as a list of
+structs. The Collector's ClickHouse exporter stores every attribute value as text in a
 ``Map(LowCardinality(String), String)`` (``pcommon.Value.AsString``: ints and doubles in
 decimal, bools as ``true``/``false``, arrays as JSON), so each typed column parses its text
-here, with the type :data:`auditor.table.ATTRIBUTE_COLUMNS` gives it.
+here, with the type :data:`auditor.database.span_table.ATTRIBUTE_COLUMNS` gives it.
 
 :func:`spans_select` is one ClickHouse SELECT (no object is created on the server): the
 audit puts it in front of every query as the ``spans`` CTE, with the time range bound as
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from auditor.table import (
+from auditor.database.span_table import (
     ATTRIBUTE_COLUMNS,
     COST_KEYS,
     INPUT_TOKEN_KEYS,
@@ -51,7 +51,8 @@ CLICKHOUSE_TYPES: Final = {
     "BOOLEAN": "Nullable(Bool)",
     "VARCHAR[]": "Array(String)",
 }
-"""The ClickHouse type of each DuckDB type :mod:`auditor.table` gives an attribute column.
+"""The ClickHouse type of each DuckDB type :mod:`auditor.database.span_table` gives an
+attribute column.
 A list cannot be Nullable in ClickHouse: a missing list attribute reads as an empty list."""
 
 TIME_PARAMETERS: Final = ("hs_since_ns", "hs_until_ns")
@@ -222,7 +223,7 @@ def _row(stored: Mapping[str, str]) -> str:
 
 def attributed(spans: str, resolved: str) -> str:
     """``spans`` (a SELECT of :func:`spans_select`) with each span's ``agent`` as
-    ``resolved`` (a relation of trace_id, span_id, agent: :func:`auditor.attribution.
+    ``resolved`` (a relation of trace_id, span_id, agent: :func:`auditor.model.attribution.
     resolve_sql`) gives it, where it gives one."""
     columns = ",\n    ".join(
         "coalesce(r.agent, s.agent) AS agent"

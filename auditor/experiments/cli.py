@@ -8,6 +8,12 @@ from pathlib import Path
 
 import click
 
+from auditor.experiments.analysis import length_grid
+from auditor.experiments.chart import find_chromium, success_figure, write_png
+from auditor.experiments.plan import build_plan
+from auditor.experiments.report import CHART, render
+from auditor.experiments.run import print_progress, run_plan
+
 __all__ = ["experiment"]
 
 DEFAULT_OUT = "docs/experiments.md"
@@ -86,12 +92,6 @@ def experiment(
     --out (docs/experiments.md) with a chart of success vs chain length. The full plan takes
     a few minutes on two cores; --quick runs the same steps at a tiny size.
     """
-    from auditor.experiments.analysis import length_grid
-    from auditor.experiments.chart import find_chromium, success_figure, write_png
-    from auditor.experiments.plan import build_plan
-    from auditor.experiments.report import CHART, render
-    from auditor.experiments.run import print_progress, run_plan
-
     _require("numpy", *(() if no_chart else ("plotly",)))
     if not no_chart:
         find_chromium()  # fail before minutes of simulation, not after

@@ -22,6 +22,8 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
+from auditor.figures import agent_reliability, agent_spend, end_to_end, voided_spend
+from auditor.model.prepare import prepare
 from collector import schema
 
 if TYPE_CHECKING:
@@ -195,9 +197,6 @@ def _dicts(relation: Any) -> list[dict[str, Any]]:
 
 def measure(trace_set: TraceSet, *, agents: int) -> Measurement:
     """Read one run's figures from ``trace_set`` (a chain of ``agents`` agents)."""
-    from auditor import prepare
-    from auditor.figures import agent_reliability, agent_spend, end_to_end, voided_spend
-
     con = trace_set.con
     prepare(con)
     rows = con.execute(

@@ -22,8 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.experiments.measure import Measurement, measure
+from auditor.experiments.outage import run_outage_workflows
 from auditor.experiments.plan import Plan, Run
+from auditor.loading.load import load_traces
 from collector import schema
+from collector.simulator import SimulationConfig, run_simulation
+from collector.simulator.config import default_pipeline
 
 __all__ = ["ExperimentResults", "RunResult", "run_one", "run_plan"]
 
@@ -58,13 +62,8 @@ class ExperimentResults:
 
 def _simulate(run: Run, out: Path) -> None:
     if run.driver == "outage":
-        from auditor.experiments.outage import run_outage_workflows
-
         run_outage_workflows(run, out)
         return
-    from collector.simulator import SimulationConfig, run_simulation
-    from collector.simulator.config import default_pipeline
-
     mode = run.protocol.mode
     config = SimulationConfig(
         workflows=run.workflows,
@@ -81,8 +80,6 @@ def _simulate(run: Run, out: Path) -> None:
 
 def run_one(run: Run, *, keep_traces: str | os.PathLike[str] | None = None) -> RunResult:
     """Simulate ``run`` into trace files, audit them and return the figures."""
-    from auditor import load_traces
-
     if keep_traces is not None:
         out = Path(keep_traces) / run.name
         if out.exists():

@@ -42,7 +42,7 @@ from auditor.figures.waste import handshake_spend, waste_by_level, wasted_spend
 if TYPE_CHECKING:
     import duckdb
 
-    from auditor.load import TraceSet
+    from auditor.loading.load import TraceSet
     from auditor.settings import AuditSettings
 
 __all__ = [

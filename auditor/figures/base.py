@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from auditor.model.prepare import prepare
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -59,11 +61,9 @@ def query(
     """A lazy relation for ``sql`` with the filter (and ``extra``) bound.
 
     Without a filter, each ``hs_<name>(FILTER_ARGS)`` in ``sql`` reads the view
-    ``hs_<name>_all`` instead: the same rows, which :mod:`auditor.derived` may have computed
+    ``hs_<name>_all`` instead: the same rows, which :mod:`auditor.model.derived` may have computed
     once for every query.
     """
-    from auditor.audit import prepare
-
     prepare(con)
     filters = filters or Filters()
     params = filters.parameters()

@@ -47,7 +47,6 @@ def render_chunks(
     tens of megabytes of findings, joined, decoded and encoded again, cost a tenth of a
     second."""
     if fmt == "json":
-        from auditor.report.json_report import json_chunks
-
-        return json_chunks(result)
+        module, _ = _RENDERERS[fmt]  # imported when it renders, as the other formats are
+        return list(import_module(module).json_chunks(result))
     return [render(result, fmt, width=width, color=color).encode("utf-8")]

@@ -7,7 +7,9 @@ from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
+from auditor.findings.finding import FINDING_FIELDS
 from auditor.report.values import jsonable, no_gc
+from collector import __version__
 
 __all__ = [
     "JSON_FORMAT",
@@ -19,7 +21,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from auditor.audit import AuditResult, Finding
+    from auditor.audit import AuditResult
+    from auditor.findings.finding import Finding
 
 JSON_FORMAT: Final = 1
 """Version of the JSON report layout (``format``); bumped on any incompatible change."""
@@ -33,8 +36,6 @@ def report_dict(result: AuditResult) -> dict[str, Any]:
 
 
 def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> dict[str, Any]:
-    from collector import __version__
-
     s = result.settings
     counts = result.counts()
     failing = result.failing_count()
@@ -83,8 +84,6 @@ def _findings(
 ) -> list[dict[str, Any]]:
     # The findings are most of a large report, each a flat record of scalars: walked here
     # without jsonable's recursion (a hundred thousand of them took it most of a second).
-    from auditor.audit import FINDING_FIELDS
-
     values_of = attrgetter(*FINDING_FIELDS)
     at = FINDING_FIELDS.index("value")
     out = []

@@ -10,7 +10,8 @@ from auditor.report.explain import explain_lines, shows_structure
 from auditor.report.values import clean
 
 if TYPE_CHECKING:
-    from auditor.audit import AuditResult, Finding
+    from auditor.audit import AuditResult
+    from auditor.findings.finding import Finding
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 MAX_LISTED = 200

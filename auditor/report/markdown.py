@@ -21,7 +21,8 @@ from auditor.report.values import (
 )
 
 if TYPE_CHECKING:
-    from auditor.audit import AuditResult, Finding
+    from auditor.audit import AuditResult
+    from auditor.findings.finding import Finding
 
 MAX_ROWS = 20
 """Findings listed per rule, keeping a comment well under GitHub's 65,536 characters."""

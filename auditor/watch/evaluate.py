@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby
 
 from auditor.audit import Finding
-from auditor.load import LoadProblem, TraceSet, connect
-from auditor.readers import Reader
+from auditor.loading.load import LoadProblem, TraceSet, connect
+from auditor.loading.readers import Reader
 from auditor.rules import get_rule
 from auditor.settings import AuditSettings
 from auditor.watch import rules as watch_rules

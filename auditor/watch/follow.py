@@ -8,10 +8,10 @@ it. A file truncated in place (copy-and-truncate rotation) is read again from it
 
 Compressed files (gzip or zstd, told by their first bytes as the audit tells them, whatever
 their name) are sealed segments: each is read whole, once, when it decompresses cleanly,
-through the audit's reader (``auditor.sources``).
+through the audit's reader (``auditor.loading.sources``).
 
 A file whose first line opens a JSON value it does not close holds pretty-printed documents,
-split by the audit's splitter (``auditor.json_text``): each complete document is handed out
+split by the audit's splitter (``auditor.loading.json_text``): each complete document is handed out
 once, as one line, and an incomplete one is held back like a torn line until the rest is
 written.
 """
@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from auditor.json_text import FIRST_LINE_BYTES, Pending, is_json, opens_document, split
-from auditor.problems import decoded, describe
-from auditor.sources import (
+from auditor.loading.json_text import FIRST_LINE_BYTES, Pending, is_json, opens_document, split
+from auditor.loading.problems import decoded, describe
+from auditor.loading.sources import (
     LINE_ENDS_BYTES,
     SourceFile,
     as_lf,
@@ -114,7 +114,7 @@ class Cursor:
     """Holds pretty-printed JSON documents, read whole document by document, not by line;
     ``offset`` is then just past the last complete document."""
     cr: bool = False
-    """Ends its lines with CR alone (old Mac files, :func:`auditor.sources.cr_line_ends`):
+    """Ends its lines with CR alone (old Mac files, :func:`auditor.loading.sources.cr_line_ends`):
     each CR is read as a newline, as the audit reads it."""
 
     @property

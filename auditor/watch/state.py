@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from auditor.watch.alert import Alert
 from auditor.watch.follow import Cursor
 from collector.errors import ConfigurationError
 from collector.pidlock import LockHeld, hold_lock
@@ -230,8 +231,6 @@ def without_done(
 
 
 def _alert_id(data: dict[str, Any]) -> str | None:
-    from auditor.watch.alert import Alert
-
     try:
         return Alert.from_json(data).id
     except (ValueError, TypeError, KeyError):

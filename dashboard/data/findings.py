@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from auditor.audit import Finding, run_rule
-from auditor.derived import for_rules
+from auditor.model.derived import for_rules
 from auditor.rules import Rule, all_rules, select_rules
 from auditor.settings import AuditSettings
 from collector import schema as s

@@ -5,7 +5,6 @@ Nothing here imports Streamlit; every value from a trace file is a bound paramet
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -13,12 +12,11 @@ from typing import TYPE_CHECKING, Any, cast
 import pandas as pd
 
 from auditor.audit import prepare
-from auditor.derived import Selection, attach, derive, forget
+from auditor.model.derived import Selection, attach, derive, forget
 from auditor.errors import AuditError
-from auditor.load import MEMORY_LIMIT_ENV
-from auditor.saved import SAVED, restore
+from auditor.stores.saved import SAVED, restore
 from auditor.settings import AuditSettings
-from auditor.statements import memory_limit
+from auditor.database.statements import memory_limit, memory_limit_setting
 from collector import schema as s
 from dashboard.selection import Filters, build_index, scoped
 
@@ -44,13 +42,13 @@ READY_DERIVED = SAVED
 def ready(trace_set: TraceSet) -> None:
     """Make a freshly loaded trace set quick to filter and read: the auditor's derived tables
     (phase spans, usage, attempts and their outcome per handoff, handoffs, workflow runs, a
-    row per trace) are read back from beside a compacted store (:mod:`auditor.saved`) or
+    row per trace) are read back from beside a compacted store (:mod:`auditor.stores.saved`) or
     computed once here, and every cursor reads them for its selected
     traces instead of deriving them again; a new filter selects its traces from a row per
     trace (:func:`~dashboard.selection.build_index`). A figure over a selection then adds up
     a row per selected trace where it can (the summary, workflow spend, compounding)."""
     con = trace_set.con
-    if os.environ.get(MEMORY_LIMIT_ENV) is None and memory_limit(con) < WORKING_MEMORY_BYTES:
+    if memory_limit_setting() is None and memory_limit(con) < WORKING_MEMORY_BYTES:
         con.execute("SET memory_limit = ?", [f"{WORKING_MEMORY_BYTES // 1024**2}MiB"]).fetchall()
     prepare(con, shared=True)
     # No reader depends on the order of derived rows, and keeping it costs the copy of the

@@ -19,7 +19,7 @@
 -- hs_traces(...)       one row per trace: its span, handoff, attempt and workflow counts,
 --                      spend, and the receivers of its handoffs in order
 -- Each macro hs_<name> also has an unfiltered view hs_<name>_all, which rules, figures
--- without a filter and the dashboard read. auditor/derived.py may point the views at tables
+-- without a filter and the dashboard read. auditor/model/derived.py may point the views at tables
 -- computed once per trace set instead (same rows, fewer columns).
 
 -- Whether a span is inside the filter every table macro takes (see above).
@@ -43,7 +43,7 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 
 -- Handoffs other frameworks record, as edges (sender -> receiver), from the spans of other
 -- instrumentations (hs_fw_spans; the hs_fw_* macros read the conventions' keys, see
--- auditor/conventions.py). None of them went through the handshake.
+-- auditor/model/conventions.py). None of them went through the handshake.
 --
 -- hs_framework_handoffs_all   one row per handoff: handoff_key (trace id / span id), trace_id,
 --                             span_id, sender, receiver, how it was recorded (convention:
@@ -294,7 +294,7 @@ WHERE receiver IS NOT NULL
         AND h."handoff.sender" = e.sender AND h."handoff.receiver" = e.receiver
         AND h.start_unix_nano <= e.end_unix_nano);
 
--- Read through hs_framework_handoffs_all, which auditor/derived.py may point at a table.
+-- Read through hs_framework_handoffs_all, which auditor/model/derived.py may point at a table.
 CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS SELECT * FROM hs_framework_handoff_spans;
 
 CREATE OR REPLACE TEMP MACRO hs_framework_handoffs(since_ns, until_ns, agents) AS TABLE
@@ -450,7 +450,7 @@ CREATE OR REPLACE TEMP VIEW hs_transitions_all AS SELECT * FROM hs_transitions(N
 -- whatever the depth between them. A span with nothing left to count is left out, so sums
 -- never count the same tokens twice. input_tokens is the input total with the cached tokens
 -- inside it (cache_read_tokens, cache_write_tokens), and reasoning_tokens are inside
--- output_tokens. Tokens without a cost are priced from hs_prices (auditor/prices.py: the
+-- output_tokens. Tokens without a cost are priced from hs_prices (auditor/model/prices.py: the
 -- model that answered, its provider, the price in force when the request started, the tier
 -- of its input total), marked cost_estimated; tokens nothing prices are marked unpriced and
 -- keep a NULL cost.
@@ -754,4 +754,4 @@ CREATE OR REPLACE TEMP VIEW hs_attempts_all AS SELECT * FROM hs_attempts(NULL, N
 CREATE OR REPLACE TEMP VIEW hs_outcomes_all AS SELECT * FROM hs_outcomes(NULL, NULL, []);
 CREATE OR REPLACE TEMP VIEW hs_workflow_runs_all AS SELECT * FROM hs_workflow_runs(NULL, NULL, []);
 -- hs_traces_all reads the other unfiltered views instead of deriving them again from the
--- spans: auditor/macros.py writes it from hs_traces' text.
+-- spans: auditor/model/macros.py writes it from hs_traces' text.

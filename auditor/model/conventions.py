@@ -4,11 +4,12 @@ handoffs, one row per key with the convention it comes from.
 The auditor reads traces it did not write: the OpenTelemetry GenAI conventions, OpenInference
 (Arize), OpenLLMetry (Traceloop), pydantic-ai and Logfire, LangGraph's run metadata, CrewAI and
 the Vercel AI SDK each name an agent, a model or a handoff with keys of their own. This module
-holds those keys; :mod:`auditor.attribution` turns the rows into SQL, so adding a convention is
-adding a row here, not a new code path.
+holds those keys; :mod:`auditor.model.attribution` turns the rows into SQL, so adding a
+convention is adding a row here, not a new code path.
 
 Every key is read from a span's ``attributes`` map (or its typed column, when
-:mod:`auditor.table` gives the key one). The order of :data:`AGENT_KEYS` is the order in which
+:mod:`auditor.database.span_table` gives the key one). The order of :data:`AGENT_KEYS` is
+the order in which
 a span's own keys name its agent; ``docs/trace-schema.md`` documents the whole resolution.
 """
 

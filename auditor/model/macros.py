@@ -3,7 +3,7 @@
 Most unfiltered views are their macro called without a filter. A macro that aggregates what
 other macros derive, such as ``hs_traces``, would then derive its inputs again from the
 spans; its unfiltered view reads the other unfiltered views instead (:func:`unfiltered`),
-which :mod:`auditor.derived` may point at tables computed once.
+which :mod:`auditor.model.derived` may point at tables computed once.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from functools import cache
 from importlib import resources
 from typing import Final
 
-from auditor.attribution import macros_sql
+from auditor.model.attribution import macros_sql
 
 __all__ = ["READ_UNFILTERED", "unfiltered", "views_for", "views_sql"]
 
@@ -26,7 +26,7 @@ _CALL: Final = re.compile(r"\b(hs_[a-z_]+)\(" + re.escape(_ARGS) + r"\)")
 
 @cache
 def _text() -> str:
-    return resources.files("auditor").joinpath("views.sql").read_text(encoding="utf-8")
+    return resources.files("auditor.model").joinpath("views.sql").read_text(encoding="utf-8")
 
 
 @cache

@@ -1,6 +1,6 @@
 """Derived tables saved beside a compacted Parquet store.
 
-Deriving the tables the rules and figures read (:mod:`auditor.derived`) takes seconds at a
+Deriving the tables the rules and figures read (:mod:`auditor.model.derived`) takes seconds at a
 million spans, and a store is opened far more often than it is written: an audit or the
 dashboard derives them each time it loads one. ``handoffscope compact`` therefore also
 writes them (:func:`save`), as Parquet in a hidden folder beside the store's files (which a
@@ -24,12 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.compact import TABLE_VERSION
-from auditor.derived import DERIVED, attach, derive, derived_names, forget, selects, uncompressed
+from auditor.stores.compact import TABLE_VERSION
+from auditor.database.statements import uncompressed
+from auditor.model.derived import DERIVED, attach, derive, derived_names, forget, selects
 from auditor.errors import AuditError
-from auditor.macros import views_sql
-from auditor.sources import has_glob
-from auditor.statements import grown, run
+from auditor.model.macros import views_sql
+from auditor.loading.sources import has_glob
+from auditor.database.statements import grown, run
 
 if TYPE_CHECKING:
     import duckdb
@@ -123,7 +124,7 @@ def restore(
     lazy: bool = False,
 ) -> tuple[str, ...]:
     """Read the saved tables ``names`` of the store made of ``files`` into ``con``'s database
-    and point its views at them (:func:`auditor.derived.attach`). Returns the names read:
+    and point its views at them (:func:`auditor.model.derived.attach`). Returns the names read:
     none when nothing was saved, when it was saved from other files or by another version,
     or when a saved file cannot be read.
 

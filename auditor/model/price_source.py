@@ -33,6 +33,8 @@ from datetime import UTC, date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
+from auditor.model.usage_keys import PROVIDER_ALIASES
+
 if TYPE_CHECKING:
     from genai_prices.types import ModelInfo, ModelPrice, Provider
 
@@ -180,12 +182,11 @@ def _contract_row(model: str, provider: str | None, key: str, price: ContractPri
 def find_model(model: str, provider: str | None) -> tuple[Provider, ModelInfo] | str:
     """genai-prices' provider and model for a span's (model, provider), or why there are none.
 
-    A provider is tried as genai-prices spells it (:data:`auditor.usage_keys.PROVIDER_ALIASES`),
+    A provider is tried as genai-prices spells it
+    (:data:`auditor.model.usage_keys.PROVIDER_ALIASES`),
     then as the spans do; one genai-prices does not know (a gateway's name) is dropped, and the
     model alone chooses, as genai-prices does when it is given no provider."""
-    from genai_prices.data_snapshot import get_snapshot
-
-    from auditor.usage_keys import PROVIDER_ALIASES
+    from genai_prices.data_snapshot import get_snapshot  # optional: the [cli] extra
 
     snapshot = get_snapshot()
     tried: list[str] = []

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from auditor.errors import AuditError
-from auditor.statements import grow_memory_limit, run
+from auditor.database.statements import grow_memory_limit, run
 
 if TYPE_CHECKING:
-    from auditor.load import TraceSet
+    from auditor.loading.load import TraceSet
 
 __all__ = ["TABLE_VERSION", "check_target", "is_single_file", "write_parquet"]
 
@@ -44,7 +44,7 @@ def check_target(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike
     target = Path(os.path.realpath(out))
     for raw in inputs:
         text = os.fspath(raw)
-        # The same expansion as auditor.sources.discover: a pattern only when nothing has
+        # The same expansion as auditor.loading.sources.discover: a pattern only when nothing has
         # that literal name.
         globbed = any(ch in text for ch in "*?[") and not os.path.exists(text)
         for match in sorted(glob.glob(text, recursive=True)) if globbed else [text]:

@@ -1,7 +1,7 @@
 """One rule's findings in an audit, made into objects only when someone asks for them.
 
 An audit of a compacted store with new settings runs only the rules those settings touch and
-takes the other rules' findings as kept beside the store (:mod:`auditor.kept_parts`). A
+takes the other rules' findings as kept beside the store (:mod:`auditor.stores.kept_parts`). A
 hundred thousand of them cost more to make into :class:`~auditor.Finding` objects than the
 rest of the audit, and a JSON report needs none of them: each part keeps its findings'
 text as the report writes it, which the report splices in (:attr:`RuleFindings.json_text`).

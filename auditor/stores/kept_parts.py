@@ -1,6 +1,6 @@
 """Each rule's findings and the figures' rows, kept beside a compacted store.
 
-A kept report (:mod:`auditor.kept`) answers only the very settings it was rendered with. Most
+A kept report (:mod:`auditor.stores.kept`) answers only the very settings it was rendered with. Most
 settings touch a small part of an audit, though: ``--fail-on`` and ``--rule``/``--skip`` no
 query at all, a threshold or an exemption the one or two rules that bind it, and none of
 them the figures' queries (their budget and timeout are applied afterwards). So an audit of
@@ -9,7 +9,7 @@ later audit with other settings runs only the rules whose part it lacks.
 
 Each part is kept under a key of everything it depends on:
 
-* the store and the code, as for a kept report (:func:`auditor.kept.store_key`: the store's
+* the store and the code, as for a kept report (:func:`auditor.stores.kept.store_key`: the store's
   files with their sizes, modification and change times; handoffscope's and DuckDB's
   versions and a digest of every file of the ``auditor`` and ``collector`` packages);
 * the content of the prices file (costs estimated from prices feed rules and figures);
@@ -22,7 +22,7 @@ which the file itself repeats; a part that cannot be read is computed afresh. On
 A rule's part holds its findings twice: as JSON columns (one list per field), made into
 :class:`~auditor.Finding` objects only when someone reads them, and as the text the JSON
 report writes for them, which a JSON report splices in as it is
-(:mod:`auditor.rule_findings`): a hundred thousand findings cost more to decode and encode
+(:mod:`auditor.findings.rule_findings`): a hundred thousand findings cost more to decode and encode
 again than the rest of the audit. (An audit writing a table or Markdown keeps no text: a
 later JSON report encodes those findings, as it does findings orjson cannot write.) After
 them come the columns of the first :data:`FIRST` findings alone, all that a table or
@@ -48,15 +48,17 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.kept import prices_digest, store_key
+from auditor.errors import AuditError
+from auditor.findings.finding import FINDING_FIELDS, Finding
+from auditor.findings.rule_findings import RuleFindings
+from auditor.report.json_report import findings_text
 from auditor.report.values import no_gc
-from auditor.rule_findings import RuleFindings
-from auditor.saved import location
+from auditor.stores.kept import prices_digest, store_key
+from auditor.stores.saved import location
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from auditor.audit import Finding
     from auditor.rules import Rule
     from auditor.settings import AuditSettings
 
@@ -126,8 +128,6 @@ class Parts:
         """Keep ``rule``'s ``findings`` (it ran with these settings over this store), with
         the JSON report's text of them unless not ``text``; return them as a report takes
         them."""
-        from auditor.report.json_report import findings_text
-
         json_text = findings_text(findings) if text else None
         body = _columns(findings)
         # A rule with no more findings than that keeps its columns twice, as they are.
@@ -213,8 +213,6 @@ class Parts:
 def _columns(findings: list[Finding]) -> bytes | None:
     """``findings`` as JSON columns (one list per field); None when JSON cannot carry them
     exactly (they are computed again next time)."""
-    from auditor.audit import FINDING_FIELDS
-
     # A finding's own fields but its rule's id and severity, which the rule gives back.
     names = FINDING_FIELDS[2:]
     columns = list(zip(*map(attrgetter(*names), findings), strict=True)) or [()] * len(names)
@@ -307,9 +305,6 @@ def _list_decoder() -> Callable[[memoryview], list[Any]] | None:
 
 def _findings(rule: Rule, columns: memoryview, count: int, path: Path) -> list[Finding]:
     """The findings of ``rule`` kept as ``columns`` at ``path`` (whose digest was sound)."""
-    from auditor.audit import FINDING_FIELDS, Finding
-    from auditor.errors import AuditError
-
     with no_gc():
         try:
             found = json.loads(bytes(columns))

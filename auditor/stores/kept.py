@@ -1,7 +1,7 @@
 """Audit reports kept beside a compacted store, so a repeated audit answers at once.
 
 Running the rules and figures over a store of a million spans takes seconds even with its
-derived tables saved (:mod:`auditor.saved`), and rendering a hundred thousand findings takes
+derived tables saved (:mod:`auditor.stores.saved`), and rendering a hundred thousand findings takes
 more; a store is audited again and again with the same settings (in CI, from a dashboard, by
 hand). ``handoffscope audit`` therefore keeps each report it renders for a store (:func:`keep`)
 in the store's hidden folder (``.NAME.derived/reports``), under a key of everything the
@@ -34,14 +34,16 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
 
-from auditor.saved import fingerprint, location
+import collector
+from auditor.loading.load import is_store
+from auditor.loading.sources import discover
+from auditor.stores.saved import fingerprint, location
 
 if TYPE_CHECKING:
     from auditor.settings import AuditSettings
 
 __all__ = [
     "MOST",
-    "audit_ahead",
     "keep",
     "open_report",
     "prices_digest",
@@ -56,14 +58,13 @@ MOST: Final = 8
 _FORMAT: Final = 1
 _FOLDER: Final = "reports"
 _SUFFIX: Final = ".report"
+_AUDITOR: Final = Path(__file__).resolve().parents[1]
+"""The ``auditor`` package's folder (this module is ``auditor/stores/kept.py``)."""
 
 
 def store_files(paths: Sequence[str]) -> list[str] | None:
     """The files of the compacted store ``paths`` name, as an audit of them lists them;
     None when they name anything else (trace files, several stores, a missing path)."""
-    from auditor.load import _one_store  # the loader's own test of what reads as a store
-    from auditor.sources import discover
-
     # Every audit asks, so trace files are turned away before any is opened: the loader
     # sniffs them all anyway, and a store is one Parquet file or one folder of them.
     if len(paths) != 1:
@@ -72,7 +73,7 @@ def store_files(paths: Sequence[str]) -> list[str] | None:
     if path.is_dir() and next(path.glob("spans_*.parquet"), None) is None:
         return None
     sources, missing = discover(paths)
-    if missing or not _one_store(sources):
+    if missing or not is_store(sources):
         return None
     return [s.path for s in sources]
 
@@ -166,25 +167,6 @@ def keep(where: Path, text: str | Sequence[bytes | memoryview], exit_code: int) 
     return True
 
 
-def audit_ahead(target: str, settings: AuditSettings) -> Path | None:
-    """Audit the store ``compact`` wrote to ``target`` as ``handoffscope audit TARGET
-    --format json`` would, with ``settings``, and keep its report; return where it is kept,
-    or None when it could not be."""
-    from auditor.audit import audit
-    from auditor.load import load_traces
-    from auditor.report import render_chunks
-
-    files = store_files([target])
-    where = None if files is None else slot(files, settings, "json", 100, False)
-    if where is None:
-        return None
-    result = audit(load_traces([target]), settings, store=True)
-    text = render_chunks(result, "json")
-    if result.problems or slot(result.files, settings, "json", 100, False) != where:
-        return None
-    return where if keep(where, text, result.exit_code()) else None
-
-
 def _terminal() -> dict[str, str]:
     # rich reads these as it draws the table (NO_COLOR drops even forced colours).
     names = ("NO_COLOR", "FORCE_COLOR", "TERM", "COLORTERM", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
@@ -204,14 +186,10 @@ def _settings(settings: AuditSettings) -> dict[str, object]:
 def code_digest() -> str:
     """A digest of the code a report depends on: handoffscope's version, DuckDB's build
     (:func:`_duckdb_build`) and every file of the ``auditor`` and ``collector`` packages."""
-    import auditor
-    import collector
-
     digest = hashlib.sha256()
     for version in (collector.__version__, _duckdb_build()):
         digest.update(version.encode() + b"\0")
-    for package in (auditor, collector):
-        root = Path(package.__file__ or "").parent
+    for root in (_AUDITOR, Path(collector.__file__ or "").parent):
         for path in sorted(root.rglob("*")):
             if "__pycache__" in path.parts or not path.is_file():
                 continue

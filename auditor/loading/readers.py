@@ -2,7 +2,8 @@
 
 * JSON-lines files are read by DuckDB itself, a batch of files per statement, on every
   thread: ``read_csv`` with one column hands over every line, unnumbered, and
-  :func:`auditor.table.flatten_sql` parses and flattens it in the same statement. A second
+  :func:`auditor.database.span_table.flatten_sql` parses and flattens it in the same
+  statement. A second
   scan only hashes the lines, storing them in order, and each span takes the number of its
   line by that hash (:meth:`Reader._read_files`).
 * A file that cannot be numbered that way (a line that yields no span, OTLP before 0.15) is
@@ -24,11 +25,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from auditor.database.span_table import flatten_sql
+from auditor.database.statements import compress, grow_memory_limit, grown, run
+from auditor.database.transactions import committed, insertion_order, rollback
 from auditor.errors import first_line
-from auditor.json_text import (
+from auditor.loading.json_text import (
     FIRST_LINE_BYTES,
     REPLACED_SURROGATE,
-    WHITESPACE,
     documents,
     is_empty_export,
     is_json,
@@ -36,8 +39,28 @@ from auditor.json_text import (
     repair_surrogates,
     replace_surrogate_chars,
 )
-from auditor.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
-from auditor.sources import (
+from auditor.loading.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
+from auditor.loading.reader_sql import (
+    ALL_BRACED,
+    BAD_IDS,
+    BATCHED_LINES,
+    BLANK_CHARS,
+    COLUMNS_SQL,
+    FAST_COLUMNS_SQL,
+    FILE_LINES,
+    FILE_STATS,
+    LINE_COUNTS,
+    LINE_HASHES,
+    LINE_STARTS,
+    MEMORY_LINES,
+    MISSING_LINES,
+    NONBLANK_LINES,
+    NUMBER_COPIES,
+    NUMBER_LINES,
+    UNNUMBERED_LINES,
+    VALID_IDS,
+)
+from auditor.loading.sources import (
     SourceFile,
     has_glob,
     iter_lines,
@@ -46,10 +69,7 @@ from auditor.sources import (
     read_errors,
     zstd_truncated,
 )
-from auditor.statements import compress, grow_memory_limit, grown, run
-from auditor.stores import plain_name, store_mismatch
-from auditor.table import SPAN_COLUMNS, flatten_sql
-from auditor.transactions import committed, insertion_order, rollback
+from auditor.loading.store_format import plain_name, store_mismatch
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -74,174 +94,8 @@ SHORT_LINE_BYTES: Final = 2 * 1024 * 1024
 DuckDB's buffers for lines as long as :data:`MAX_LINE_BYTES` are faulted into memory again
 and again once the memory limit is near: a million spans took a third more CPU to load."""
 
-COLUMNS_SQL: Final = ", ".join(f'"{c}"' for c in SPAN_COLUMNS)
-_CSV_OPTIONS: Final = (
-    "columns={'line': 'VARCHAR'}, delim='\x01', quote='', escape='', header=false,"
-    " auto_detect=false, compression=$2, max_line_size=$3, buffer_size=2 * $3, filename=true"
-)
-_FILE_LINES: Final = (
-    "SELECT filename AS source_file, ordinality::BIGINT AS source_line, line AS text"
-    f" FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY"
-)
-"""One file's lines, streamed (line numbers straight from the scan). Numbering the lines as
-they are read keeps the whole statement on one thread, so this is the exact path only."""
-_UNNUMBERED_LINES: Final = (
-    "SELECT filename AS source_file, NULL::BIGINT AS source_line, line AS text"
-    f" FROM read_csv($1, {_CSV_OPTIONS})"
-)
-"""Every file's lines, unnumbered: the scan, parse and flatten run on every thread."""
-_TAGGED: Final = 1 << 62
-"""Added to every line tag, so that a tag is never a line number."""
-_FAST_COLUMNS_SQL: Final = ", ".join(
-    f"({_TAGGED} + line_key * 2 + line_start::UBIGINT)::BIGINT" if c == "source_line" else f'"{c}"'
-    for c in SPAN_COLUMNS
-)
-"""The columns of ``spans``, with ``source_line`` holding a tag of the row's line: its
-61-bit hash (``line_key``) and whether the row starts it (the lowest bit)."""
-_LINE_HASHES: Final = (
-    "CREATE OR REPLACE TEMP TABLE _hs_line_hashes AS"
-    " SELECT filename AS source_file, hash(line) >> 3 AS line_key, strlen(line) > 0 AS nonblank,"
-    "        starts_with(line, '{') AND ends_with(line, '}') AS braced"
-    f" FROM read_csv($1, {_CSV_OPTIONS})"
-)
-"""The hash of every line of the files, stored in the order of the files and their lines
-(with insertion order kept: :func:`auditor.transactions.insertion_order`), read on every
-thread. Only the hash is kept, never the line; and whether the line looks like a whole
-JSON object, to parse lines that all do without error handling (:meth:`Reader._read_files`)."""
-_ALL_BRACED: Final = "SELECT coalesce(bool_and(braced), true) FROM _hs_line_hashes WHERE nonblank"
-"""Whether every non-blank line looks like a whole JSON object."""
-_NONBLANK_LINES: Final = (
-    "CREATE OR REPLACE TEMP TABLE _hs_lines AS"
-    " SELECT source_file,"
-    "        (rowid - min(rowid) OVER (PARTITION BY source_file) + 1)::BIGINT AS source_line,"
-    "        line_key"
-    " FROM _hs_line_hashes"
-    " QUALIFY nonblank"
-)
-"""The number and hash of every non-blank line of the files: a line's number is where it
-was stored among its file's lines. Numbering the lines as they are read (``WITH
-ORDINALITY``) kept that scan on one thread."""
-_LINE_STARTS: Final = f"""
-    WITH lines AS (
-        SELECT source_file, line_key, count(*) AS copies FROM _hs_lines GROUP BY ALL
-    ), starts AS (
-        SELECT source_file, (source_line - {_TAGGED}) // 2 AS line_key,
-               sum(source_line % 2) AS starts
-        FROM spans WHERE list_contains($1, source_file) AND source_line >= {_TAGGED}
-        GROUP BY ALL
-    )
-    SELECT coalesce(l.source_file, s.source_file),
-           bool_and(coalesce(l.copies, -1) = coalesce(s.starts, 0))
-    FROM lines AS l FULL JOIN starts AS s USING (source_file, line_key)
-    GROUP BY ALL
-"""
-"""Per file: did each non-blank line yield spans, exactly one of them starting it (lines
-with the same text counted together)?"""
-_VALID_IDS: Final = (
-    "(trace_id IS NOT NULL AND span_id IS NOT NULL"
-    " AND regexp_full_match(trace_id, '[0-9a-f]{32}')"
-    " AND regexp_full_match(span_id, '[0-9a-f]{16}')"
-    " AND regexp_full_match(coalesce(parent_span_id, '0000000000000000'), '[0-9a-f]{16}'))"
-)
-"""True for a span whose ids are all there and what OTLP allows (lowercase hex once read)."""
-_NUMBER_LINES: Final = f"""
-    UPDATE spans SET source_line = l.source_line
-    FROM (SELECT source_file, line_key, min(source_line) AS source_line, count(*) = 1 AS once
-          FROM _hs_lines WHERE list_contains($1, source_file) GROUP BY ALL) AS l
-    WHERE list_contains($1, spans.source_file) AND spans.source_line >= {_TAGGED}
-      AND spans.source_file = l.source_file
-      AND (spans.source_line - {_TAGGED}) // 2 = l.line_key
-      AND (l.once OR {_VALID_IDS})
-"""
-"""Give each span the number of its line, found by the line's hash.
-
-A span with valid ids from a line that recurs with the same text takes the first copy's
-number: its copies from the other lines are the same span again, of which the load keeps
-only the first read (``auditor.load``), so the table ends up as if each copy had been
-numbered, and no problem names them. Spans without valid ids are kept from every copy and
-reported by line, so :data:`_NUMBER_COPIES` numbers those one copy per line."""
-_NUMBER_COPIES: Final = f"""
-    UPDATE spans SET source_line = n.source_line FROM (
-        SELECT row, lines[1 + (row_number() OVER (
-            PARTITION BY source_file, tag, content ORDER BY row) - 1) % len(lines)]
-            AS source_line
-        FROM (SELECT s.rowid AS row, s.source_file, s.source_line AS tag, hash(s) AS content,
-                     l.lines
-              FROM spans AS s JOIN (
-                  SELECT source_file, line_key, list(source_line ORDER BY source_line) AS lines
-                  FROM _hs_lines WHERE list_contains($1, source_file)
-                  GROUP BY ALL HAVING count(*) > 1) AS l
-              ON s.source_file = l.source_file AND (s.source_line - {_TAGGED}) // 2 = l.line_key
-              WHERE list_contains($1, s.source_file) AND s.source_line >= {_TAGGED})) AS n
-    WHERE spans.rowid = n.row
-"""
-"""Number the spans of lines that appear more than once in a file with the same text (an
-exporter's retry): their spans are alike, so each line gets one of every alike span."""
-_BATCH_LINES: Final = (
-    "SELECT filename AS source_file,"
-    " (ordinality - min(ordinality) OVER (PARTITION BY filename) + 1)::BIGINT AS source_line,"
-    f" line AS text FROM read_csv($1, {_CSV_OPTIONS}) WITH ORDINALITY"
-)
-"""Several files' lines; the scan numbers lines across files, so each file restarts at 1."""
-# `strlen` rather than `trim`: trimming copies every line (10x the cost of the scan). A line
-# of only whitespace is then counted as non-blank, which merely sends its file down the
-# exact (slower) path below.
-_LINE_COUNTS: Final = (
-    "SELECT filename, count(*) FILTER (WHERE strlen(line) > 0)"
-    f" FROM read_csv($1, {_CSV_OPTIONS}) GROUP BY ALL"
-)
-"""Non-empty lines per file (no line numbers needed, so no ordering)."""
-_BLANK_CHARS: Final = " || ".join(f"chr({ord(c)})" for c in WHITESPACE)
-"""The characters of a blank line, as SQL: :data:`auditor.json_text.WHITESPACE`, what
-Python's ``str.strip`` takes on the lines read in Python or handed over in memory.
-DuckDB's ``trim`` alone strips only spaces."""
-_FILE_STATS: Final = """
-    WITH lines AS ({lines}),
-    present AS (
-        SELECT source_file, source_line, count(*) AS spans FROM spans
-        WHERE list_contains($1, source_file) GROUP BY ALL
-    )
-    SELECT l.source_file,
-           max(l.source_line) FILTER (WHERE trim(l.text, {blank}) <> '') AS last_line,
-           count(*) FILTER (WHERE trim(l.text, {blank}) <> '' AND p.spans IS NULL) AS missing,
-           coalesce(sum(p.spans), 0) AS spans
-    FROM lines AS l LEFT JOIN present AS p USING (source_file, source_line)
-    GROUP BY l.source_file
-"""
-"""Per file: last non-blank line, lines that yielded no span, spans loaded."""
-_MISSING_LINES: Final = (
-    """
-    WITH lines AS ({lines})
-    SELECT source_file, source_line, text FROM lines AS l
-    WHERE trim(text, {blank}) <> ''
-      AND NOT EXISTS (SELECT 1 FROM spans AS s WHERE s.source_file = l.source_file
-                      AND s.source_line = l.source_line)
-    QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= """
-    + str(1000)
-    + """
-         OR source_line = max(source_line) OVER (PARTITION BY source_file)
-         OR regexp_matches(text, '\\\\u[dD][89a-fA-F]')
-    ORDER BY source_file, source_line
-"""
-)
-"""The first lines of each file that yielded no span (and its last one, to spot a tear),
-and every one that may hold a lone surrogate escape (repaired and read again)."""
 _ZEROS: Final = re.compile("\x00+")
 """A run of NUL bytes inside a line."""
-_BAD_IDS: Final = """
-    SELECT source_file, source_line, name, trace_id, span_id, parent_span_id,
-           count(*) OVER (PARTITION BY source_file) AS total
-    FROM {relation}
-    WHERE {where} AND NOT {valid}
-    QUALIFY row_number() OVER (PARTITION BY source_file ORDER BY source_line) <= $max
-    ORDER BY source_file, source_line
-"""
-"""Spans whose ids are missing or not what OTLP allows (lowercase hex once read), the first
-of each file, with how many there are in all."""
-_MEMORY_LINES: Final = (
-    "SELECT unnest($1::VARCHAR[]) AS source_file, unnest($2::BIGINT[]) AS source_line,"
-    " unnest($3::VARCHAR[]) AS text"
-)
 
 
 @dataclass
@@ -393,7 +247,7 @@ class Reader:
             run(self.con, "CREATE OR REPLACE TEMP TABLE _hs_batch AS SELECT * FROM spans LIMIT 0")
             run(
                 self.con,
-                f"INSERT INTO _hs_batch SELECT {COLUMNS_SQL} FROM ({flatten_sql(_MEMORY_LINES)})",
+                f"INSERT INTO _hs_batch SELECT {COLUMNS_SQL} FROM ({flatten_sql(MEMORY_LINES)})",
                 [files, lines, texts],
             )
             with_spans: set[tuple[str, int]] = set()
@@ -472,7 +326,7 @@ class Reader:
 
         The lines are parsed without numbers, each span tagged with its line's hash, and
         numbered afterwards from a scan that only hashes lines, storing them in order (see
-        :data:`_NUMBER_LINES`). A file where that cannot be done soundly, because a line
+        :data:`NUMBER_LINES`). A file where that cannot be done soundly, because a line
         yielded no span or does not start with one, is read again by the exact path, which
         finds out why.
         """
@@ -504,16 +358,16 @@ class Reader:
             with insertion_order(self.con, keep=False):
                 run(
                     self.con,
-                    f"INSERT INTO spans SELECT {_FAST_COLUMNS_SQL} FROM"
-                    f" ({flatten_sql(_UNNUMBERED_LINES, legacy=False, valid_json=valid_json)})",
+                    f"INSERT INTO spans SELECT {FAST_COLUMNS_SQL} FROM"
+                    f" ({flatten_sql(UNNUMBERED_LINES, legacy=False, valid_json=valid_json)})",
                     params,
                 )
-            run(self.con, _NONBLANK_LINES)
+            run(self.con, NONBLANK_LINES)
             run(self.con, "DROP TABLE _hs_line_hashes")
-            numbered = dict(run(self.con, _LINE_STARTS, [paths]))
+            numbered = dict(run(self.con, LINE_STARTS, [paths]))
             good = [p for p in paths if numbered.get(p, True)]
-            run(self.con, _NUMBER_LINES, [good])
-            run(self.con, _NUMBER_COPIES, [good])
+            run(self.con, NUMBER_LINES, [good])
+            run(self.con, NUMBER_COPIES, [good])
             again = [s for s in sources if not numbered.get(s.path, True)]
             if again:
                 run(
@@ -527,7 +381,7 @@ class Reader:
         # Lines that all look like whole JSON objects are parsed as JSON that cannot fail;
         # if one fails all the same (a torn line that happens to end in a brace), the insert
         # is rolled back and runs again with the parse's error handling.
-        braced = bool(run(self.con, _ALL_BRACED)[0][0])
+        braced = bool(run(self.con, ALL_BRACED)[0][0])
         again = committed(self.con, lambda: insert(valid_json=braced))
         if again is None and braced:
             again = committed(self.con, lambda: insert(valid_json=False))
@@ -550,7 +404,7 @@ class Reader:
             self._read_exact(again)
 
     def _hash_lines(self, paths: list[str], compression: str) -> int | None:
-        """Store the hash of every line of the files (:data:`_LINE_HASHES`) and return the
+        """Store the hash of every line of the files (:data:`LINE_HASHES`) and return the
         longest line DuckDB was allowed to read, to read the files with it again; None when
         DuckDB refused the files.
 
@@ -561,7 +415,7 @@ class Reader:
         for longest in dict.fromkeys((min(SHORT_LINE_BYTES, MAX_LINE_BYTES), MAX_LINE_BYTES)):
             try:
                 with insertion_order(self.con, keep=True):
-                    grown(self.con, _LINE_HASHES, [paths, compression, longest])
+                    grown(self.con, LINE_HASHES, [paths, compression, longest])
             except duckdb.InterruptException:
                 raise
             except duckdb.Error:
@@ -572,7 +426,7 @@ class Reader:
     def _read_exact(self, sources: list[SourceFile]) -> None:
         """Read JSON-lines files of one compression with DuckDB, numbering lines as it goes."""
         paths = [s.path for s in sources]
-        lines = _FILE_LINES if len(sources) == 1 else _BATCH_LINES
+        lines = FILE_LINES if len(sources) == 1 else BATCHED_LINES
         params = [paths, sources[0].compression, MAX_LINE_BYTES]
 
         def insert() -> bool:
@@ -596,7 +450,7 @@ class Reader:
         self._check_ids("spans", "list_contains($paths, source_file)", {"paths": paths})
         # Cheap check first: did every non-blank line of every file yield a span? These read
         # the files and the table whole, so they too may need more memory than the insert.
-        nonblank = dict(grown(self.con, _LINE_COUNTS, params))
+        nonblank = dict(grown(self.con, LINE_COUNTS, params))
         loaded = dict(
             grown(
                 self.con,
@@ -608,9 +462,9 @@ class Reader:
         suspects = [s for s in sources if nonblank.get(s.path, 0) != loaded.get(s.path, 0)]
         if not suspects:
             return
-        lines = _FILE_LINES if len(suspects) == 1 else _BATCH_LINES
+        lines = FILE_LINES if len(suspects) == 1 else BATCHED_LINES
         params = [[s.path for s in suspects], sources[0].compression, MAX_LINE_BYTES]
-        stats = grown(self.con, _FILE_STATS.format(lines=lines, blank=_BLANK_CHARS), params)
+        stats = grown(self.con, FILE_STATS.format(lines=lines, blank=BLANK_CHARS), params)
         by_path = {s.path: s for s in suspects}
         # In the order the files were given, so that their problems are reported in it too
         # (the statement groups its rows in no set order).
@@ -631,7 +485,7 @@ class Reader:
             return
         rows = run(
             self.con,
-            _MISSING_LINES.format(lines=lines, blank=_BLANK_CHARS),
+            MISSING_LINES.format(lines=lines, blank=BLANK_CHARS),
             [[s.path for s, _ in troubled], sources[0].compression, MAX_LINE_BYTES],
         )
         bad: dict[str, list[tuple[str, int, str]]] = {}
@@ -716,7 +570,7 @@ class Reader:
         """Report the spans of ``relation`` (those matching ``where``) whose trace id or span
         id is missing or invalid: they are kept, but cannot be joined to their trace or told
         apart, and a user must hear of it rather than have them counted silently."""
-        sql = _BAD_IDS.format(relation=relation, where=where, valid=_VALID_IDS)
+        sql = BAD_IDS.format(relation=relation, where=where, valid=VALID_IDS)
         rows = grown(self.con, sql, {**params, "max": MAX_PROBLEMS_PER_FILE})
         listed: dict[str, tuple[int, int]] = {}
         for file, line, name, trace_id, span_id, parent, total in rows:
@@ -832,7 +686,7 @@ def _size(source: SourceFile) -> int:
 
 def _looks_pretty(source: SourceFile) -> bool:
     """True when the first line of ``source`` opens a JSON value it does not close
-    (:func:`auditor.json_text.opens_document`, the rule ``watch`` follows too).
+    (:func:`auditor.loading.json_text.opens_document`, the rule ``watch`` follows too).
 
     A first line longer than the bytes looked at is a JSON line, not the opening of a
     pretty-printed document: an exporter that writes large batches writes such lines, and

@@ -4,7 +4,7 @@
 >>> traces = load_traces("sample_traces/")                       # doctest: +SKIP
 >>> traces.span_count, [str(p) for p in traces.problems]         # doctest: +SKIP
 
-DuckDB does the parsing and flattening (see :mod:`auditor.readers` for how each kind of file
+DuckDB does the parsing and flattening (see :mod:`auditor.loading.readers` for how each kind of file
 is read). A line or file that cannot be used becomes a :class:`LoadProblem` naming the file
 and line; everything else is still loaded. Spans that arrive twice (same trace id and span
 id, as OTLP retries deliver them) are kept once: the first one read wins. Spans without a
@@ -22,21 +22,27 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from auditor.attribution import attribute
-from auditor.derived import uncompressed
+from auditor.model.attribution import attribute
+from auditor.model import derived
 from auditor.errors import AuditError
-from auditor.problems import NOT_OTLP, LoadProblem
-from auditor.readers import Reader
-from auditor.sources import SourceFile, discover, has_glob
-from auditor.statements import memory_limit, run, scale_memory_limit
-from auditor.stores import span_types
-from auditor.table import SPANS_DDL
+from auditor.loading.problems import NOT_OTLP, LoadProblem
+from auditor.loading.readers import Reader
+from auditor.loading.sources import SourceFile, discover, has_glob
+from auditor.database.statements import (
+    memory_limit,
+    memory_limit_setting,
+    run,
+    scale_memory_limit,
+    uncompressed,
+)
+from auditor.loading.store_format import span_types
+from auditor.database.span_table import SPANS_DDL
 from collector.progress import step
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["LoadProblem", "TraceSet", "append_lines", "connect", "load_traces"]
+__all__ = ["LoadProblem", "TraceSet", "append_lines", "connect", "is_store", "load_traces"]
 
 
 @dataclass
@@ -63,8 +69,6 @@ class TraceSet:
 LARGE_INPUT_BYTES: Final = 256 * 1024 * 1024
 """Input (decompressed, estimated) above which a new connection compresses its tables and
 may spill them to disk."""
-MEMORY_LIMIT_ENV: Final = "HANDOFFSCOPE_MEMORY_LIMIT"
-"""Environment variable setting DuckDB's memory limit for large inputs (default 640MB)."""
 LARGE_DATABASE: Final = "handoffscope"
 """The compressed in-memory database a connection for a large input keeps its tables in."""
 DEFAULT_MEMORY_LIMIT: Final = "640MB"
@@ -105,7 +109,7 @@ def connect(
 
 def _limit_memory(con: duckdb.DuckDBPyConnection, folder: str) -> None:
     """Put ``con`` under the memory limit, spilling to ``folder`` (removed with ``con``)."""
-    run(con, "SET memory_limit = ?", [os.environ.get(MEMORY_LIMIT_ENV, DEFAULT_MEMORY_LIMIT)])
+    run(con, "SET memory_limit = ?", [memory_limit_setting() or DEFAULT_MEMORY_LIMIT])
     run(con, "SET temp_directory = ?", [os.path.join(folder, "spill")])
     weakref.finalize(con, _remove, con, folder)
 
@@ -135,7 +139,7 @@ def load_traces(
         paths = [paths]
     path_list = list(paths)
     sources, missing = discover(path_list)
-    if con is None and not missing and _one_store(sources):
+    if con is None and not missing and is_store(sources):
         store = _open_store(sources)
         if store is not None:
             return store
@@ -189,12 +193,10 @@ def append_lines(
     problems are appended to ``trace_set.problems``. A reader following a growing file should
     hold back an unterminated last line until it is complete; with ``final=True`` the last
     line given is treated as the file's end, so an incomplete one is reported as torn.
-    Returns the number of new spans. Derived tables (:mod:`auditor.derived`) computed
+    Returns the number of new spans. Derived tables (:mod:`auditor.model.derived`) computed
     before are dropped, so nothing reads a snapshot without the new spans. Raises
     :class:`AuditError` when ``spans`` is a view (a compacted store read in place).
     """
-    from auditor import derived
-
     kind = run(
         trace_set.con,
         "SELECT table_type FROM information_schema.tables"
@@ -222,7 +224,7 @@ def append_lines(
     return reader.added
 
 
-def _one_store(sources: list[SourceFile]) -> bool:
+def is_store(sources: list[SourceFile]) -> bool:
     """True for one Parquet file, or the Parquet files of one folder ``compact`` wrote."""
     if not sources or not all(s.parquet for s in sources):
         return False

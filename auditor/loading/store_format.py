@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from auditor.errors import first_line
-from auditor.sources import has_glob
-from auditor.statements import run
-from auditor.table import SPANS_DDL
+from auditor.loading.sources import has_glob
+from auditor.database.statements import run
+from auditor.database.span_table import SPANS_DDL
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

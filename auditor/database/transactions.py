@@ -6,7 +6,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
-from auditor.statements import grow_memory_limit, run
+from auditor.database.statements import grow_memory_limit, run
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from auditor import conventions as c
+from auditor.model import conventions as c
 from collector import schema as s
 
 __all__ = [

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
-from auditor.problems import LoadProblem, first_wins, not_utf8, scopes_of
-from auditor.sources import as_lf
+from auditor.loading.problems import LoadProblem, first_wins, not_utf8, scopes_of
+from auditor.loading.sources import as_lf
 
 __all__ = [
     "FIRST_LINE_BYTES",
@@ -169,8 +169,9 @@ def split(
     is read past in the same way only when ``settled`` (the file stopped growing, or is
     read once, as the audit does): until then the rest of it may still be on its way.
     ``cr`` says whether the file ends its lines with CR alone, as judged from its start
-    (:func:`auditor.sources.cr_line_ends`); None judges from ``data``, the whole file.
-    ``after_cr`` says that the byte before ``data`` was a CR (:func:`auditor.sources.as_lf`);
+    (:func:`auditor.loading.sources.cr_line_ends`); None judges from ``data``, the whole file.
+    ``after_cr`` says that the byte before ``data`` was a CR
+    (:func:`auditor.loading.sources.as_lf`);
     ``line_offset``, how many bytes of the line ``data`` starts inside come before it (a
     byte-order mark aside), to name a byte of that line by its place in the whole line.
     """

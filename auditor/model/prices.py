@@ -4,7 +4,7 @@ prices a usage span (its model, provider and kinds of tokens).
 Spans that report tokens but no cost are priced by the model that answered, its provider and
 the time the request started, from genai-prices' bundled snapshot (never a network fetch):
 :func:`price_usage` finds the distinct (model, provider) pairs of the trace set, resolves
-each once (:mod:`auditor.price_source`) and installs the rows the engine joins. A TOML file of
+each once (:mod:`auditor.model.price_source`) and installs the rows the engine joins. A TOML file of
 contract prices wins over genai-prices for every model it names by prefix (``prices =
 "prices.toml"`` under ``[tool.handoffscope]``, or ``--prices``)::
 
@@ -22,8 +22,9 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor import usage_keys as k
-from auditor.price_source import PRICE_COLUMNS, ContractPrice, PriceRow, resolve_prices
+from auditor.model import usage_keys as k
+from auditor.model.price_source import PRICE_COLUMNS, ContractPrice, PriceRow, resolve_prices
+from collector import schema as s
 from collector.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -122,8 +123,6 @@ def prices_sql() -> str:
     """Statements creating the empty ``hs_prices`` table and the ``hs_usage_*`` macros
     (arguments :data:`PRICE_ARGS`): the model a usage is priced by, its provider, and its
     cached and reasoning tokens."""
-    from collector import schema as s
-
     typed = {s.GEN_AI_REQUEST_MODEL: "g_model", s.GEN_AI_PROVIDER_NAME: "g_provider"}
     args = "attributes, g_model, g_provider"
     columns = ", ".join(f"{name} {typ}" for name, typ in PRICE_COLUMNS)

@@ -3,7 +3,7 @@ evidence that named each, the delegations it recorded as edges and the kind of e
 each, the spans whose tokens it could charge to no agent, and the traces it could not judge.
 
 :func:`explain` reads a prepared connection (the ``hs_fw_*`` macros and views of
-:mod:`auditor.attribution` and ``views.sql``); ``handoffscope audit --explain`` prints it,
+:mod:`auditor.model.attribution` and ``views.sql``); ``handoffscope audit --explain`` prints it,
 and every report format carries its verdict. A trace is *not judged* when it shows two
 agents or more and some of them are in no delegation the audit recognised: the audit says
 so instead of passing what it could not see.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.attribution import CALL_ARGS
-from auditor.statements import run
+from auditor.model.attribution import CALL_ARGS
+from auditor.database.statements import run
 
 if TYPE_CHECKING:
     import duckdb

@@ -5,12 +5,14 @@ a large load, and the checkpoint that compresses what a load wrote."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.errors import first_line
+from auditor.errors import AuditError, first_line
+from collector import environment_variables as ev
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
     import duckdb
 
@@ -21,8 +23,10 @@ __all__ = [
     "grow_memory_limit",
     "grown",
     "memory_limit",
+    "memory_limit_setting",
     "run",
     "scale_memory_limit",
+    "uncompressed",
 ]
 
 
@@ -48,15 +52,12 @@ def grow_memory_limit(con: duckdb.DuckDBPyConnection, error: Exception) -> None:
     footprint; an input that needs more (a compressed file, whose decompression DuckDB holds
     in its buffers, or very wide lines) gets it, up to a ceiling, rather than failing.
     """
-    from auditor.errors import AuditError
-    from auditor.load import MEMORY_LIMIT_ENV
-
     current = memory_limit(con)
     grown = min(current * 2, _ceiling())
     if grown <= current:
         raise AuditError(
             f"DuckDB ran out of memory loading the traces ({first_line(error)})."
-            f" Set {MEMORY_LIMIT_ENV}"
+            f" Set {ev.HANDOFFSCOPE_MEMORY_LIMIT}"
             " (e.g. 4GB) to allow more, or split the input into smaller files.",
             title="out of memory",
         ) from error
@@ -75,9 +76,7 @@ def scale_memory_limit(con: duckdb.DuckDBPyConnection, spans: int) -> None:
     What an audit derives from the spans grows with them, and under the limit meant for a
     million it spills to disk although the machine has the memory.
     """
-    from auditor.load import MEMORY_LIMIT_ENV
-
-    if spans <= SPANS_PER_LIMIT or os.environ.get(MEMORY_LIMIT_ENV):
+    if spans <= SPANS_PER_LIMIT or memory_limit_setting():
         return
     current = memory_limit(con)
     wanted = min(current * spans // SPANS_PER_LIMIT, _ceiling())
@@ -140,3 +139,49 @@ def memory_limit(con: duckdb.DuckDBPyConnection) -> int:
         return int(float(number) * _UNITS[unit])
     except (ValueError, KeyError):
         return 0
+
+
+def memory_limit_setting() -> str | None:
+    """The memory limit the user set (``HANDOFFSCOPE_MEMORY_LIMIT``, e.g. ``4GB``), or None.
+
+    The one place the variable is read: a load starts from it, and a limit set there is
+    never raised or scaled (:func:`scale_memory_limit`, the dashboard's working memory)."""
+    return ev.read(ev.HANDOFFSCOPE_MEMORY_LIMIT) or None
+
+
+@contextmanager
+def uncompressed(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Let no commit checkpoint ``con``'s database during the block (an explicit
+    ``CHECKPOINT`` still does): for tables that are dropped before its end, and for a load
+    that checkpoints when it chooses.
+
+    DuckDB checkpoints a database once enough has been written since the last checkpoint,
+    and an in-memory database attached with ``COMPRESS`` compresses its tables then.
+    Compressing the derived tables of an audit, dropped again at its end, takes about as
+    long as every rule and figure reading them, and makes none of them quicker; a load of
+    many files would compress the table again at each file's commit.
+    Uncompressed they spill to the temporary directory when they outgrow the memory
+    limit, as any table does. The setting is global to the DuckDB instance: its other
+    connections write no checkpoint during the block either.
+    """
+    import duckdb
+
+    threshold = "SELECT current_setting('checkpoint_threshold')"
+    before = run(con, threshold)[0][0]
+    run(con, f"SET checkpoint_threshold = '{_NEVER}'")
+    # A block running beside this one (another cursor's) found the setting raised: the
+    # block that raised it puts it back.
+    if before == run(con, threshold)[0][0]:
+        yield
+        return
+    try:
+        yield
+    finally:
+        try:
+            run(con, "SET checkpoint_threshold = ?", [before])
+        except duckdb.Error:
+            pass  # an interrupted connection: the error that interrupted it is the one to see
+
+
+_NEVER: Final = "1000TB"
+"""A checkpoint threshold no audit reaches."""

@@ -16,7 +16,7 @@ trace ids (those selected, or those left out) instead of deriving again from the
 spans.
 
 The derived tables are a snapshot: spans added afterwards are not in them. Callers derive
-after loading and :func:`forget` before the spans change (:func:`auditor.load.append_lines`
+after loading and :func:`forget` before the spans change (:func:`auditor.loading.load.append_lines`
 does so itself).
 """
 
@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
-from auditor.macros import READ_UNFILTERED, unfiltered
+from auditor.model.macros import READ_UNFILTERED, unfiltered
 from auditor.rules import Rule, all_rules
-from auditor.statements import grown, run
-from auditor.table import SPAN_COLUMNS
+from auditor.database.statements import grown, run, uncompressed
+from auditor.database.span_table import SPAN_COLUMNS
 from collector import schema as s
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ __all__ = [
     "for_rules",
     "forget",
     "selects",
-    "uncompressed",
 ]
 
 DERIVED: Final = (
@@ -272,7 +271,7 @@ def for_rules(
     duration of the block; afterwards ``con`` reads what it read before (the spans, or the
     database's derived tables for ``selection``, see :func:`attach`). ``kept`` names tables
     ``con`` already reads and the rules can read as they are (those a compacted store saved,
-    :func:`auditor.saved.restore`): they are not derived again.
+    :func:`auditor.stores.saved.restore`): they are not derived again.
 
     The tables go in the database when it has none of its own (a large trace set's database
     lives in a file, and its tables can leave memory: temporary ones cannot), else they are
@@ -291,44 +290,6 @@ def for_rules(
         finally:
             forget(con, temporary=temporary)
             attach(con, selection=selection)
-
-
-@contextmanager
-def uncompressed(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Let no commit checkpoint ``con``'s database during the block (an explicit
-    ``CHECKPOINT`` still does): for tables that are dropped before its end, and for a load
-    that checkpoints when it chooses.
-
-    DuckDB checkpoints a database once enough has been written since the last checkpoint,
-    and an in-memory database attached with ``COMPRESS`` compresses its tables then.
-    Compressing the derived tables of an audit, dropped again at its end, takes about as
-    long as every rule and figure reading them, and makes none of them quicker; a load of
-    many files would compress the table again at each file's commit.
-    Uncompressed they spill to the temporary directory when they outgrow the memory
-    limit, as any table does. The setting is global to the DuckDB instance: its other
-    connections write no checkpoint during the block either.
-    """
-    import duckdb
-
-    threshold = "SELECT current_setting('checkpoint_threshold')"
-    before = run(con, threshold)[0][0]
-    run(con, f"SET checkpoint_threshold = '{_NEVER}'")
-    # A block running beside this one (another cursor's) found the setting raised: the
-    # block that raised it puts it back.
-    if before == run(con, threshold)[0][0]:
-        yield
-        return
-    try:
-        yield
-    finally:
-        try:
-            run(con, "SET checkpoint_threshold = ?", [before])
-        except duckdb.Error:
-            pass  # an interrupted connection: the error that interrupted it is the one to see
-
-
-_NEVER: Final = "1000TB"
-"""A checkpoint threshold no audit reaches."""
 
 
 def _reads(rule: Rule, name: str) -> bool:

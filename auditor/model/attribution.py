@@ -4,7 +4,7 @@ The ``spans`` table's ``agent`` column starts as the span's own ``gen_ai.agent.n
 ``service.name``). :func:`attribute` then runs once after loading and resolves, for every span
 without ``gen_ai.agent.name``, in this order:
 
-1. the span's own agent key of another convention (:data:`auditor.conventions.AGENT_KEYS`,
+1. the span's own agent key of another convention (:data:`auditor.model.conventions.AGENT_KEYS`,
    first match wins): pydantic-ai / Logfire ``agent_name``, OpenInference ``agent.name`` or an
    AGENT span's ``graph.node.id``, an OpenLLMetry agent span's ``traceloop.entity.name``, a
    LangGraph node span (its outer node in ``metadata``), CrewAI's ``crewai.agent.role``;
@@ -20,9 +20,9 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
-from auditor import conventions as c
-from auditor.prices import prices_sql
-from auditor.statements import SPANS_PER_LIMIT, grown, run
+from auditor.model import conventions as c
+from auditor.model.prices import prices_sql
+from auditor.database.statements import SPANS_PER_LIMIT, grown, run
 from collector import schema as s
 
 if TYPE_CHECKING:

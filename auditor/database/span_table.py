@@ -312,7 +312,7 @@ def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -
     resource of its line. Every line that yields spans has exactly one such row unless its
     first resource or scope holds none, so a loader that reads lines on every thread, in
     no order and without numbering them, can number them afterwards
-    (:mod:`auditor.readers`).
+    (:mod:`auditor.loading.readers`).
 
     With ``valid_json`` every ``text`` must be JSON (or NULL): text that is not fails the
     statement instead of yielding no row, and the parse goes without the error handling
@@ -326,7 +326,7 @@ def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -
     scopes = "rs.scopeSpans"
     if legacy:
         # The legacy scopes when scopeSpans is missing, empty or not a list (NULL here):
-        # auditor.problems.scopes_of, which words the problems, reads them the same way.
+        # auditor.loading.problems.scopes_of, which words the problems, reads them the same way.
         scopes = (
             "CASE WHEN len(rs.scopeSpans) > 0 THEN rs.scopeSpans"
             " ELSE coalesce(list_transform(rs.instrumentationLibrarySpans,"
