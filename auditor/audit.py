@@ -176,7 +176,7 @@ def run_rule(
     con: duckdb.DuckDBPyConnection, rule: Rule, settings: AuditSettings | None = None
 ) -> list[Finding]:
     """Run one rule over ``con``'s spans (after :func:`prepare`); returns its findings."""
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     values = (settings or AuditSettings()).parameters()
     params = {name: values[name] for name in rule.params}
@@ -353,7 +353,7 @@ def _query(
 def _failed_query(error: Exception) -> bool:
     """Whether ``error`` is DuckDB failing a query (as itself, or as the AuditError of a rule
     that could not run), and not a Ctrl-C."""
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     cause = error.__cause__ if isinstance(error, AuditError) else error
     return isinstance(cause, duckdb.Error) and not isinstance(cause, duckdb.InterruptException)

@@ -9,6 +9,7 @@ only result rows (findings, figures) come back to Python, never spans.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -291,8 +292,6 @@ def check_table(engine: ChdbEngine | ServerEngine, database: str, table: str, ur
     )
     names = sorted(r[0] for r in rows)
     if table not in names:
-        import difflib
-
         close = difflib.get_close_matches(table, names, n=3)
         hint = f"; did you mean {' or '.join(close)}? (--table)" if close else ""
         raise AuditError(

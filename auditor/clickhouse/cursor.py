@@ -120,8 +120,8 @@ class Relation:
 
 
 def _naive(table: pa.Table) -> pa.Table:
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    import pyarrow as pa  # optional: the [clickhouse] extra
+    import pyarrow.compute as pc  # optional: the [clickhouse] extra
 
     for i, field in enumerate(table.schema):
         if pa.types.is_timestamp(field.type) and field.type.tz is not None:
@@ -421,7 +421,7 @@ class ClickHouseCursor:
 
     def register(self, name: str, frame: Any) -> None:
         """Make the frame (pandas or Arrow) readable as ``name`` on this cursor."""
-        import pyarrow as pa
+        import pyarrow as pa  # optional: the [clickhouse] extra
 
         table = (
             frame
@@ -452,7 +452,7 @@ class ClickHouseCursor:
 
 
 def _type(arrow_type: Any) -> str:
-    import pyarrow as pa
+    import pyarrow as pa  # optional: the [clickhouse] extra
 
     if pa.types.is_integer(arrow_type):
         return "Nullable(Int64)"

@@ -15,6 +15,7 @@ engine's side (``{name:Type}`` in the SQL), so no value is ever formatted into a
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import unquote, urlsplit
@@ -116,7 +117,7 @@ class ChdbEngine:
     """An embedded ClickHouse over a data directory (one chdb session per process)."""
 
     def __init__(self, path: str) -> None:
-        from chdb import session
+        from chdb import session  # optional: the [clickhouse] extra
 
         self.path = path
         self._session = session.Session(path)
@@ -124,7 +125,7 @@ class ChdbEngine:
     def query(
         self, sql: str, params: dict[str, Any] | None = None
     ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        import pyarrow as pa
+        import pyarrow as pa  # optional: the [clickhouse] extra
 
         result = self._session.query(sql, "ArrowStream", params=params or {})
         table = pa.ipc.open_stream(result.bytes()).read_all()
@@ -132,7 +133,7 @@ class ChdbEngine:
 
     def query_arrow(self, sql: str, params: dict[str, Any] | None = None) -> pyarrow.Table:
         """Run one SELECT; its result as an Arrow table (column types kept)."""
-        import pyarrow as pa
+        import pyarrow as pa  # optional: the [clickhouse] extra
 
         result = self._session.query(sql, "ArrowStream", params=params or {})
         return pa.ipc.open_stream(result.bytes()).read_all()
@@ -141,9 +142,7 @@ class ChdbEngine:
         self._session.query(sql, params=params or {})
 
     def insert_arrow(self, table: str, data: pyarrow.Table) -> None:
-        import tempfile
-
-        import pyarrow.parquet as pq
+        import pyarrow.parquet as pq  # optional: the [clickhouse] extra
 
         # chdb reads a file on the local disk; the Parquet copy goes once it is inserted.
         with tempfile.TemporaryDirectory(prefix="handoffscope-") as folder:
@@ -164,7 +163,7 @@ class ServerEngine:
     """A ClickHouse server, through clickhouse-connect."""
 
     def __init__(self, location: Location) -> None:
-        import clickhouse_connect
+        import clickhouse_connect  # optional: the [clickhouse] extra
 
         secure = location.scheme == "clickhouses"
         self._client = clickhouse_connect.get_client(

@@ -101,7 +101,7 @@ def grown(
     """:func:`run` ``sql``, raising DuckDB's memory limit and running it again whenever it
     runs out (:func:`grow_memory_limit`): for statements that read whole inputs or build
     whole tables, which a small limit cannot always hold."""
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     while True:
         try:
@@ -118,7 +118,7 @@ def compress(con: duckdb.DuckDBPyConnection) -> None:
     loads of a million spans one of the threads waited throughout while spilled rows moved
     between memory and disk, leaving the other to compress every row group alone: twice the
     time. A thread more takes up that work (``docs/benchmarks/auditor.md``)."""
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     threads = int(run(con, "SELECT current_setting('threads')")[0][0])  # type: ignore[call-overload]
     run(con, "SET threads = ?", [threads + 1])
@@ -164,7 +164,7 @@ def uncompressed(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     limit, as any table does. The setting is global to the DuckDB instance: its other
     connections write no checkpoint during the block either.
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     threshold = "SELECT current_setting('checkpoint_threshold')"
     before = run(con, threshold)[0][0]

@@ -23,7 +23,7 @@ def insertion_order(con: duckdb.DuckDBPyConnection, *, keep: bool) -> Iterator[N
 
     Kept in order, a large insert waits on its slowest thread whenever the memory limit is
     near, and runs on one; the numbering of lines relies on that order."""
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     before = run(con, "SELECT current_setting('preserve_insertion_order')")[0][0]
     run(con, "SET preserve_insertion_order = ?", [keep])
@@ -50,7 +50,7 @@ def committed(con: duckdb.DuckDBPyConnection, body: Callable[[], _T]) -> _T | No
     taken as DuckDB refusing the input: the transaction is rolled back and None returned,
     for the caller to read the input a slower way (``body`` must not return None itself).
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     while True:
         run(con, "BEGIN TRANSACTION")
@@ -75,7 +75,7 @@ def committed(con: duckdb.DuckDBPyConnection, body: Callable[[], _T]) -> _T | No
 
 def rollback(con: duckdb.DuckDBPyConnection) -> None:
     """Roll back the open transaction, if a failed statement left one open."""
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     try:
         run(con, "ROLLBACK")

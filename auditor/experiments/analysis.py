@@ -82,7 +82,7 @@ def _mean(values: list[float], *, scale: float = 1.0, seed: int = 0) -> Figure:
 
 
 def _quantile(values: list[float], q: float, *, seed: int = 0) -> Figure:
-    import numpy as np
+    import numpy as np  # optional: numpy comes with the [dashboard] extra
 
     if not values:
         return Figure(math.nan)
@@ -321,7 +321,7 @@ def latency_differences(rows: list[ProtocolRow], results: ExperimentResults) -> 
             continue
         other = [v / 1000 for v in results[by[mode].run].measurement.column("e2e_ms")]
         for q in (0.5, 0.95):
-            import numpy as np
+            import numpy as np  # optional: numpy comes with the [dashboard] extra
 
             value = float(np.quantile(hs, q) - np.quantile(other, q))
             iv = stats.bootstrap_difference(hs, other, "quantile", q=q, seed=7)

@@ -45,8 +45,8 @@ def success_figure(cells: list[LengthCell]) -> go.Figure:
     Markers are measured values with their interval as error bars; dashed lines are the
     analytic values.
     """
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go  # optional: the [dashboard] extra
+    from plotly.subplots import make_subplots  # optional: the [dashboard] extra
 
     reliabilities = [r for r in RELIABILITIES if any(c.reliability == r for c in cells)]
     fig = make_subplots(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -146,8 +147,6 @@ def experiment(
 
 def _require(*modules: str) -> None:
     """Stop with an install hint when an optional dependency is missing."""
-    import importlib.util
-
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise click.ClickException(

@@ -153,7 +153,7 @@ def bootstrap(
     ``statistic`` is ``"mean"`` or ``"quantile"`` (with ``q``, e.g. 0.95 for p95). Resampling
     is seeded, so the same values always give the same interval.
     """
-    import numpy as np
+    import numpy as np  # optional: numpy comes with the [dashboard] extra
 
     data = np.asarray(values, dtype=float)
     if data.size == 0:
@@ -174,7 +174,7 @@ def bootstrap_difference(
     confidence: float = CONFIDENCE,
 ) -> Interval:
     """Bootstrap interval of ``stat(a) - stat(b)`` for two independent samples."""
-    import numpy as np
+    import numpy as np  # optional: numpy comes with the [dashboard] extra
 
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
@@ -200,7 +200,7 @@ def bootstrap_ratio(
     For per-unit ratios such as spend per successful workflow, where both the spend and the
     number of successes vary from sample to sample.
     """
-    import numpy as np
+    import numpy as np  # optional: numpy comes with the [dashboard] extra
 
     num = np.asarray(numerators, dtype=float)
     den = np.asarray(denominators, dtype=float)
@@ -221,7 +221,7 @@ def bootstrap_ratio(
 
 
 def _resampled(data, statistic, q, resamples, rng):  # type: ignore[no-untyped-def]
-    import numpy as np
+    import numpy as np  # optional: numpy comes with the [dashboard] extra
 
     out = np.empty(resamples)
     # Chunks keep memory flat for large samples: one chunk is at most ~4M indices.
@@ -244,7 +244,7 @@ def _resampled(data, statistic, q, resamples, rng):  # type: ignore[no-untyped-d
 
 
 def _percentile_interval(stats, confidence: float) -> Interval:  # type: ignore[no-untyped-def]
-    import numpy as np
+    import numpy as np  # optional: numpy comes with the [dashboard] extra
 
     alpha = 1.0 - confidence
     low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])

@@ -89,7 +89,7 @@ def connect(
     than memory still load. A database file is not used: writing and syncing it made a
     large load wait on the disk for longer than the parse took.
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     if con is None:
         con = duckdb.connect(":memory:")
@@ -242,7 +242,7 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
     set is read-only (``append_lines`` needs a loaded table). None when the files are not a
     store ``compact`` wrote (the normal path then reports why).
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     if any(has_glob(s.path) for s in sources):
         return None  # a view names its files as DuckDB patterns: the table is read in instead

@@ -219,7 +219,7 @@ class Reader:
 
         Lines repaired while reporting (see :meth:`_report`) are queued again and sent too.
         """
-        import duckdb
+        import duckdb  # lazy: `import auditor` stays without DuckDB
 
         while self._lines:
             files, lines, texts = self._files, self._lines, self._texts
@@ -410,7 +410,7 @@ class Reader:
 
         Most JSON lines are short: the scan first allows :data:`SHORT_LINE_BYTES`, and only
         when that fails (a longer line, or input DuckDB refuses) :data:`MAX_LINE_BYTES`."""
-        import duckdb
+        import duckdb  # lazy: `import auditor` stays without DuckDB
 
         for longest in dict.fromkeys((min(SHORT_LINE_BYTES, MAX_LINE_BYTES), MAX_LINE_BYTES)):
             try:
@@ -514,7 +514,7 @@ class Reader:
         return True
 
     def _read_parquet(self, source: SourceFile) -> None:
-        import duckdb
+        import duckdb  # lazy: `import auditor` stays without DuckDB
 
         try:
             with plain_name(source.path) as path:

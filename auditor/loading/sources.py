@@ -216,7 +216,7 @@ def sniff(path: Path, *, explicit: bool = True) -> SourceFile:
 
 def read_errors() -> tuple[type[Exception], ...]:
     """What reading a damaged file through :func:`open_text` may raise."""
-    import zstandard
+    import zstandard  # optional: only .zst input needs it
 
     return (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
 
@@ -228,7 +228,7 @@ def open_text(source: SourceFile) -> IO[bytes]:
     if source.compression == "gzip":
         fh = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
     elif source.compression == "zstd":
-        import zstandard
+        import zstandard  # optional: only .zst input needs it
 
         _, end = _zstd_walk(source.path)
         size = os.fstat(raw.fileno()).st_size

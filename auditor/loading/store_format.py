@@ -4,6 +4,7 @@ compact`` writes, under a name DuckDB takes as it is."""
 from __future__ import annotations
 
 import os
+import tempfile
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
@@ -50,8 +51,6 @@ def plain_name(path: str) -> Iterator[str]:
     if not has_glob(path):
         yield path
         return
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="handoffscope-") as folder:
         link = os.path.join(folder, "store" + os.path.splitext(path)[1])
         os.symlink(os.path.abspath(path), link)
@@ -64,7 +63,7 @@ def store_mismatch(con: duckdb.DuckDBPyConnection, paths: list[str]) -> str | No
     Compares the top-level columns' names and types (a nested ``links.trace_id`` is no
     ``trace_id``); extra columns are allowed, as they are never read.
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     try:
         rows = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])

@@ -212,7 +212,7 @@ def attribute(con: duckdb.DuckDBPyConnection, *, source_file: str | None = None)
     With ``source_file``, only the spans read from that file are resolved (lines appended to
     a trace set as they arrive; their ancestors may be anywhere).
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     if run(con, "SELECT count(*) FROM duckdb_views() WHERE view_name = 'spans'")[0][0]:
         return 0  # a compacted store, read in place: its spans were resolved when written

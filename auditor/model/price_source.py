@@ -127,7 +127,7 @@ class Unpriced:
 
 def source_version() -> str:
     """Which price source the audit uses: genai-prices and its version."""
-    import genai_prices
+    import genai_prices  # optional: the [cli] extra
 
     return f"genai-prices {genai_prices.__version__}"
 
@@ -259,7 +259,7 @@ def _tiers(price: ModelPrice) -> list[tuple[int, int | None, dict[str, float]]]:
     """(input_above, input_upto, rates) of each input tier of ``price``: every tier start
     of any of its prices is a boundary, since genai-prices picks every price's tier by the
     same input total."""
-    from genai_prices.types import TieredPrices
+    from genai_prices.types import TieredPrices  # optional: the [cli] extra
 
     starts = sorted(
         {
@@ -281,7 +281,7 @@ def _rates(price: ModelPrice, probe: int, upto: int | None) -> dict[str, float]:
     """The per-request price and the dollars per million tokens of each kind in the tier
     holding input totals ``probe`` and ``probe + 1``, read off genai-prices' own calculation:
     within one tier, the price is linear in each count."""
-    from genai_prices.types import Usage
+    from genai_prices.types import Usage  # optional: the [cli] extra
 
     if upto is not None and probe + 1 > upto:
         raise ValueError(f"an input tier too narrow to read its rates (up to {upto})")

@@ -140,7 +140,7 @@ raw NUL is in there."""
 
 def _chunks(result: AuditResult) -> list[bytes | memoryview] | str:
     try:
-        import orjson
+        import orjson  # optional: the [cli] extra
     except ModuleNotFoundError:  # pragma: no cover - orjson comes with the [cli] extra
         return _plain(result)
     # Each rule's findings as the text the report holds, spliced in whole: a rule's findings
@@ -169,7 +169,7 @@ def findings_text(findings: list[Finding]) -> bytes | None:
     64 bits, text that is not Unicode) or is not installed; the report is then written by
     :mod:`json`."""
     try:
-        import orjson
+        import orjson  # optional: the [cli] extra
     except ModuleNotFoundError:  # pragma: no cover - orjson comes with the [cli] extra
         return None
     try:

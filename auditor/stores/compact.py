@@ -72,7 +72,7 @@ def write_parquet(
     ``out`` ending in ``.parquet`` is one file; anything else is a folder of files of about
     :data:`FILE_SIZE`. An existing target is replaced only with ``force``.
     """
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     target = Path(out)
     single = is_single_file(target)

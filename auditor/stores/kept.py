@@ -31,6 +31,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import fields
 from functools import cache
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Final
 
@@ -203,8 +204,6 @@ def _duckdb_build() -> str:
     compiled module. Found without importing DuckDB (a repeated audit answered from its kept
     report never needs it) or importlib.metadata (whose import alone costs a tenth of such an
     audit)."""
-    from importlib.util import find_spec
-
     spec = find_spec("_duckdb")
     if spec is not None and spec.origin is not None:
         module = Path(spec.origin)

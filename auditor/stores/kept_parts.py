@@ -218,7 +218,7 @@ def _columns(findings: list[Finding]) -> bytes | None:
     columns = list(zip(*map(attrgetter(*names), findings), strict=True)) or [()] * len(names)
     values = columns[names.index("value")]
     try:
-        import orjson
+        import orjson  # optional: the [cli] extra
 
         # orjson writes them several times faster, but NaN and infinities as null.
         if all(type(v) is not float or v - v == 0 for v in values):
@@ -296,7 +296,7 @@ def _findings_text(data: memoryview, count: int, ascii: bool) -> memoryview | No
 @cache
 def _list_decoder() -> Callable[[memoryview], list[Any]] | None:
     try:
-        import msgspec
+        import msgspec  # optional: the [cli] extra
     except ModuleNotFoundError:  # pragma: no cover - msgspec comes with the [cli] extra
         return None
     decoder = msgspec.json.Decoder(list[msgspec.Raw])

@@ -155,7 +155,7 @@ def restore(
     wanted = tuple(n for n in KEPT if n in names and n in saved)
     if not all((target / f"{n}.parquet").is_file() for n in wanted):
         return ()
-    import duckdb
+    import duckdb  # lazy: `import auditor` stays without DuckDB
 
     types = manifest.get("types") or {}
     try:
