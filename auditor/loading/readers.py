@@ -40,9 +40,9 @@ from auditor.loading.json_text import (
     replace_surrogate_chars,
 )
 from auditor.loading.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
+from auditor.loading.span_ids import id_problems
 from auditor.loading.reader_sql import (
     ALL_BRACED,
-    BAD_IDS,
     BATCHED_LINES,
     BLANK_CHARS,
     COLUMNS_SQL,
@@ -58,7 +58,6 @@ from auditor.loading.reader_sql import (
     NUMBER_COPIES,
     NUMBER_LINES,
     UNNUMBERED_LINES,
-    VALID_IDS,
 )
 from auditor.loading.sources import (
     SourceFile,
@@ -567,37 +566,9 @@ class Reader:
         )
 
     def _check_ids(self, relation: str, where: str, params: dict[str, object]) -> None:
-        """Report the spans of ``relation`` (those matching ``where``) whose trace id or span
-        id is missing or invalid: they are kept, but cannot be joined to their trace or told
-        apart, and a user must hear of it rather than have them counted silently."""
-        sql = BAD_IDS.format(relation=relation, where=where, valid=VALID_IDS)
-        rows = grown(self.con, sql, {**params, "max": MAX_PROBLEMS_PER_FILE})
-        listed: dict[str, tuple[int, int]] = {}
-        for file, line, name, trace_id, span_id, parent, total in rows:
-            faults = [
-                _id_fault("traceId", trace_id, 32),
-                _id_fault("spanId", span_id, 16),
-                _id_fault("parentSpanId", parent, 16) if parent is not None else None,
-            ]
-            what = " and ".join(f for f in faults if f)
-            self.problems.append(
-                LoadProblem(
-                    str(file),
-                    int(line),
-                    f"span {str(name or '')[:80]!r}: {what}; it was loaded, but cannot be"
-                    " joined to its trace or told apart from other spans: fix the exporter"
-                    " that wrote it",
-                )
-            )
-            seen, _ = listed.get(str(file), (0, 0))
-            listed[str(file)] = (seen + 1, int(total))
-        for file, (seen, total) in listed.items():
-            if total > seen:
-                self.problems.append(
-                    LoadProblem(
-                        file, None, f"{total - seen} more spans with missing or invalid ids"
-                    )
-                )
+        """Report the spans of ``relation`` (those matching ``where``) whose ids are missing
+        or invalid (:func:`auditor.loading.span_ids.id_problems`)."""
+        self.problems.extend(id_problems(self.con, relation, where, params))
 
     def _split_at_zeros(self, file: str, number: int, text: str) -> None:
         """Read the records on either side of NUL bytes in line ``number`` of ``file``.
@@ -664,16 +635,6 @@ class Reader:
                 self.skipped.append(file)
             else:
                 self.problems.extend(found)
-
-
-def _id_fault(field: str, value: object, digits: int) -> str | None:
-    """What is wrong with id ``value`` of OTLP ``field`` (None if nothing)."""
-    if value is None:
-        return f"no {field}"
-    text = str(value)
-    if len(text) == digits and all(c in "0123456789abcdef" for c in text):
-        return None
-    return f"{field} {text[:40]!r} is not {digits} hex digits"
 
 
 def _size(source: SourceFile) -> int:
