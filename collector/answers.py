@@ -18,31 +18,72 @@ import logging
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from opentelemetry import trace
 
 from collector import schema
+from collector.clock import Clock
 from collector.dispatch import for_peer
 from collector.errors import StoreError
 from collector.messages import Answer, Message, Proposal, Usage
 from collector.protocol import is_on_time
-from collector.telemetry import usage_attributes
+from collector.telemetry import Telemetry, usage_attributes
 
 if TYPE_CHECKING:
-    from collector.handoff import Handoff
+    from collector.handoff import HandoffSpec
+    from collector.sender import Sender
 
-__all__ = ["ValidationRound"]
+__all__ = ["RoundHandoff", "ValidationRound"]
 
 log = logging.getLogger("collector.telemetry")
 
 Reply = tuple[Message | None, BaseException | None]
 
 
+class RoundHandoff(Protocol):
+    """What a ``ValidationRound`` uses of its handoff (``collector.handoff.Handoff`` is one).
+
+    The round reads the handoff's settings, records the answer it got (``answer``, ``late``),
+    moves the attempt's state, and asks the receiver without raising.
+    """
+
+    spec: HandoffSpec
+    sender: Sender
+    clock: Clock
+    tel: Telemetry
+    attempt: int
+    answer: Answer | None
+    late: bool
+
+    @property
+    def state(self) -> str | None:
+        """The current attempt's state."""
+
+    @property
+    def common_attributes(self) -> dict[str, Any]:
+        """The attributes every span of the handoff carries."""
+
+    def ask(self, message: Message) -> Reply:
+        """Send ``message`` to the receiver: ``(reply, None)`` or ``(None, error)``."""
+
+    async def aask(self, message: Message) -> Reply:
+        """``ask()`` for asyncio."""
+
+    def void_attempt(self, reason: str, *, at_ns: int, span: trace.Span | None = None) -> None:
+        """Void the current attempt, recording why on ``span``."""
+
+    def notify_void(self, reason: str, *, background: bool = False) -> None:
+        """Tell the receiver the current attempt is void."""
+
+    def transition(self, target: str, reason: str, *, span: trace.Span, at_ns: int) -> None:
+        """Move the current attempt to ``target``, recording it on ``span``."""
+
+
 class ValidationRound:
     """One attempt's wait for its answer, and the ``handoff.validate`` span that records it."""
 
-    def __init__(self, handoff: Handoff, span: trace.Span, sent_ns: int) -> None:
+    def __init__(self, handoff: RoundHandoff, span: trace.Span, sent_ns: int) -> None:
         self.h = handoff
         self.span = span
         self.sent_ns = sent_ns
@@ -63,7 +104,7 @@ class ValidationRound:
         def send() -> Reply:
             self.t0 = h.clock.monotonic()
             left.set()
-            return ctx.run(h._request, proposal)
+            return ctx.run(h.ask, proposal)
 
         dispatcher = for_peer(h.spec.receiver)
         job = dispatcher.submit(send)
@@ -93,7 +134,7 @@ class ValidationRound:
         Cancelling the caller cancels the request and voids the attempt.
         """
         h = self.h
-        task = asyncio.ensure_future(h._arequest(proposal))
+        task = asyncio.ensure_future(h.aask(proposal))
         try:
             reply, error = await asyncio.wait_for(
                 asyncio.shield(task), timeout=h.spec.validation_timeout_s
@@ -148,7 +189,7 @@ class ValidationRound:
         now_ns = h.clock.time_ns()
         if not isinstance(reply, Answer) or reply.attempt != h.attempt:
             why = _no_answer_reason(reply, error)
-            h._void(f"no answer: {why}", at_ns=now_ns, span=span)
+            h.void_attempt(f"no answer: {why}", at_ns=now_ns, span=span)
             h.tel.error(span, why)
             h.tel.end(
                 span,
@@ -171,15 +212,17 @@ class ValidationRound:
             h.late = True
             # The sender gave up at the timeout, even if (virtually) it learnt so later.
             give_up_ns = self.sent_ns + round(timeout * 1e9)
-            h._void("validation timeout", at_ns=min(give_up_ns, now_ns), span=span)
-            h._notify_void("validation timeout")
+            h.void_attempt("validation timeout", at_ns=min(give_up_ns, now_ns), span=span)
+            h.notify_void("validation timeout")
             outcome = schema.DECISION_TIMEOUT
         elif reply.accepted:
             eta = "no eta" if reply.eta_ms is None else f"eta {reply.eta_ms} ms"
-            h._move(schema.STATE_VALIDATED, f"accepted ({eta})", span=span, at_ns=now_ns)
+            h.transition(schema.STATE_VALIDATED, f"accepted ({eta})", span=span, at_ns=now_ns)
             outcome = schema.DECISION_ACCEPT
         else:
-            h._void(f"rejected: {reply.reason or 'no reason given'}", at_ns=now_ns, span=span)
+            h.void_attempt(
+                f"rejected: {reply.reason or 'no reason given'}", at_ns=now_ns, span=span
+            )
             outcome = reply.decision  # recorded as the peer said it
         state = h.state
 
@@ -206,14 +249,14 @@ class ValidationRound:
         written when it happens; a late answer adds a ``handoff.late_answer`` span."""
         h, span = self.h, self.span
         now_ns = h.clock.time_ns()
-        h._void("validation timeout", at_ns=now_ns, span=span)
+        h.void_attempt("validation timeout", at_ns=now_ns, span=span)
         h.tel.error(span, "validation timeout")
         h.tel.end(
             span,
             end_ns=now_ns,
             attributes={schema.DECISION: schema.DECISION_TIMEOUT, schema.STATE: schema.STATE_VOID},
         )
-        h._notify_void("validation timeout", background=True)
+        h.notify_void("validation timeout", background=True)
         h.tel.count(schema.PHASE_VALIDATE, schema.DECISION_TIMEOUT)
 
     def cancelled(self) -> None:
@@ -221,10 +264,10 @@ class ValidationRound:
         receiver."""
         h, span = self.h, self.span
         now_ns = h.clock.time_ns()
-        h._void("cancelled while waiting for the answer", at_ns=now_ns, span=span)
+        h.void_attempt("cancelled while waiting for the answer", at_ns=now_ns, span=span)
         h.tel.error(span, "cancelled while waiting for the answer")
         h.tel.end(span, end_ns=now_ns, attributes={schema.STATE: schema.STATE_VOID})
-        h._notify_void("cancelled", background=True)
+        h.notify_void("cancelled", background=True)
 
     def late(self, reply: Message | None, error: BaseException | None) -> None:
         """Real clock: an answer arrived after the timeout; record it, never act on it.
@@ -241,7 +284,7 @@ class ValidationRound:
             return
 
         def attributes() -> dict[str, Any]:
-            attrs = {**h._common, schema.ATTEMPT: reply.attempt}
+            attrs = {**h.common_attributes, schema.ATTEMPT: reply.attempt}
             attrs.update(self._answer_attributes(reply, latency_s))
             attrs[schema.LATE] = True
             attrs[schema.LATE_DECISION] = reply.decision

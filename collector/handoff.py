@@ -138,8 +138,13 @@ class Handoff:
     def __repr__(self) -> str:
         return f"Handoff({self.spec.task_id!r}, attempt={self.attempt}, state={self.state!r})"
 
+    # ------------------------------------------------------------------ the round's side
+    # What a ``ValidationRound`` (``collector.answers``) uses of its handoff, as
+    # ``answers.RoundHandoff`` spells it out: the shared span attributes, the state moves of
+    # the current attempt, and the peer, asked without raising.
     @property
-    def _common(self) -> dict[str, Any]:
+    def common_attributes(self) -> dict[str, Any]:
+        """The attributes every span of this handoff carries (``handoff.attempt`` is 0 here)."""
         # Built on first use: a handoff whose spans are not recorded never needs it.
         common = self._common_cache
         if common is None:
@@ -150,7 +155,7 @@ class Handoff:
 
     def _handoff_attributes(self) -> dict[str, Any]:
         attrs = {
-            **self._common,
+            **self.common_attributes,
             schema.SCHEMA_VERSION_KEY: schema.SCHEMA_VERSION,
             schema.GEN_AI_OPERATION_NAME: schema.OPERATION_HANDOFF,
             schema.GEN_AI_HANDOFF_SOURCE: self.sender.name,
@@ -174,7 +179,8 @@ class Handoff:
             attrs[schema.IDEMPOTENCY_KEY] = s.idempotency_key
         return attrs
 
-    def _move(self, target: str, reason: str, *, span: trace.Span, at_ns: int) -> None:
+    def transition(self, target: str, reason: str, *, span: trace.Span, at_ns: int) -> None:
+        """Move the current attempt to ``target`` and record the transition on ``span``."""
         assert self.machine is not None
         t = self.machine.move(target, reason)
         if span is not _INVALID:  # nothing to record on a span that is not
@@ -213,7 +219,7 @@ class Handoff:
 
         def propose_attributes() -> dict[str, Any]:
             attrs = {
-                **self._common,
+                **self.common_attributes,
                 schema.ATTEMPT: self.attempt,
                 schema.PHASE: schema.PHASE_PROPOSE,
                 schema.OUTPUT_SCHEMA: str(s.output_schema),
@@ -237,7 +243,7 @@ class Handoff:
             attributes=propose_attributes,
             parent=self._context,
         )
-        self._move(schema.STATE_PROPOSED, "proposed", span=propose, at_ns=start_ns)
+        self.transition(schema.STATE_PROPOSED, "proposed", span=propose, at_ns=start_ns)
         if usage is not None:
             cost = usage_attributes(sender.name, usage, sender.prices)[1]
             self.tel.usage(sender.name, schema.PHASE_PROPOSE, usage, cost)
@@ -250,7 +256,7 @@ class Handoff:
                 schema.SPAN_VALIDATE,
                 start_ns=sent_ns,
                 attributes=lambda: {
-                    **self._common,
+                    **self.common_attributes,
                     schema.ATTEMPT: self.attempt,
                     schema.PHASE: schema.PHASE_VALIDATE,
                     schema.VALIDATION_TIMEOUT_MS: round(s.validation_timeout_s * 1000),
@@ -304,11 +310,11 @@ class Handoff:
         self._next_attempt()
         proposal, validate, sent_ns = self._send_proposal(usage)
         if self.spec.mode != MODE_HANDSHAKE:
-            return self._two_step(self._request(proposal)[0])
+            return self._two_step(self.ask(proposal)[0])
         self._end_propose(acknowledged=True)
         round_ = ValidationRound(self, validate, sent_ns)
         if self.clock.virtual:
-            return round_.answered(*self._request(proposal))
+            return round_.answered(*self.ask(proposal))
         return round_.race(proposal)
 
     async def apropose(self, *, usage: Usage | None = None) -> Answer | Ack | None:
@@ -316,11 +322,11 @@ class Handoff:
         self._next_attempt()
         proposal, validate, sent_ns = self._send_proposal(usage)
         if self.spec.mode != MODE_HANDSHAKE:
-            return self._two_step((await self._arequest(proposal))[0])
+            return self._two_step((await self.aask(proposal))[0])
         self._end_propose(acknowledged=True)
         round_ = ValidationRound(self, validate, sent_ns)
         if self.clock.virtual:
-            return round_.answered(*await self._arequest(proposal))
+            return round_.answered(*await self.aask(proposal))
         return await round_.arace(proposal)
 
     # ------------------------------------------------------------------ transport
@@ -338,13 +344,16 @@ class Handoff:
             return reply
         return decode(await self.channel.arequest(message.to_dict()))
 
-    def _request(self, message: Message) -> tuple[Message | None, BaseException | None]:
+    def ask(self, message: Message) -> tuple[Message | None, BaseException | None]:
+        """Send ``message`` to the receiver: ``(reply, None)``, or ``(None, error)`` when the
+        peer failed. Never raises: a peer's failure is recorded by the caller."""
         try:
             return self._exchange(message), None
         except Exception as e:  # noqa: BLE001 - a peer's failure is recorded, not raised
             return None, e
 
-    async def _arequest(self, message: Message) -> tuple[Message | None, BaseException | None]:
+    async def aask(self, message: Message) -> tuple[Message | None, BaseException | None]:
+        """``ask()`` for asyncio."""
         try:
             return await self._aexchange(message), None
         except Exception as e:  # noqa: BLE001
@@ -354,22 +363,28 @@ class Handoff:
         acked = isinstance(reply, Ack)
         self._end_propose(acknowledged=acked)
         if not acked:
-            self._void("no acknowledgement", at_ns=self.clock.time_ns())
+            self.void_attempt("no acknowledgement", at_ns=self.clock.time_ns())
         return reply if acked else None  # type: ignore[return-value]
 
-    def _void(self, reason: str, *, at_ns: int, span: trace.Span | None = None) -> None:
+    def void_attempt(self, reason: str, *, at_ns: int, span: trace.Span | None = None) -> None:
+        """Void the current attempt, if it may still be voided, recording why on ``span``
+        (the ``handoff`` span by default). The receiver is not told: see ``notify_void``."""
         if self.machine is not None and self.machine.can(schema.STATE_VOID):
-            self._move(schema.STATE_VOID, reason, span=span or self.span, at_ns=at_ns)
+            self.transition(schema.STATE_VOID, reason, span=span or self.span, at_ns=at_ns)
 
-    def _notify_void(self, reason: str, *, background: bool = False) -> None:
+    def notify_void(self, reason: str, *, background: bool = False) -> None:
+        """Tell the receiver the current attempt is void (on its dispatcher when
+        ``background``, so a sender that gave up waiting does not wait again)."""
         notice = VoidNotice(self.spec.handoff_id, self.attempt, reason)
         if background:
-            for_peer(self.spec.receiver).submit(self._request, notice)
+            for_peer(self.spec.receiver).submit(self.ask, notice)
         else:
-            self._request(notice)
+            self.ask(notice)
 
     # ------------------------------------------------------------------ commit
-    def _commit_request(self, unchecked: bool) -> CommitRequest:
+    def commit_request(self, *, unchecked: bool = False) -> CommitRequest:
+        """The ``CommitRequest`` for the current attempt, not sent: for a framework that
+        carries the commit itself. Raises ``CommitWithoutAccept`` as ``commit()`` does."""
         mode = self.spec.mode
         if mode == MODE_FIRE_AND_FORGET:
             # A new attempt after a void one; a resend after a lost reply keeps its attempt.
@@ -421,13 +436,13 @@ class Handoff:
         commit anyway (a buggy sender, for fault injection: the receiver refuses and records
         it). A refusal for a different payload raises ``IdempotencyConflict``.
         """
-        request = self._commit_request(unchecked)
+        request = self.commit_request(unchecked=unchecked)
         reply = self._exchange(request)
         return self._committed(reply, unchecked)
 
     async def acommit(self, *, unchecked: bool = False) -> CommitResult:
         """``commit()`` for asyncio."""
-        request = self._commit_request(unchecked)
+        request = self.commit_request(unchecked=unchecked)
         reply = await self._aexchange(request)
         return self._committed(reply, unchecked)
 
@@ -440,9 +455,9 @@ class Handoff:
             return reply  # still accepted: the running execution's result may be asked for again
         if reply.ok:
             if self.machine is not None and self.machine.can(schema.STATE_COMMITTED):
-                self._move(schema.STATE_COMMITTED, reply.outcome, span=self.span, at_ns=now_ns)
+                self.transition(schema.STATE_COMMITTED, reply.outcome, span=self.span, at_ns=now_ns)
         else:
-            self._void(f"commit {reply.outcome}: {reply.error or ''}".strip(), at_ns=now_ns)
+            self.void_attempt(f"commit {reply.outcome}: {reply.error or ''}".strip(), at_ns=now_ns)
             if not unchecked and reply.error == schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT:
                 raise IdempotencyConflict(
                     self.spec.idempotency_key or "", stored="(receiver)", received=self.fingerprint
@@ -459,8 +474,8 @@ class Handoff:
     def cancel(self, reason: str = "cancelled by sender") -> None:
         """Void the current attempt (before commit) and tell the receiver."""
         if self.state in (schema.STATE_PROPOSED, schema.STATE_VALIDATED):
-            self._void(reason, at_ns=self.clock.time_ns())
-            self._notify_void(reason)
+            self.void_attempt(reason, at_ns=self.clock.time_ns())
+            self.notify_void(reason)
 
     def close(self) -> None:
         """End the ``handoff`` span with the final state. Idempotent.
@@ -476,7 +491,7 @@ class Handoff:
             self.state == schema.STATE_VALIDATED
             and now_ns // 1_000_000 > self.spec.deadline_unix_ms
         ):
-            self._void("commit deadline passed (presumed abort)", at_ns=now_ns)
+            self.void_attempt("commit deadline passed (presumed abort)", at_ns=now_ns)
         handoff_ended(self.spec.task_id, self.state)  # a void one fails its workflow run
         if self.span is not _INVALID:
             attrs: dict[str, Any] = {schema.ATTEMPTS: self.attempt}

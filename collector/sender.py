@@ -44,7 +44,7 @@ from collector.pricing import PriceTable
 from collector.records import fast_init
 from collector.telemetry import Telemetry
 
-__all__ = ["DEFAULT_DEADLINE_S", "HandoffOutcome", "RETRYABLE_REJECTS", "Sender"]
+__all__ = ["DEFAULT_DEADLINE_S", "HandoffOutcome", "RETRYABLE_REJECTS", "Sender", "outcome_of"]
 
 DEFAULT_DEADLINE_S = 300.0
 """Task deadline when a handoff names none: five minutes after it is opened."""
@@ -200,7 +200,7 @@ class Sender:
                         break
                 if not _should_retry(h, answer):
                     break
-            return _outcome(h)
+            return outcome_of(h)
 
     async def ahandoff(
         self, channel: Channel, *, usage: Usage | None = None, **options: Any
@@ -215,7 +215,7 @@ class Sender:
                         break
                 if not _should_retry(h, answer):
                     break
-            return _outcome(h)
+            return outcome_of(h)
 
 
 _FF = schema.MODE_FIRE_AND_FORGET
@@ -242,7 +242,7 @@ def _pause_before_asking_again(
     to_deadline = h.spec.deadline_unix_ms / 1000 - clock.time_ns() / 1e9
     waited = clock.monotonic() - started
     if pause >= to_deadline or (limit is not None and waited + pause > limit):
-        h._void("commit still in progress elsewhere; stopped asking", at_ns=clock.time_ns())
+        h.void_attempt("commit still in progress elsewhere; stopped asking", at_ns=clock.time_ns())
         return False
     return True
 
@@ -314,7 +314,9 @@ def _should_retry(h: Handoff, answer: Any) -> bool:
     return True
 
 
-def _outcome(h: Handoff) -> HandoffOutcome:
+def outcome_of(h: Handoff) -> HandoffOutcome:
+    """Where ``h`` stands now, as ``Sender.handoff()`` returns it (for a handoff run step by
+    step: ``Sender.open()``, ``propose()``, ``commit()``)."""
     return HandoffOutcome(
         handoff_id=h.spec.handoff_id,
         task_id=h.spec.task_id,

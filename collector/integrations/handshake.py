@@ -28,8 +28,7 @@ from collector.errors import ConfigurationError
 from collector.idempotency import IdempotencyStore, MemoryStore
 from collector.messages import OutputSchema
 from collector.receiving import Receiver
-from collector.sender import HandoffOutcome, Sender
-from collector.sender import _outcome as outcome_of  # a step-by-step handoff's outcome
+from collector.sender import HandoffOutcome, Sender, outcome_of
 from collector.work import Executor, Validator, Verdict, Work
 
 __all__ = [

@@ -147,7 +147,7 @@ def validated_handoff_tool(
             h.close()
             text = refusal(outcome_of(h), agent_name, timeout_s=validation_timeout_s)
             return ToolMessage(text, tool_call_id=tool_call_id, name=tool_name, status="error")
-        request = h._commit_request(False)
+        request = h.commit_request()
         _hold(request.handoff_id, h)
         eta = h.answer.eta_ms if h.answer is not None else None
         message = ToolMessage(

@@ -284,7 +284,7 @@ def test_through_serve_a_full_disk_after_the_task_is_a_409_in_doubt_never_a_503(
         assert isinstance(got.get("error"), CommitInDoubt), got
         # The same commit again, over the wire: 409 with its own error, no Retry-After.
         response = httpx.post(
-            server.url + wire.ROUTES["commit"], json=h._commit_request(True).to_dict()
+            server.url + wire.ROUTES["commit"], json=h.commit_request(unchecked=True).to_dict()
         )
         assert response.status_code == 409
         assert response.json()["error"] == schema.COMMIT_ERROR_IN_DOUBT
