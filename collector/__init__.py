@@ -37,6 +37,7 @@ from collector import schema
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from collector.acceptor import Receiver
     from collector.agents import AgentRole
     from collector.channel import Channel, InProcessChannel
     from collector.clock import Clock, SystemClock, VirtualClock
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
     from collector.policy import Decision, OrchestratorPolicy
     from collector.pricing import Price, PriceTable, default_prices, set_default_prices
     from collector.protocol import RejectReason, StateMachine, is_on_time
-    from collector.receiving import Receiver
     from collector.sender import HandoffOutcome, Sender
     from collector.sqlite_store import SQLiteStore
     from collector.sweeping import Sweeper
@@ -129,7 +129,7 @@ _HOMES: Final[dict[str, str]] = {
     "PriceTable": "collector.pricing",
     "Proposal": "collector.messages",
     "ProtocolError": "collector.errors",
-    "Receiver": "collector.receiving",
+    "Receiver": "collector.acceptor",
     "RejectReason": "collector.protocol",
     "RetryCapExceeded": "collector.errors",
     "SQLiteStore": "collector.sqlite_store",

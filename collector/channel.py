@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from collector.messages import Message, decode
 
 if TYPE_CHECKING:
-    from collector.receiving import Receiver
+    from collector.acceptor import Receiver
 
 __all__ = ["Channel", "InProcessChannel"]
 

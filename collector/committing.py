@@ -32,7 +32,7 @@ from collector.telemetry import model_usage_spans
 from collector.work import Work
 
 if TYPE_CHECKING:
-    from collector.receiving import Receiver
+    from collector.acceptor import Receiver
 
 __all__ = [
     "COMMIT_IN_DOUBT",

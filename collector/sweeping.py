@@ -19,8 +19,8 @@ from collector.errors import ConfigurationError
 from collector.messages import MODE_HANDSHAKE
 
 if TYPE_CHECKING:
+    from collector.acceptor import Receiver
     from collector.idempotency import Acceptance
-    from collector.receiving import Receiver
 
 __all__ = ["DEFAULT_SWEEP_INTERVAL_S", "Sweeper", "record_lapse"]
 

@@ -32,8 +32,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.id_generator import IdGenerator
 
+from collector.acceptor import Receiver
 from collector.clock import Clock, VirtualClock
-from collector.receiving import Receiver
 from collector.sender import Sender
 
 __all__ = ["SequentialIdGenerator", "SpanCapture", "handoff_spans"]

@@ -22,8 +22,8 @@ from a2a.types.a2a_pb2 import (
 
 from collector import __version__, schema
 from collector.a2a import codec, extension
+from collector.acceptor import Receiver
 from collector.errors import HandoffscopeError
-from collector.receiving import Receiver
 
 __all__ = ["ExtensionMissing", "agent_card", "declaration", "handshake_params"]
 

@@ -40,10 +40,10 @@ from starlette.concurrency import run_in_threadpool
 
 from collector import errors, schema
 from collector.a2a import codec, extension
+from collector.acceptor import Receiver
 from collector.http import schemas
 from collector.messages import Answer, CommitRequest, CommitResult, Proposal, decode
 from collector.messages import Message as HandshakeMessage
-from collector.receiving import Receiver
 
 __all__ = ["HandshakeExecutor", "PlainHandler"]
 

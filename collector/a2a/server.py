@@ -34,8 +34,8 @@ from collector.a2a import extension
 from collector.a2a.card import agent_card
 from collector.a2a.executor import HandshakeExecutor, PlainHandler
 from collector.a2a.tasks import RecentTaskStore
+from collector.acceptor import Receiver
 from collector.http import wire
-from collector.receiving import Receiver
 
 __all__ = ["a2a_app"]
 

@@ -15,9 +15,9 @@ from typing import Any
 import click
 
 from collector import environment_variables as ev
+from collector.acceptor import Receiver
 from collector.errors import ConfigurationError, HandoffscopeError
 from collector.http import wire
-from collector.receiving import Receiver
 
 __all__ = ["conformance", "load_receiver", "serve"]
 

@@ -23,8 +23,8 @@ import uuid
 from typing import Any, Final
 
 from collector import environment_variables as ev
+from collector.acceptor import Receiver
 from collector.idempotency import IdempotencyStore, MemoryStore
-from collector.receiving import Receiver
 from collector.work import Verdict, Work, accept, reject
 
 __all__ = [

@@ -34,10 +34,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from collector import errors, schema
+from collector.acceptor import Receiver
 from collector.errors import MessageError
 from collector.http import schemas, wire
 from collector.messages import CommitRequest, CommitResult, Message, Proposal, decode
-from collector.receiving import Receiver
 
 __all__ = ["handshake_app"]
 

@@ -22,12 +22,12 @@ from typing import Any
 from opentelemetry import trace
 
 from collector import schema
+from collector.acceptor import Receiver
 from collector.channel import InProcessChannel
 from collector.clock import Clock
 from collector.errors import ConfigurationError
 from collector.idempotency import IdempotencyStore, MemoryStore
 from collector.messages import OutputSchema
-from collector.receiving import Receiver
 from collector.sender import HandoffOutcome, Sender, outcome_of
 from collector.work import Executor, Validator, Verdict, Work
 

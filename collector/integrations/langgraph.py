@@ -33,6 +33,7 @@ from typing import Annotated, Any
 from opentelemetry import trace
 
 from collector import schema
+from collector.acceptor import Receiver
 from collector.channel import InProcessChannel
 from collector.clock import Clock
 from collector.errors import CommitWithoutAccept, ConfigurationError
@@ -45,7 +46,6 @@ from collector.integrations.handshake import (
     refusal,
 )
 from collector.messages import CommitRequest, CommitResult, OutputSchema, decode
-from collector.receiving import Receiver
 from collector.work import Validator, Work
 
 try:

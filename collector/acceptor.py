@@ -1,4 +1,7 @@
-"""The receiving side of a handoff: validate proposals, run accepted commits exactly once.
+"""The accepting side of a handoff (``Receiver``): validate proposals, run accepted commits once.
+
+Named for the acceptor of a propose/accept protocol; the OTLP server that receives spans is
+``collector.receiver``, another thing.
 
 A ``Receiver`` answers the messages of ``collector.messages`` (through ``handle()`` /
 ``ahandle()``, which take and return plain dicts, so any transport can carry them). What it
