@@ -27,9 +27,7 @@ exporters, or call ``configure_telemetry()`` (which needs the ``[sdk]`` extra).
 
 from __future__ import annotations
 
-import sys
 from importlib import import_module
-from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
 from collector import schema
@@ -90,7 +88,7 @@ if TYPE_CHECKING:
     from collector.sweeping import Sweeper
     from collector.telemetry import Telemetry
     from collector.work import Verdict, Work, accept, reject
-    from collector.workflow import Workflow, workflow
+    from collector.workflow_run import Workflow, workflow
 
 # Each public name is imported from its module on first use, so that `import collector`
 # (and `import collector.schema`, which every auditor command does) loads only what is used:
@@ -146,7 +144,7 @@ _HOMES: Final[dict[str, str]] = {
     "VirtualClock": "collector.clock",
     "VoidNotice": "collector.messages",
     "Work": "collector.work",
-    "Workflow": "collector.workflow",
+    "Workflow": "collector.workflow_run",
     "accept": "collector.work",
     "configure_telemetry": "collector.configure",
     "decode": "collector.messages",
@@ -156,7 +154,7 @@ _HOMES: Final[dict[str, str]] = {
     "is_on_time": "collector.protocol",
     "reject": "collector.work",
     "set_default_prices": "collector.pricing",
-    "workflow": "collector.workflow",
+    "workflow": "collector.workflow_run",
 }
 
 
@@ -171,23 +169,6 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
-
-
-class _Package(ModuleType):
-    """This package as a module whose ``workflow`` stays the public decorator.
-
-    ``workflow`` also names a submodule, and the import system sets a package's attribute to
-    each submodule it loads: once imported by its own name, the module would shadow the
-    decorator for ``from collector import workflow``.
-    """
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if name == "workflow" and isinstance(value, ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 __all__ = [

@@ -53,7 +53,7 @@ from collector.messages import (
 from collector.protocol import StateMachine
 from collector.records import fast_init
 from collector.telemetry import usage_attributes
-from collector.workflow import handoff_ended
+from collector.workflow_run import handoff_ended
 
 if TYPE_CHECKING:
     from collector.sender import Sender

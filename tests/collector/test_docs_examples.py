@@ -48,7 +48,9 @@ def test_package_docstring_quickstart_runs():
     exec(compile(textwrap.dedent(block), "collector.__doc__", "exec"), {})
 
 
-@pytest.mark.parametrize("module", ["collector.clock", "collector.pricing", "collector.workflow"])
+@pytest.mark.parametrize(
+    "module", ["collector.clock", "collector.pricing", "collector.workflow_run"]
+)
 def test_module_doctests(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

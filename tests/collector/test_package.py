@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,18 +113,25 @@ def test_the_http_package_loads_neither_the_server_runner_nor_the_sdk():
 def test_the_auditor_loads_only_the_collector_modules_it_uses():
     # Every command imports the auditor; the handshake machinery (asyncio, the OpenTelemetry
     # API) is collector's, loaded when one of its names is first used.
-    loaded = _loaded_after("auditor.audit, auditor.commands, auditor.load")
+    loaded = _loaded_after("auditor.audit, auditor.commands, auditor.loading.load")
     assert _of(loaded, ["asyncio", "opentelemetry"]) == []
     assert "collector.handoff" not in loaded
 
 
 def test_a_public_name_is_its_modules_own_even_when_the_module_was_imported_first():
     code = (
-        "import collector.workflow, collector.sender, json, sys;"
+        "import collector.workflow_run, collector.sender, json, sys;"
         " from collector import workflow, Sender;"
-        " module = sys.modules['collector.workflow'];"
+        " module = sys.modules['collector.workflow_run'];"
         " print(json.dumps([workflow is module.workflow, Sender is collector.sender.Sender,"
         " callable(workflow) and not isinstance(workflow, type(module))]))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == [True, True, True]
+
+
+def test_no_submodule_is_named_like_a_public_name():
+    # Importing a submodule sets the package's attribute of that name to the module, which
+    # would then hide a public name spelled the same ("schema" is public as the module).
+    submodules = {m.name for m in pkgutil.iter_modules(collector.__path__)}
+    assert submodules & set(collector.__all__) == {"schema"}
