@@ -84,10 +84,10 @@ class ValidationRound:
     """One attempt's wait for its answer, and the ``handoff.validate`` span that records it."""
 
     def __init__(self, handoff: RoundHandoff, span: trace.Span, sent_ns: int) -> None:
-        self.h = handoff
+        self.handoff = handoff
         self.span = span
         self.sent_ns = sent_ns
-        self.t0 = handoff.clock.monotonic()
+        self.started = handoff.clock.monotonic()
 
     # ------------------------------------------------------------------ waiting
     def race(self, proposal: Proposal) -> Answer | None:
@@ -96,13 +96,13 @@ class ValidationRound:
         The clock starts when a thread sends the request, so waiting for a thread never
         counts against it; if none is free within a whole timeout, the attempt is void.
         """
-        h = self.h
+        h = self.handoff
         timeout = h.spec.validation_timeout_s
         ctx = contextvars.copy_context()
         left = threading.Event()
 
         def send() -> Reply:
-            self.t0 = h.clock.monotonic()
+            self.started = h.clock.monotonic()
             left.set()
             return ctx.run(h.ask, proposal)
 
@@ -120,7 +120,7 @@ class ValidationRound:
             left.wait()
             try:  # the clock started when the request left, not when it was queued
                 reply, error = job.future.result(
-                    timeout=max(0.0, timeout - (h.clock.monotonic() - self.t0))
+                    timeout=max(0.0, timeout - (h.clock.monotonic() - self.started))
                 )
             except FutureTimeout:
                 self.timed_out()
@@ -133,7 +133,7 @@ class ValidationRound:
 
         Cancelling the caller cancels the request and voids the attempt.
         """
-        h = self.h
+        h = self.handoff
         task = asyncio.ensure_future(h.aask(proposal))
         try:
             reply, error = await asyncio.wait_for(
@@ -160,7 +160,7 @@ class ValidationRound:
 
     # ------------------------------------------------------------------ recording
     def _answer_attributes(self, answer: Answer, latency_s: float) -> dict[str, Any]:
-        h = self.h
+        h = self.handoff
         agent = answer.receiver or h.spec.receiver
         attrs = usage_attributes(agent, answer.usage, h.sender.prices)[0]
         attrs[schema.VALIDATION_LATENCY_MS] = latency_s * 1000
@@ -171,7 +171,7 @@ class ValidationRound:
         return attrs
 
     def _metrics(self, answer: Answer, latency_s: float, outcome: str) -> None:
-        h = self.h
+        h = self.handoff
         if not h.tel.metering:
             return
         h.tel.latency(latency_s, sender=h.sender.name, receiver=h.spec.receiver, decision=outcome)
@@ -183,8 +183,8 @@ class ValidationRound:
 
     def answered(self, reply: Message | None, error: BaseException | None) -> Answer | None:
         """Something came back while the sender was still waiting (or, virtually, at all)."""
-        h, span = self.h, self.span
-        latency_s = h.clock.monotonic() - self.t0
+        h, span = self.handoff, self.span
+        latency_s = h.clock.monotonic() - self.started
         timeout = h.spec.validation_timeout_s
         now_ns = h.clock.time_ns()
         if not isinstance(reply, Answer) or reply.attempt != h.attempt:
@@ -247,7 +247,7 @@ class ValidationRound:
     def timed_out(self) -> None:
         """Real clock: the timeout fired first. Void now and end the span now: the evidence is
         written when it happens; a late answer adds a ``handoff.late_answer`` span."""
-        h, span = self.h, self.span
+        h, span = self.handoff, self.span
         now_ns = h.clock.time_ns()
         h.void_attempt("validation timeout", at_ns=now_ns, span=span)
         h.tel.error(span, "validation timeout")
@@ -262,7 +262,7 @@ class ValidationRound:
     def cancelled(self) -> None:
         """The caller cancelled the wait (asyncio): void the attempt, end the span, tell the
         receiver."""
-        h, span = self.h, self.span
+        h, span = self.handoff, self.span
         now_ns = h.clock.time_ns()
         h.void_attempt("cancelled while waiting for the answer", at_ns=now_ns, span=span)
         h.tel.error(span, "cancelled while waiting for the answer")
@@ -275,8 +275,8 @@ class ValidationRound:
         Recorded as a ``handoff.late_answer`` span, a child of the (ended) validate span, from
         proposal sent to answer received, unless it came after the late-answer window.
         """
-        h = self.h
-        latency_s = h.clock.monotonic() - self.t0
+        h = self.handoff
+        latency_s = h.clock.monotonic() - self.started
         if not isinstance(reply, Answer) or latency_s > h.sender.late_answer_window_s:
             return
         self._metrics(reply, latency_s, schema.DECISION_TIMEOUT)

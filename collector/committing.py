@@ -61,13 +61,13 @@ class CommitRun:
     """The receiver-side handling of one commit request."""
 
     def __init__(self, receiver: Receiver, request: CommitRequest) -> None:
-        self.r = receiver
-        self.c = request
+        self.receiver = receiver
+        self.request = request
         self.clock = receiver.clock
         self.tel = receiver.telemetry
         self.start_ns = self.clock.time_ns()
         self.span: trace.Span = trace.INVALID_SPAN
-        self.fp = ""
+        self.fingerprint = ""
 
     # ------------------------------------------------------------------ entry points
     def sync(self) -> CommitResult:
@@ -88,7 +88,7 @@ class CommitRun:
         """
         try:
             early = self._begin()
-            if early is not None or not self.c.idempotency_key:
+            if early is not None or not self.request.idempotency_key:
                 return early, None
             claim = self._claim()
             decided = self._decide(claim)
@@ -96,16 +96,20 @@ class CommitRun:
                 return decided, None
             return self._lost(claim.token), claim.token
         except StoreError:
-            known = getattr(self.r.store, "known_doubt", None)
-            why = known(self.r.name, self.c.idempotency_key) if known is not None else None
+            known = getattr(self.receiver.store, "known_doubt", None)
+            why = (
+                known(self.receiver.name, self.request.idempotency_key)
+                if known is not None
+                else None
+            )
             if why is None:
                 raise
             return self._refuse(COMMIT_IN_DOUBT, _doubt_detail(why)), None
 
     # ------------------------------------------------------------------ steps
     def _begin(self) -> CommitResult | None:
-        c = self.c
-        self.fp = fingerprint(c.payload)
+        c = self.request
+        self.fingerprint = fingerprint(c.payload)
 
         def attributes() -> dict[str, Any]:
             attrs: dict[str, Any] = {
@@ -117,7 +121,7 @@ class CommitRun:
                 schema.MAX_ATTEMPTS: c.max_attempts,
                 schema.PHASE: schema.PHASE_COMMIT,
                 schema.HANDOFF_MODE: c.mode,
-                schema.PAYLOAD_FINGERPRINT: self.fp,
+                schema.PAYLOAD_FINGERPRINT: self.fingerprint,
             }
             if c.idempotency_key:
                 attrs[schema.IDEMPOTENCY_KEY] = c.idempotency_key
@@ -132,7 +136,7 @@ class CommitRun:
         return self._check()
 
     def _check(self) -> CommitResult | None:
-        c, r = self.c, self.r
+        c, r = self.request, self.receiver
         if c.mode != MODE_HANDSHAKE:
             if not r.allow_legacy_modes:
                 return self._refuse(
@@ -151,7 +155,7 @@ class CommitRun:
             return self._refuse(COMMIT_WITHOUT_ACCEPT, "this attempt is void")
         if acc.state not in (schema.STATE_VALIDATED, schema.STATE_COMMITTED):
             return self._refuse(COMMIT_WITHOUT_ACCEPT, f"this attempt is {acc.state}")
-        if acc.fingerprint != self.fp:
+        if acc.fingerprint != self.fingerprint:
             return self._refuse(IDEMPOTENCY_CONFLICT, "payload differs from the accepted one")
         now_ms = self.clock.time_ns() // 1_000_000
         if acc.state == schema.STATE_VALIDATED and now_ms > acc.deadline_ms:
@@ -176,13 +180,13 @@ class CommitRun:
     def _claim(self) -> Claim:
         # Leases are timed on the monotonic clock: a step of the wall clock cannot age one.
         # ``rerun_lost`` is passed only when set, so stores written before it still fit.
-        return self.r.store.claim(
-            self.r.name,
-            self.c.idempotency_key or "",
-            self.fp,
+        return self.receiver.store.claim(
+            self.receiver.name,
+            self.request.idempotency_key or "",
+            self.fingerprint,
             now_ms=int(self.clock.monotonic() * 1000),
-            lease_ms=self.r.lease_ms,
-            **({"rerun_lost": True} if self.r.rerun_lost_claims else {}),
+            lease_ms=self.receiver.lease_ms,
+            **({"rerun_lost": True} if self.receiver.rerun_lost_claims else {}),
         )
 
     def _lost(self, token: str | None) -> CommitResult | None:
@@ -191,7 +195,7 @@ class CommitRun:
         A sweep voids an expired accept only while no commit holds its key, so reading it
         again once the key is held closes the gap between the check and the claim.
         """
-        c, r = self.c, self.r
+        c, r = self.request, self.receiver
         if c.mode != MODE_HANDSHAKE:
             return None
         acc = r.store.load_acceptance(r.name, c.handoff_id, c.attempt)
@@ -225,25 +229,27 @@ class CommitRun:
 
     def _heartbeat(self, token: str | None) -> int | None:
         """Renew the claim every third of the lease while the executor runs."""
-        renew = getattr(self.r.store, "renew", None)
+        renew = getattr(self.receiver.store, "renew", None)
         if token is None or renew is None:
             return None
         store_renew, clock = renew, self.clock
         return heartbeats().add(
-            self.r.lease_ms / 3000,
+            self.receiver.lease_ms / 3000,
             lambda: bool(store_renew(token, now_ms=int(clock.monotonic() * 1000))),
         )
 
     def _work(self) -> Work:
-        c = self.c
-        return Work(self.r.name, schema.PHASE_COMMIT, c.task_id, c.payload, self.clock, commit=c)
+        c = self.request
+        return Work(
+            self.receiver.name, schema.PHASE_COMMIT, c.task_id, c.payload, self.clock, commit=c
+        )
 
     def _execute_sync(self, token: str | None) -> CommitResult:
         work = self._work()
         ctx_token = None if self.span is _INVALID else self.tel.activate(self.span)
         beat = self._heartbeat(token)
         try:
-            out = self.r.executor(work)
+            out = self.receiver.executor(work)
             if type(out) not in _PLAIN and asyncio.iscoroutine(out):
                 out.close()
                 raise TypeError("the executor is async: use ahandle()/the async API with it")
@@ -261,7 +267,7 @@ class CommitRun:
         ctx_token = self.tel.activate(self.span)
         beat = self._heartbeat(token)
         try:
-            out = await off_the_loop(self.r.executor, work, self.r.dispatcher())
+            out = await off_the_loop(self.receiver.executor, work, self.receiver.dispatcher())
             return self._executed(out, token, work)
         except Exception as e:  # noqa: BLE001
             return self._failed(e, token, work)
@@ -284,7 +290,7 @@ class CommitRun:
 
     # ------------------------------------------------------------------ endings
     def _executed(self, out: Any, token: str | None, work: Work) -> CommitResult:
-        c, r = self.c, self.r
+        c, r = self.request, self.receiver
         result, status, extra = describe_result(out)
         # Stored and returned in JSON form, so the first answer and every replay are equal.
         result = json_copy(result)
@@ -294,7 +300,7 @@ class CommitRun:
                 StoredResult(
                     receiver=r.name,
                     key=c.idempotency_key or "",
-                    fingerprint=self.fp,
+                    fingerprint=self.fingerprint,
                     status=status,
                     result=result,
                     handoff_id=c.handoff_id,
@@ -359,11 +365,11 @@ class CommitRun:
     ) -> CommitResult:
         """The task ran and its result could not be written: keep the key in doubt (never
         released, so never run again) and say so."""
-        r = self.r
+        r = self.receiver
         why = f"the task ran but its result could not be stored: {e}"
         mark = getattr(r.store, "mark_in_doubt", None)
         if mark is not None:
-            key = self.c.idempotency_key or ""
+            key = self.request.idempotency_key or ""
             try:
                 written = bool(mark(r.name, key, token, why))
             except Exception:  # noqa: BLE001 - the claim row itself still holds the key
@@ -373,12 +379,12 @@ class CommitRun:
                 # Written by the heartbeat thread once the store takes writes again, so that
                 # other processes and `handoffscope store` see the doubt too.
                 heartbeats().add(r.lease_ms / 3000, lambda: not mark(r.name, key, token, why))
-        log.error("handoffscope: key %r is in doubt: %s", self.c.idempotency_key, why)
+        log.error("handoffscope: key %r is in doubt: %s", self.request.idempotency_key, why)
         self.tel.record_exception(self.span, e, self.clock.time_ns())
         return self._finish(schema.OUTCOME_REFUSED, status, None, COMMIT_IN_DOUBT, why, work, extra)
 
     def _failed(self, e: BaseException, token: str | None, work: Work) -> CommitResult:
-        c, r = self.c, self.r
+        c, r = self.request, self.receiver
         try:
             if token is not None:
                 r.store.release(token)
@@ -412,7 +418,7 @@ class CommitRun:
         work: Work | None,
         extra: dict[str, Any],
     ) -> CommitResult:
-        c, r = self.c, self.r
+        c, r = self.request, self.receiver
         ok = outcome in (schema.OUTCOME_EXECUTED, schema.OUTCOME_REPLAYED)
         usage = work.usage if work is not None else None
         phase_cost: float | None = None

@@ -66,12 +66,12 @@ class Peer:
         self.client = client
         self.token = token
         self.run = uuid.uuid4().hex[:12]
-        self._n = 0
+        self._issued = 0
 
     def ids(self) -> tuple[str, str]:
         """A fresh (handoff id, idempotency key)."""
-        self._n += 1
-        return f"conf-{self.run}-{self._n}", f"conf-key-{self.run}-{self._n}"
+        self._issued += 1
+        return f"conf-{self.run}-{self._issued}", f"conf-key-{self.run}-{self._issued}"
 
     def headers(self, *, auth: bool = True) -> dict[str, str]:
         h = {"content-type": wire.CONTENT_TYPE}
