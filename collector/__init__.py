@@ -65,9 +65,9 @@ if TYPE_CHECKING:
         Claim,
         IdempotencyStore,
         InDoubt,
-        MemoryStore,
         StoredResult,
     )
+    from collector.memory_store import MemoryStore
     from collector.messages import (
         Ack,
         Answer,
@@ -119,7 +119,7 @@ _HOMES: Final[dict[str, str]] = {
     "IllegalTransition": "collector.errors",
     "InDoubt": "collector.idempotency",
     "InProcessChannel": "collector.channel",
-    "MemoryStore": "collector.idempotency",
+    "MemoryStore": "collector.memory_store",
     "MessageError": "collector.errors",
     "OrchestratorPolicy": "collector.policy",
     "OutputSchema": "collector.messages",

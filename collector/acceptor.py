@@ -46,8 +46,8 @@ from collector.idempotency import (
     DEFAULT_TTL_MS,
     Acceptance,
     IdempotencyStore,
-    MemoryStore,
 )
+from collector.memory_store import MemoryStore
 from collector.messages import (
     MODE_HANDSHAKE,
     MODE_TWO_STEP,

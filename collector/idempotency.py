@@ -44,12 +44,9 @@ when), so a commit after a receiver restart is still honoured by a durable store
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from collector.records import fast_init
-
-if TYPE_CHECKING:
-    from collector.memory_store import MemoryStore
 
 __all__ = [
     "Acceptance",
@@ -58,7 +55,6 @@ __all__ = [
     "DEFAULT_TTL_MS",
     "IdempotencyStore",
     "InDoubt",
-    "MemoryStore",
     "StoredResult",
     "resolved_result",
 ]
@@ -237,13 +233,3 @@ class IdempotencyStore(Protocol):
         acceptances (state ``void``), earliest deadline first.
         """
         ...
-
-
-def __getattr__(name: str) -> Any:
-    # ``MemoryStore`` lived here and is still importable from here; it is loaded on first use
-    # because its module imports this one.
-    if name == "MemoryStore":
-        from collector.memory_store import MemoryStore
-
-        return MemoryStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,7 +24,8 @@ from typing import Any, Final
 
 from collector import environment_variables as ev
 from collector.acceptor import Receiver
-from collector.idempotency import IdempotencyStore, MemoryStore
+from collector.idempotency import IdempotencyStore
+from collector.memory_store import MemoryStore
 from collector.work import Verdict, Work, accept, reject
 
 __all__ = [

@@ -26,7 +26,8 @@ from collector.acceptor import Receiver
 from collector.channel import InProcessChannel
 from collector.clock import Clock
 from collector.errors import ConfigurationError
-from collector.idempotency import IdempotencyStore, MemoryStore
+from collector.idempotency import IdempotencyStore
+from collector.memory_store import MemoryStore
 from collector.messages import OutputSchema
 from collector.sender import HandoffOutcome, Sender, outcome_of
 from collector.work import Executor, Validator, Verdict, Work
