@@ -57,7 +57,7 @@ class A2APeer(http_kit.Peer):
         except (A2AHandshakeError, HandoffscopeError, A2AClientError) as e:
             raise Failed(f"{kind}: {e}") from e
         if body.get("kind") != expect_kind:
-            raise Failed(f"{kind}: expected a {expect_kind} reply, got {http_kit._short(body)}")
+            raise Failed(f"{kind}: expected a {expect_kind} reply, got {http_kit.shorten(body)}")
         want = _expected_state(body)
         got = TaskState.Name(task.status.state)
         expect(got == want, f"{kind}: a {_what(body)} must end its task {want}, got {got}")
@@ -128,7 +128,7 @@ def not_activated(peer: A2APeer) -> str:
         )
         # Nothing was accepted: a commit (activated, this time) is refused.
         result = peer.reply("commit", peer.commit(p), "commit_result")
-        http_kit._refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit after it")
+        http_kit.expect_refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit after it")
         return f"refused {e.code}; nothing accepted"
     except HandoffscopeError:
         return "ignored (an ordinary task without the handshake's metadata)"
@@ -147,7 +147,7 @@ def malformed(peer: A2APeer) -> str:
         state = TaskState.Name(task.status.state)
         expect(state == "TASK_STATE_REJECTED", f"expected TASK_STATE_REJECTED, got {state}")
         return f"rejected {e.code} naming /attempt"
-    raise Failed(f"a malformed proposal was answered: {http_kit._short(body)}")
+    raise Failed(f"a malformed proposal was answered: {http_kit.shorten(body)}")
 
 
 def unauthorized(peer: A2APeer) -> str:

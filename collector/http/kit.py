@@ -87,9 +87,9 @@ class Peer:
         response = self.post(kind, message)
         body = _json(response)
         if response.status_code != 200:
-            raise Failed(f"{kind}: expected 200, got {response.status_code} {_short(body)}")
+            raise Failed(f"{kind}: expected 200, got {response.status_code} {shorten(body)}")
         if not isinstance(body, dict) or body.get("kind") != expect_kind:
-            raise Failed(f"{kind}: expected a {expect_kind} reply, got {_short(body)}")
+            raise Failed(f"{kind}: expected a {expect_kind} reply, got {shorten(body)}")
         return body
 
     def proposal(self, handoff_id: str, key: str | None, **changes: Any) -> dict[str, Any]:
@@ -131,7 +131,7 @@ class Peer:
         handoff_id, key = self.ids()
         p = self.proposal(handoff_id, key, **changes)
         answer = self.reply("propose", p, "answer")
-        expect(answer.get("decision") == "accept", f"expected an accept, got {_short(answer)}")
+        expect(answer.get("decision") == "accept", f"expected an accept, got {shorten(answer)}")
         return p
 
 
@@ -148,15 +148,17 @@ def _json(response: httpx.Response) -> Any:
         return response.text[:120]
 
 
-def _short(value: Any) -> str:
+def shorten(value: Any) -> str:
+    """``value`` as text of at most 160 characters, for a failure message."""
     text = str(value)
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def _refused(result: dict[str, Any], error: str, what: str) -> None:
+def expect_refused(result: dict[str, Any], error: str, what: str) -> None:
+    """Fail unless the commit ``result`` was refused with ``error``; ``what`` names the step."""
     expect(
         result.get("outcome") == schema.OUTCOME_REFUSED and result.get("error") == error,
-        f"{what}: expected outcome refused with error {error}, got {_short(result)}",
+        f"{what}: expected outcome refused with error {error}, got {shorten(result)}",
     )
 
 
@@ -171,15 +173,15 @@ def accept_with_eta(peer: Peer) -> str:
     handoff_id, key = peer.ids()
     p = peer.proposal(handoff_id, key, asks={"eta_ms": 1500})
     answer = peer.reply("propose", p, "answer")
-    expect(answer.get("decision") == "accept", f"expected accept, got {_short(answer)}")
+    expect(answer.get("decision") == "accept", f"expected accept, got {shorten(answer)}")
     eta = answer.get("eta_ms")
     expect(isinstance(eta, int) and eta >= 0, f"an accept needs eta_ms >= 0, got {eta!r}")
     expect(
         answer.get("handoff_id") == handoff_id and answer.get("attempt") == 1,
-        f"the answer must echo handoff_id and attempt, got {_short(answer)}",
+        f"the answer must echo handoff_id and attempt, got {shorten(answer)}",
     )
     result = peer.reply("commit", peer.commit(p), "commit_result")
-    expect(result.get("outcome") == schema.OUTCOME_EXECUTED, f"commit: {_short(result)}")
+    expect(result.get("outcome") == schema.OUTCOME_EXECUTED, f"commit: {shorten(result)}")
     return f"accept, eta_ms={eta}; commit executed"
 
 
@@ -190,10 +192,10 @@ def reject_with_reason(peer: Peer) -> str:
     answer = peer.reply("propose", p, "answer")
     expect(
         answer.get("decision") == "reject" and answer.get("reason") == reason,
-        f"expected reject with reason {reason}, got {_short(answer)}",
+        f"expected reject with reason {reason}, got {shorten(answer)}",
     )
     result = peer.reply("commit", peer.commit(p), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit after a reject")
+    expect_refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit after a reject")
     return f"reject, reason={reason}; commit refused"
 
 
@@ -203,7 +205,7 @@ def missing_key(peer: Peer) -> str:
     expect(
         answer.get("decision") == "reject"
         and answer.get("reason") == schema.REJECT_MISSING_IDEMPOTENCY_KEY,
-        f"expected reject missing_idempotency_key, got {_short(answer)}",
+        f"expected reject missing_idempotency_key, got {shorten(answer)}",
     )
     return "reject, reason=missing_idempotency_key"
 
@@ -215,7 +217,7 @@ def schema_mismatch(peer: Peer) -> str:
     expect(
         answer.get("decision") == "reject"
         and answer.get("reason") == schema.REJECT_SCHEMA_MISMATCH,
-        f"expected reject schema_mismatch for {UNKNOWN_SCHEMA}, got {_short(answer)}",
+        f"expected reject schema_mismatch for {UNKNOWN_SCHEMA}, got {shorten(answer)}",
     )
     return "reject, reason=schema_mismatch"
 
@@ -231,22 +233,22 @@ def timeout(peer: Peer) -> str:
     # The receiver answered after the clock by its own measure: its accept is void even
     # before the sender says so, and stays void once it does.
     result = peer.reply("commit", peer.commit(p), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a late-answered attempt")
+    expect_refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a late-answered attempt")
     peer.reply("void", VoidNotice(handoff_id, 1, "validation timeout").to_dict(), "void")
     result = peer.reply("commit", peer.commit(p), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a voided attempt")
+    expect_refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a voided attempt")
     return f"late {answer.get('decision')} after {took_ms:.0f} ms; commits refused"
 
 
 def replay(peer: Peer) -> str:
     p = peer.accepted()
     first = peer.reply("commit", peer.commit(p), "commit_result")
-    expect(first.get("outcome") == schema.OUTCOME_EXECUTED, f"first commit: {_short(first)}")
+    expect(first.get("outcome") == schema.OUTCOME_EXECUTED, f"first commit: {shorten(first)}")
     second = peer.reply("commit", peer.commit(p), "commit_result")
-    expect(second.get("outcome") == schema.OUTCOME_REPLAYED, f"second commit: {_short(second)}")
+    expect(second.get("outcome") == schema.OUTCOME_REPLAYED, f"second commit: {shorten(second)}")
     expect(
         second.get("result") == first.get("result") and second.get("status") == first.get("status"),
-        f"a replay must return the stored result: {_short(first)} then {_short(second)}",
+        f"a replay must return the stored result: {shorten(first)} then {shorten(second)}",
     )
     return "executed, then replayed with the same result"
 
@@ -255,16 +257,16 @@ def payload_conflict(peer: Peer) -> str:
     p = peer.accepted()
     other = {"topic": "a different payload"}
     result = peer.reply("commit", peer.commit(p, payload=other), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT, "commit with another payload")
+    expect_refused(result, schema.COMMIT_ERROR_IDEMPOTENCY_CONFLICT, "commit with another payload")
     done = peer.reply("commit", peer.commit(p), "commit_result")
-    expect(done.get("outcome") == schema.OUTCOME_EXECUTED, f"commit: {_short(done)}")
+    expect(done.get("outcome") == schema.OUTCOME_EXECUTED, f"commit: {shorten(done)}")
     handoff_id, _ = peer.ids()
     reused = peer.proposal(handoff_id, p["idempotency_key"], payload=other)
     answer = peer.reply("propose", reused, "answer")
     expect(
         answer.get("decision") == "reject"
         and answer.get("reason") == schema.REJECT_DUPLICATE_KEY_CONFLICT,
-        f"a used key with another payload: expected duplicate_key_conflict, got {_short(answer)}",
+        f"a used key with another payload: expected duplicate_key_conflict, got {shorten(answer)}",
     )
     return "commit refused IdempotencyConflict; re-proposal rejected duplicate_key_conflict"
 
@@ -272,7 +274,7 @@ def payload_conflict(peer: Peer) -> str:
 def commit_without_accept(peer: Peer) -> str:
     handoff_id, key = peer.ids()
     result = peer.reply("commit", peer.commit(peer.proposal(handoff_id, key)), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a never-proposed handoff")
+    expect_refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit of a never-proposed handoff")
     return "refused CommitWithoutAccept"
 
 
@@ -280,9 +282,9 @@ def void(peer: Peer) -> str:
     p = peer.accepted()
     notice = VoidNotice(p["handoff_id"], 1, "cancelled by the kit").to_dict()
     echo = peer.reply("void", notice, "void")
-    expect(echo.get("handoff_id") == p["handoff_id"], f"void echo: {_short(echo)}")
+    expect(echo.get("handoff_id") == p["handoff_id"], f"void echo: {shorten(echo)}")
     result = peer.reply("commit", peer.commit(p), "commit_result")
-    _refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit after void")
+    expect_refused(result, schema.COMMIT_ERROR_WITHOUT_ACCEPT, "commit after void")
     return "void echoed; commit refused"
 
 
@@ -295,14 +297,15 @@ def malformed(peer: Peer) -> str:
     expect(response.status_code == 400, f"expected 400, got {response.status_code}")
     expect(
         isinstance(body, dict) and body.get("field") == "/attempt",
-        f"the 400 must name field /attempt, got {_short(body)}",
+        f"the 400 must name field /attempt, got {shorten(body)}",
     )
     del p["attempt"]
     response = peer.post("propose", p)
     body = _json(response)
     expect(
         response.status_code == 400 and isinstance(body, dict) and body.get("field") == "/attempt",
-        f"a missing field: expected 400 naming /attempt, got {response.status_code} {_short(body)}",
+        "a missing field: expected 400 naming /attempt, got "
+        f"{response.status_code} {shorten(body)}",
     )
     return "400 naming /attempt"
 
