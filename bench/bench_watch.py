@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from auditor.loading.load import load_traces  # noqa: E402
+from auditor import load_traces  # noqa: E402
 from auditor.watch import StreamSink, Watcher, WatchSettings  # noqa: E402
 from auditor.watch.watcher import RunSummary  # noqa: E402
 from tests.support.watch import otlp_line, validate_span  # noqa: E402
