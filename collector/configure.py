@@ -36,6 +36,7 @@ from typing import Any
 
 from collector import environment_variables as ev
 from collector.errors import ConfigurationError
+from collector.shutdown import flush_on_sigterm as install_sigterm_flush
 
 __all__ = [
     "METRIC_FILE_ENV",
@@ -127,7 +128,7 @@ def configure_telemetry(
     def processor(exporter: Any) -> Any:
         if not sync_evidence:
             return BatchSpanProcessor(exporter)
-        from collector.evidence import EvidenceFirst
+        from collector.evidence import EvidenceFirst  # the SDK, like every import here
 
         return EvidenceFirst(BatchSpanProcessor(exporter), exporter)
 
@@ -142,9 +143,7 @@ def configure_telemetry(
         tracer_provider.add_span_processor(processor(FileSpanExporter(_writable(trace_path))))
         setup.exporters.append(f"file:{trace_path}")
 
-    metric_path = (
-        metric_file if metric_file is not None else ev.read(METRIC_FILE_ENV) or None
-    )
+    metric_path = metric_file if metric_file is not None else ev.read(METRIC_FILE_ENV) or None
     if metrics and (protocol is not None or metric_path is not None):
         setup.meter_provider = _meter_provider(resource, protocol, metric_path, metric_interval_s)
         if metric_path is not None:
@@ -158,9 +157,7 @@ def configure_telemetry(
         if setup.meter_provider is not None:
             otel_metrics.set_meter_provider(setup.meter_provider)
     if flush_on_sigterm:
-        from collector.shutdown import flush_on_sigterm as install
-
-        install(lambda: setup.force_flush(SIGTERM_FLUSH_TIMEOUT_MS))
+        install_sigterm_flush(lambda: setup.force_flush(SIGTERM_FLUSH_TIMEOUT_MS))
     return setup
 
 

@@ -30,6 +30,7 @@ from collector import schema
 from collector.agents import AgentRole
 from collector.channel import Channel
 from collector.clock import Clock, SystemClock
+from collector.envelope import CommitmentEnvelope, HandoffMessage
 from collector.errors import ConfigurationError, HandoffscopeError
 from collector.handoff import Handoff, HandoffSpec
 from collector.messages import (
@@ -342,8 +343,6 @@ def _check_mode(mode: str) -> str:
 def _consumed(consumes: Any) -> tuple[str, str] | None:
     if consumes is None:
         return None
-    from collector.envelope import CommitmentEnvelope, HandoffMessage
-
     if isinstance(consumes, HandoffMessage):
         return consumes.task_id, consumes.status
     if isinstance(consumes, CommitmentEnvelope):

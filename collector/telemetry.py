@@ -17,7 +17,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import metrics, trace
 
-from collector import propagation, schema
+from collector import __version__, propagation, schema
 from collector.messages import Usage
 from collector.pricing import PriceTable, default_prices
 
@@ -29,12 +29,6 @@ _INVALID = trace.INVALID_SPAN
 
 Attributes = Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None
 """Span attributes, or a function that builds them only when spans are recorded."""
-
-
-def _version() -> str:
-    from collector import __version__
-
-    return __version__
 
 
 VALIDATION_BUCKETS_S: tuple[float, ...] = (
@@ -71,7 +65,7 @@ class Telemetry:
         meter_provider: metrics.MeterProvider | None = None,
         record_stacktraces: bool = True,
     ) -> None:
-        version = _version()
+        version = __version__
         self.failures = 0
         # A stack trace names the machine's file paths and line numbers; a run that must be
         # reproducible byte for byte on any machine (the simulator) records exceptions without.

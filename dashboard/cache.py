@@ -28,6 +28,7 @@ from streamlit.runtime.scriptrunner import add_script_run_ctx
 from auditor import AuditError, TraceSet, load_traces
 from collector.errors import HandoffscopeError
 from dashboard import alerts, data, selection
+from dashboard.clickhouse import ClickHouseSpec, open_source
 from dashboard.data.scope import ready
 from dashboard.selection import Filters
 from dashboard.source import Upload, fingerprint, save_uploads, uploads_digest
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from auditor.clickhouse.cursor import ClickHouseSource
-    from dashboard.clickhouse import ClickHouseSpec
 
 T = TypeVar("T")
 
@@ -131,8 +131,6 @@ def load_clickhouse(spec: ClickHouseSpec, generation: int = 0) -> Loaded:
 
 @st.cache_resource(show_spinner="Computing the derived tables inside ClickHouse…", max_entries=2)
 def _load_clickhouse(spec: ClickHouseSpec, generation: int) -> Loaded:
-    from dashboard.clickhouse import open_source
-
     key = f"clickhouse:{generation}:{spec.to_env()}"
     try:
         source = open_source(spec)

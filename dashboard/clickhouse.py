@@ -105,6 +105,7 @@ def check(spec: ClickHouseSpec) -> None:
 def open_source(spec: ClickHouseSpec) -> ClickHouseSource:
     """Connect, check the table, and compute inside ClickHouse what every page reads: the
     derived relations and a row per trace for the filters."""
+    # The [clickhouse] extra (sqlglot, chdb or clickhouse-connect): check() names it if missing.
     from auditor.clickhouse.audit import TimeRange, backquoted, check_table
     from auditor.clickhouse.command import parse_moment
     from auditor.clickhouse.cursor import ClickHouseSource

@@ -178,6 +178,7 @@ def serve(
     MODULE:RECEIVER names a collector.Receiver, or a function returning one, e.g.
     collector.http.conformance:receiver. Stops on Ctrl-C or SIGTERM.
     """
+    # The server stack (uvicorn, starlette) loads only for `serve`, not for every command.
     import uvicorn
 
     from collector.http.server import handshake_app
@@ -192,7 +193,7 @@ def serve(
     token = _token(token_env, explicit=explicit)
     setup = None
     if trace_file is not None:
-        from collector.configure import configure_telemetry
+        from collector.configure import configure_telemetry  # the SDK: the [sdk] extra
 
         setup = configure_telemetry(
             service_name=f"handoffscope-serve:{target}", otlp=None, trace_file=trace_file
@@ -283,6 +284,7 @@ def conformance(
     collector.http.conformance:receiver does. Exit 0 when every scenario passes, 1 when one
     fails, 2 when URL cannot be reached.
     """
+    # The client stack (httpx) loads only for `conformance`.
     import httpx
 
     from collector.http import kit

@@ -26,6 +26,7 @@ from collector import environment_variables as ev
 from collector.acceptor import Receiver
 from collector.idempotency import IdempotencyStore
 from collector.memory_store import MemoryStore
+from collector.sqlite_store import SQLiteStore
 from collector.work import Verdict, Work, accept, reject
 
 __all__ = [
@@ -77,8 +78,6 @@ def build_receiver(name: str = "conformance", *, store: IdempotencyStore | None 
     if store is None:
         path = ev.read(STORE_ENV)
         if path:
-            from collector.sqlite_store import SQLiteStore
-
             store = SQLiteStore(path)
         else:
             store = MemoryStore()

@@ -125,6 +125,7 @@ class CollectService:
             if config.http_port is not None:
                 self._start_http(ingest, config.http_port)
             if config.grpc_port is not None:
+                # grpcio loads only for a gRPC port.
                 from collector.receiver.grpc_server import start_grpc_server
 
                 self.grpc_server, self.grpc_port = start_grpc_server(

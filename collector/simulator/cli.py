@@ -20,6 +20,7 @@ from collector.simulator.config import (
     parse_rate,
     parse_start,
 )
+from collector.simulator.world import check_models
 
 __all__ = ["config_from_args", "simulate"]
 
@@ -27,6 +28,8 @@ __all__ = ["config_from_args", "simulate"]
 def _list_faults(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
+    # rich, and the simulation with the SDK, load only when asked for: every handoffscope
+    # command imports this module to list its options.
     from collector.simulator.report import print_fault_table
 
     print_fault_table()
@@ -202,6 +205,7 @@ def simulate(
     own OTLP JSON-lines file; manifest.json lists every injected fault and the rule that
     must flag it, plus the run's end-to-end figures.
     """
+    # Only when it runs (see _list_faults).
     from collector.simulator.report import print_summary
     from collector.simulator.run import default_jobs, run_simulation
 
@@ -270,8 +274,6 @@ def _build_config(
     for spec in faults:
         chosen.update(parse_fault(spec, mode=mode))
     model_names = tuple(m.strip() for m in (models or "").split(",") if m.strip())
-    from collector.simulator.world import check_models
-
     check_models(model_names)
     return SimulationConfig(
         workflows=workflows,

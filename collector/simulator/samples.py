@@ -42,7 +42,7 @@ class Scenario:
     @property
     def config(self) -> SimulationConfig:
         """The run these options describe, parsed exactly as the command line parses them."""
-        from collector.simulator.cli import config_from_args
+        from collector.simulator.cli import config_from_args  # click: the [cli] extra
 
         return config_from_args(shlex.split(self.options))
 

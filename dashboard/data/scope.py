@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any, cast
 import pandas as pd
 
 from auditor.audit import prepare
-from auditor.model.derived import Selection, attach, derive, forget
-from auditor.errors import AuditError
-from auditor.stores.saved import SAVED, restore
-from auditor.settings import AuditSettings
 from auditor.database.statements import memory_limit, memory_limit_setting
+from auditor.errors import AuditError
+from auditor.model.derived import Selection, attach, derive, forget
+from auditor.settings import AuditSettings
+from auditor.stores.saved import SAVED, restore
 from collector import schema as s
+from dashboard.clickhouse import scoped as remote
 from dashboard.selection import Filters, build_index, scoped
 
 if TYPE_CHECKING:
@@ -80,8 +81,6 @@ def cursor(con: duckdb.DuckDBPyConnection, filters: Filters) -> Iterator[duckdb.
     ``con`` may also be a ClickHouse source (:mod:`dashboard.clickhouse`): its cursor runs
     the same queries inside ClickHouse."""
     if not in_duckdb(con):
-        from dashboard.clickhouse import scoped as remote
-
         # A DuckDB cursor as far as dashboard.data uses one.
         with remote(cast(Any, con), filters) as remote_cur:
             yield cast(Any, remote_cur)
