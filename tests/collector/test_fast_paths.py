@@ -51,8 +51,8 @@ from collector.records import fast_init
 from collector.sender import HandoffOutcome
 from collector.telemetry import Telemetry
 from collector.work import Verdict
-from tests.collector.test_protocol_peers import _json as json_values
 from tests.support.paths import TESTS
+from tests.support.strategies import json_values
 
 FIXTURES = TESTS / "fixtures" / "otlp"
 

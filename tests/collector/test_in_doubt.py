@@ -35,6 +35,7 @@ from collector import (
     schema,
 )
 from collector.testing import SpanCapture
+from tests.support import http_serve
 
 ROOT = os.geteuid() == 0
 
@@ -249,13 +250,12 @@ def test_resolve_explains_what_is_wrong(tmp_path, args, message):
 @pytest.mark.skipif(not ROOT, reason="filling a disk under a server needs a tmpfs (root)")
 def test_through_serve_a_full_disk_after_the_task_is_a_409_in_doubt_never_a_503(disk, tmp_path):
     from collector.http import HttpChannel, wire
-    from tests.collector.http.test_http_process import Served, effects
 
     assert is_tmpfs(disk)
     log, block = tmp_path / "effects.txt", tmp_path / "block"
     block.touch()
-    server = Served(
-        tmp_path, "tests.support.http_peer:build",
+    server = http_serve.Served(
+        tmp_path, http_serve.PEER,
         PEER_EFFECTS=str(log), PEER_BLOCK=str(block), PEER_STORE=str(disk / "k.db"),
     ).start()  # fmt: skip
     channel = HttpChannel(server.url, peer="peer")
@@ -275,7 +275,7 @@ def test_through_serve_a_full_disk_after_the_task_is_a_409_in_doubt_never_a_503(
         worker = threading.Thread(target=commit)
         worker.start()
         give_up = time.monotonic() + 20
-        while effects(log) != ["start k"]:
+        while http_serve.effects(log) != ["start k"]:
             assert time.monotonic() < give_up
             time.sleep(0.02)
         filler = fill(disk)  # the task ran; now its result cannot be written
@@ -305,4 +305,4 @@ def test_through_serve_a_full_disk_after_the_task_is_a_409_in_doubt_never_a_503(
     finally:
         channel.close()
         server.stop()
-    assert effects(log) == ["start k", "done k", "start k", "done k"]
+    assert http_serve.effects(log) == ["start k", "done k", "start k", "done k"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import collector
 from auditor.cli import main
+from tests.support.imports import loaded_after, within
 from tests.support.paths import REPO
 
 ROOT = REPO
@@ -32,26 +33,13 @@ def test_unknown_command_is_a_usage_error(capsys):
     assert "No such command" in capsys.readouterr().err
 
 
-def _loaded_after(imports: str) -> list[str]:
-    """The modules a fresh interpreter holds after ``import <imports>``."""
-    code = f"import sys, json, {imports}; print(json.dumps(sorted(m for m in sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded: list[str] = json.loads(out.stdout)
-    return loaded
-
-
-def _of(loaded: list[str], packages: list[str]) -> list[str]:
-    """Those of ``loaded`` that are ``packages`` or lie inside one."""
-    return [m for m in loaded if any(m == p or m.startswith(p + ".") for p in packages)]
-
-
 def test_importing_collector_loads_nothing_heavy():
-    assert _of(_loaded_after("collector"), HEAVY) == []
+    assert within(loaded_after("collector"), HEAVY) == []
 
 
 def test_importing_collector_and_its_integrations_loads_no_framework():
-    loaded = _loaded_after("collector, collector.integrations, collector.integrations.handshake")
-    assert _of(loaded, HEAVY + FRAMEWORKS) == []
+    loaded = loaded_after("collector, collector.integrations, collector.integrations.handshake")
+    assert within(loaded, HEAVY + FRAMEWORKS) == []
 
 
 def test_public_surface_is_sorted_and_importable():
@@ -99,22 +87,22 @@ HTTP_STACK = ["httpx", "starlette", "uvicorn", "jsonschema", "anyio", "h11"]
 
 
 def test_importing_collector_loads_no_http_stack():
-    assert _of(_loaded_after("collector"), HTTP_STACK) == []
+    assert within(loaded_after("collector"), HTTP_STACK) == []
 
 
 def test_the_http_package_loads_neither_the_server_runner_nor_the_sdk():
-    loaded = _loaded_after("collector.http")
+    loaded = loaded_after("collector.http")
     assert "httpx" in loaded and "starlette" in loaded  # it is the HTTP package
     # click is left out: httpx itself imports its optional command line when click is there.
     banned = ["uvicorn", *(h for h in HEAVY if h != "click")]
-    assert _of(loaded, banned) == []
+    assert within(loaded, banned) == []
 
 
 def test_the_auditor_loads_only_the_collector_modules_it_uses():
     # Every command imports the auditor; the handshake machinery (asyncio, the OpenTelemetry
     # API) is collector's, loaded when one of its names is first used.
-    loaded = _loaded_after("auditor.audit, auditor.commands, auditor.loading.load")
-    assert _of(loaded, ["asyncio", "opentelemetry"]) == []
+    loaded = loaded_after("auditor.audit, auditor.commands, auditor.loading.load")
+    assert within(loaded, ["asyncio", "opentelemetry"]) == []
     assert "collector.handoff" not in loaded
 
 

@@ -8,7 +8,6 @@ from enum import IntEnum
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from collector import (
     Answer,
@@ -20,6 +19,7 @@ from collector import (
 )
 from collector.messages import json_copy
 from collector.testing import SpanCapture
+from tests.support.strategies import json_values
 
 S = schema
 
@@ -304,18 +304,7 @@ def test_a_redelivered_proposal_cannot_reopen_a_voided_attempt(cap):
 
 
 # ---------------------------------------------------------------------- stored results
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.tuples(inner, inner)
-        | st.dictionaries(st.text(max_size=5), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
-
-
-@given(_json)
+@given(json_values)
 def test_stored_results_equal_their_json_round_trip(value):
     copy = json_copy(value)
     assert copy == json.loads(json.dumps(value))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,11 +11,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.ports import free_port
 
 
 @contextmanager

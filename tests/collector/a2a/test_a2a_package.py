@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import collector.a2a
 from collector.a2a import extension
-from tests.collector.test_package import _loaded_after, _of
+from tests.support.imports import loaded_after, within
 from tests.support.paths import REPO
 
 
 def test_importing_collector_loads_no_a2a():
-    loaded = _loaded_after("collector, collector.http")
-    assert _of(loaded, ["a2a", "collector.a2a", "google.protobuf"]) == []
+    loaded = loaded_after("collector, collector.http")
+    assert within(loaded, ["a2a", "collector.a2a", "google.protobuf"]) == []
 
 
 def test_the_a2a_package_loads_nothing_of_the_auditor():
     # a2a-sdk's own routes import uvicorn, grpc and the OpenTelemetry SDK when they are
     # installed; what handoffscope adds must stay off the auditor's and dashboard's stacks.
-    loaded = _loaded_after("collector.a2a")
+    loaded = loaded_after("collector.a2a")
     assert "a2a" in loaded and "collector.a2a.executor" in loaded
-    assert _of(loaded, ["duckdb", "streamlit", "pandas", "auditor", "dashboard"]) == []
+    assert within(loaded, ["duckdb", "streamlit", "pandas", "auditor", "dashboard"]) == []
 
 
 def test_public_surface_is_pinned():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -25,69 +24,12 @@ import pytest
 
 from collector import CommitInDoubt, Sender, SQLiteStore
 from collector.http import HttpChannel, wire
-from tests.support.paths import REPO
+from tests.support.http_serve import PEER, Served, effects
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow
 
 TOKEN_ENV = "PEER_TEST_TOKEN"
-PEER = "tests.support.http_peer:build"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Served:
-    """``handoffscope serve TARGET`` in a subprocess, with its log in a file."""
-
-    def __init__(self, tmp: Path, target: str = PEER, *args: str, **env: str):
-        self.tmp = tmp
-        self.target = target
-        self.args = args
-        self.env = {**os.environ, **env}
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log = tmp / f"serve-{self.port}.log"
-
-    def start(self) -> Served:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "auditor.cli", "serve", self.target,
-                 "--port", str(self.port), "--log-level", "warning", *self.args],
-                cwd=REPO, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        give_up = time.monotonic() + 30
-        while time.monotonic() < give_up:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"serve exited {self.proc.returncode}: {self.log.read_text()}")
-            try:
-                if httpx.get(self.url + wire.ROUTE_HEALTH, timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        raise AssertionError(f"serve did not come up: {self.log.read_text()}")
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
 
 @pytest.fixture
@@ -102,10 +44,6 @@ def serve(tmp_path: Path) -> Iterator[Any]:
     yield start
     for server in started:
         server.stop()
-
-
-def effects(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_accept_reject_timeout_and_replay_between_two_processes(serve: Any, tmp_path: Path):
