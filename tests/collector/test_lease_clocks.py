@@ -21,7 +21,7 @@ import pytest
 
 from collector import SQLiteStore
 from collector.leases import Observations
-from tests.collector.test_leases import log_lines, spawn, wait_for
+from tests.support.lease_agents import log_lines, spawn, wait_for
 
 
 @pytest.fixture

@@ -29,8 +29,8 @@ from collector import (
 from collector.errors import ConfigurationError
 from collector.messages import CommitRequest, OutputSchema, Proposal, fingerprint
 from collector.testing import SpanCapture
-from tests.collector.test_telemetry_schema_doc import TYPES as DOC_TYPES
-from tests.collector.test_telemetry_schema_doc import sections as doc_sections
+from tests.support.schema_doc import TYPES as DOC_TYPES
+from tests.support.schema_doc import sections as doc_sections
 
 DEADLINE_S = 10
 

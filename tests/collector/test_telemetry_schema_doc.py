@@ -19,24 +19,7 @@ from collector import (
     workflow,
 )
 from collector.testing import SpanCapture
-from tests.support.paths import REPO
-
-DOC = REPO / "docs" / "trace-schema.md"
-TYPES = {"string": str, "int": int, "double": float, "boolean": bool, "string[]": tuple}
-
-
-def sections() -> dict[str, dict[str, str]]:
-    """Heading -> {documented key: type} from the doc's tables."""
-    out: dict[str, dict[str, str]] = {}
-    current = ""
-    for line in DOC.read_text().splitlines():
-        if line.startswith("## "):
-            current = line[3:].strip().strip("`")
-            out[current] = {}
-        m = re.match(r"\| `([^`]+)` \| ([^|]+?) \|", line)
-        if m:
-            out[current][m.group(1)] = m.group(2).strip()
-    return out
+from tests.support.schema_doc import DOC, TYPES, sections
 
 
 def schema_strings() -> dict[str, str]:

@@ -10,37 +10,28 @@ pass off as coverage.
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.dashboard.test_dashboard_scenario import build
+from tests.support.browser import (
+    ARGS,
+    CHROMIUM,
+    IDLE,
+    IMAGES,
+    WAIT_MS,
+    charts_drawn,
+    dashboard,
+    open_page,
+)
 from tests.support.paths import REPO
 
 ROOT = REPO
-CHROMIUM = Path("/usr/bin/chromium")
-HANDOFFSCOPE = Path(sys.executable).with_name("handoffscope")
-IMAGES = ROOT / "docs" / "images"
 SAMPLE = ROOT / "sample_traces" / "fault-mix"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 # page path -> (title, charts it must show, screenshot name or None)
 PAGES = {
     "": ("Overview", 1, "dashboard-overview.png"),
@@ -51,16 +42,8 @@ PAGES = {
     "findings": ("Findings", 0, "dashboard-findings.png"),
     "trace": ("Trace", 1, "dashboard-trace.png"),
 }
-IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-WAIT_MS = 120_000  # generous: CI machines can be slow, and a timeout here is not a finding
 
 pytestmark = pytest.mark.browser
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _listening(port: int) -> set[str]:
@@ -86,41 +69,6 @@ def server() -> Iterator[str]:
         yield url
 
 
-@contextmanager
-def dashboard(traces: Path) -> Iterator[str]:
-    """``handoffscope dashboard TRACES`` on a free loopback port; yields its URL."""
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(HANDOFFSCOPE), "dashboard", str(traces), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env={**os.environ, "HOME": os.environ.get("HOME", "/tmp")},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                output = proc.stdout.read().decode() if proc.stdout else ""
-                pytest.fail(f"the dashboard did not start:\n{output}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
@@ -137,29 +85,15 @@ def page(server: str, browser: Any) -> Iterator[Any]:
     tab = browser.new_page(viewport={"width": 1440, "height": 1000})
     tab.errors = []
     tab.on("pageerror", lambda e: tab.errors.append(str(e)))
-    _open(tab, server, "Overview")
+    open_page(tab, server, "Overview")
     yield tab
     tab.close()
-
-
-def _open(page: Any, url: str, title: str) -> None:
-    page.goto(url)
-    page.wait_for_selector(f"{IDLE} h1:has-text('{title}')", timeout=WAIT_MS)
 
 
 def _visit(page: Any, title: str) -> None:
     """Open a page through the navigation bar, as a user does (the session is kept)."""
     page.locator('[data-testid="stTopNavLink"]', has_text=title).first.click()
     page.wait_for_selector(f"{IDLE} h1:has-text('{title}')", timeout=WAIT_MS)
-
-
-def _charts_drawn(page: Any, charts: int) -> None:
-    """Wait until ``charts`` Plotly charts have drawn their SVG, then check there are no more."""
-    page.wait_for_function(
-        f"() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
-        timeout=WAIT_MS,
-    )
-    assert page.locator(".js-plotly-plot").count() == charts
 
 
 def test_the_server_listens_on_loopback_only(server: str) -> None:
@@ -174,7 +108,7 @@ def test_every_page_renders_its_charts_without_an_error(page: Any) -> None:
             _visit(page, title)
             assert page.url.split("?")[0].rstrip("/").endswith(path)
         assert page.locator('[data-testid="stException"]').count() == 0, path
-        _charts_drawn(page, charts)
+        charts_drawn(page, charts)
         assert "could not be computed" not in page.inner_text("body"), path
         if image:
             page.screenshot(path=str(IMAGES / image))
@@ -189,13 +123,13 @@ def test_an_upload_is_analysed_and_its_html_stays_text(page: Any, tmp_path: Path
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(scenario.path))
     page.wait_for_selector(f"{IDLE} :text('spans from {scenario.path.name}')", timeout=WAIT_MS)
     assert page.locator('[data-testid="stException"]').count() == 0
-    _charts_drawn(page, 3)
+    charts_drawn(page, 3)
     # The reject reason holds a <script> and an <img onerror>: neither may run.
     assert page.evaluate("() => window.__handoffscope_xss === undefined")
     assert page.locator("img[src='x']").count() == 0
     # The upload lives in this session: its failed traces are the ones the Trace page offers.
     _visit(page, "Trace")
-    _charts_drawn(page, 1)
+    charts_drawn(page, 1)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert dialogs == [] and page.evaluate("() => window.__handoffscope_xss === undefined")
     assert page.errors == []
@@ -211,8 +145,8 @@ def test_a_link_to_a_trace_opens_it(server: str, page: Any) -> None:
         )
         .fetchone()[0]
     )
-    _open(page, f"{server}/trace?trace={trace_id}", "Trace")
-    _charts_drawn(page, 1)
+    open_page(page, f"{server}/trace?trace={trace_id}", "Trace")
+    charts_drawn(page, 1)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert trace_id in page.inner_text("body")
 

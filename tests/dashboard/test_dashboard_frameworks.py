@@ -72,7 +72,7 @@ def test_a_crews_delegations_in_the_browser() -> None:
     handoffs page draws its two delegations (the screenshot in docs/dashboard.md)."""
     from playwright.sync_api import sync_playwright
 
-    from tests.dashboard.test_dashboard_browser import (
+    from tests.support.browser import (
         ARGS,
         CHROMIUM,
         IDLE,

@@ -118,14 +118,14 @@ def test_hostile_names_reach_markdown_only_as_code(
 def test_hostile_names_show_as_text_in_chromium(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
-    from tests.dashboard.test_dashboard_browser import (
+    from tests.support.browser import (
         ARGS,
         CHROMIUM,
         IDLE,
         WAIT_MS,
-        _charts_drawn,
-        _open,
+        charts_drawn,
         dashboard,
+        open_page,
     )
 
     assert CHROMIUM.exists(), "install Debian's Chromium: apt-get install -y chromium"
@@ -137,8 +137,8 @@ def test_hostile_names_show_as_text_in_chromium(tmp_path: Path) -> None:
         page = chromium.new_page(viewport={"width": 1440, "height": 1000})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        _open(page, f"{url}/trace?trace={trace_id[0]}", "Trace")
-        _charts_drawn(page, 1)
+        open_page(page, f"{url}/trace?trace={trace_id[0]}", "Trace")
+        charts_drawn(page, 1)
         main = page.locator('[data-testid="stMain"]')
         # The workflow name: its text, verbatim, and neither an image nor a link.
         assert main.locator("code", has_text=WORKFLOW).count() >= 1
