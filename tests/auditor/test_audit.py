@@ -228,8 +228,8 @@ def test_an_interrupted_query_exits_130(
         except duckdb.Error as e:
             raise AuditError(f"rule x could not run: {e}") from e
 
-    # `auditor.audit` is also the package's function, so the module is found by name.
-    monkeypatch.setattr(importlib.import_module("auditor.audit"), "audit", interrupted_audit)
+    # The command's own binding of audit(), in the module found by name.
+    monkeypatch.setattr(importlib.import_module("auditor.commands"), "run_audit", interrupted_audit)
     assert main(["audit", str(ERROR_CASE)]) == 130
     captured = capsys.readouterr()
     assert captured.err.strip() == "Aborted."

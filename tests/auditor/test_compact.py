@@ -10,7 +10,7 @@ import pytest
 
 from auditor import AuditError, audit, load_traces
 from auditor.cli import main
-from auditor.table import SPAN_COLUMNS
+from auditor.database.span_table import SPAN_COLUMNS
 from tests.support.paths import REPO, TESTS
 
 FAULT_MIX = REPO / "sample_traces" / "fault-mix"
@@ -68,7 +68,7 @@ def test_parquet_not_written_by_compact_is_refused_by_name(tmp_path: Path) -> No
 
 def test_a_compaction_that_runs_out_of_memory_raises_the_limit(tmp_path: Path):
     from auditor import load_traces
-    from auditor.compact import write_parquet
+    from auditor.stores.compact import write_parquet
 
     traces = load_traces(REPO / "sample_traces" / "fault-mix")
     # Sorting the spans with all their columns needs more than this.
@@ -117,7 +117,7 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
 
 
 def test_write_parquet_refuses_to_replace_a_file_it_reads(tmp_path: Path) -> None:
-    from auditor.compact import write_parquet
+    from auditor.stores.compact import write_parquet
 
     store = tmp_path / "store.parquet"
     assert main(["compact", str(CASES / "slow-validation"), "--out", str(store)]) == 0
@@ -169,9 +169,9 @@ def test_problems_are_reported_as_compacting_the_rest_not_auditing(
 @pytest.mark.parametrize(
     ("where", "error"),
     [
-        ("auditor.saved.save", duckdb.InterruptException("INTERRUPT Error: Interrupted!")),
-        ("auditor.saved.save", RuntimeError("Query interrupted")),
-        ("auditor.audit.prepare", RuntimeError("Query interrupted")),
+        ("auditor.commands.save", duckdb.InterruptException("INTERRUPT Error: Interrupted!")),
+        ("auditor.commands.save", RuntimeError("Query interrupted")),
+        ("auditor.commands.prepare", RuntimeError("Query interrupted")),
     ],
     ids=["save-interrupt-exception", "save-runtime-error", "prepare-runtime-error"],
 )

@@ -16,7 +16,7 @@ import pytest
 
 from auditor import audit, figures, load_traces
 from auditor.audit import prepare
-from auditor.derived import (
+from auditor.model.derived import (
     DERIVED,
     Selection,
     attach,
@@ -24,10 +24,10 @@ from auditor.derived import (
     derived_names,
     for_rules,
     forget,
-    uncompressed,
 )
-from auditor.load import append_lines
-from auditor.macros import unfiltered
+from auditor.database.statements import uncompressed
+from auditor.loading.load import append_lines
+from auditor.model.macros import unfiltered
 from auditor.rules import select_rules
 from tests.support.paths import REPO, TESTS
 

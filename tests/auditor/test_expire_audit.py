@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from auditor import audit, load_traces, prepare
 from auditor.cli import main
-from auditor.derived import DERIVED, attach, derive
+from auditor.model.derived import DERIVED, attach, derive
 from auditor.figures import voided_spend
 from collector import InProcessChannel, accept
 from collector import schema as s

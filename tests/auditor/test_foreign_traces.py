@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from auditor import AuditSettings, audit, load_traces
-from auditor.attribution import attribute
-from auditor.conventions import AGENT_KEYS
+from auditor.model.attribution import attribute
+from auditor.model.conventions import AGENT_KEYS
 from auditor.report import render
 from auditor.settings import resolve
 from collector.otlp_file import OtlpJsonLinesExporter
@@ -137,7 +137,7 @@ def test_a_prices_file_overrides_the_table(tmp_path: Path) -> None:
 
 
 def test_a_bad_prices_file_is_a_clear_error(tmp_path: Path) -> None:
-    from auditor.prices import read_prices
+    from auditor.model.prices import read_prices
     from collector.errors import ConfigurationError
 
     bad = tmp_path / "prices.toml"
@@ -298,9 +298,8 @@ def test_agents_walked_a_share_of_the_traces_at_a_time_are_the_same(
 ) -> None:
     """A large input's ancestors are walked a share of its traces at a time, so that the
     walk stays within the memory limit: every span gets the agent one walk gives it."""
-    import auditor.attribution as attribution
-    from auditor import statements
-
+    import auditor.model.attribution as attribution
+    from auditor.database import statements
     for name in ("langgraph-openinference", "openinference-agents"):
         BUILDERS[name](tmp_path / f"{name}.jsonl")
     files = [str(p) for p in sorted(tmp_path.glob("*.jsonl"))]
@@ -365,7 +364,7 @@ def test_a_root_span_in_error_is_a_failed_workflow(tmp_path: Path) -> None:
 
 
 def test_lines_appended_as_they_arrive_get_their_agents(tmp_path: Path) -> None:
-    from auditor.load import TraceSet, append_lines, connect
+    from auditor.loading.load import TraceSet, append_lines, connect
 
     path = tmp_path / "oi.jsonl"
     BUILDERS["openinference-agents"](path)

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from auditor.load import load_traces
+from auditor.loading.load import load_traces
 from tests.support.paths import REPO
 
 ROOT = REPO

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from auditor.load import load_traces
+from auditor.loading.load import load_traces
 from tests.auditor.test_framework_fixtures import load_recorder, read_spans
 from tests.support.paths import REPO
 

@@ -21,18 +21,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditor import derived
+from auditor.model import derived
 from auditor.audit import AuditResult, Finding, audit
 from auditor.cli import main
 from auditor.errors import AuditError
 from auditor.figures import Figures
-from auditor.kept_parts import FIRST, Parts
-from auditor.load import load_traces
+from auditor.stores.kept_parts import FIRST, Parts
+from auditor.loading.load import load_traces
 from auditor.report import render
 from auditor.report.json_report import findings_text, report_dict, splice
-from auditor.rule_findings import RuleFindings
+from auditor.findings.rule_findings import RuleFindings
 from auditor.rules import Rule, all_rules
-from auditor.saved import location
+from auditor.stores.saved import location
 from auditor.settings import AuditSettings
 from tests.support.paths import REPO
 
@@ -394,7 +394,7 @@ def test_kept_columns_that_do_not_match_their_text_fail_when_read(tmp_path: Path
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.id)
 def test_a_rule_finds_the_same_with_only_the_views_it_reads(rule: Rule) -> None:
     from auditor.audit import prepare, run_rule
-    from auditor.macros import views_for
+    from auditor.model.macros import views_for
 
     alone = load_traces([str(FAULTS), str(FRAMEWORK / "traces.jsonl")])
     alone.con.execute(views_for("hs_prices " + rule.sql)).fetchall()

@@ -248,7 +248,7 @@ def test_non_utf8_bytes_are_read_as_replacement_characters_and_reported(tmp_path
 
 def test_lines_that_are_not_utf8_are_listed_up_to_the_cap_then_counted(tmp_path: Path) -> None:
     """Every such line was listed: a file of Latin-1 text gave a problem per line."""
-    from auditor.problems import MAX_PROBLEMS_PER_FILE
+    from auditor.loading.problems import MAX_PROBLEMS_PER_FILE
     from auditor.watch.follow import MAX_NOTES_PER_READ, Follower
 
     lines = [
@@ -419,7 +419,7 @@ def _limit_mib(con) -> float:
 
 
 def test_a_load_that_runs_out_of_memory_raises_the_limit_and_loses_nothing():
-    from auditor.load import connect
+    from auditor.loading.load import connect
 
     expected = load_traces(_FAULT_MIX)
     con = connect()
@@ -437,9 +437,10 @@ def test_a_load_that_runs_out_of_memory_raises_the_limit_and_loses_nothing():
 
 
 def test_out_of_memory_at_the_ceiling_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys):
-    from auditor import statements
+    from auditor.database import statements
     from auditor.cli import main
-    from auditor.load import MEMORY_LIMIT_ENV, connect
+    from auditor.loading.load import connect
+    from collector.environment_variables import HANDOFFSCOPE_MEMORY_LIMIT as MEMORY_LIMIT_ENV
 
     monkeypatch.setattr(statements, "MEMORY_CEILING_BYTES", 8 * 1024**2)
     con = connect()
@@ -448,7 +449,7 @@ def test_out_of_memory_at_the_ceiling_is_a_clear_error(monkeypatch: pytest.Monke
         load_traces(_FAULT_MIX, con=con)
     # Through the command line: the message, no traceback. Inputs over 256 MB get a limited
     # connection of their own; a tiny limit and ceiling make the sample run out the same way.
-    monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
+    monkeypatch.setattr("auditor.loading.load.LARGE_INPUT_BYTES", 0)
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "4MB")
     assert main(["audit", str(_FAULT_MIX)]) == 2
     err = capsys.readouterr().err
@@ -555,7 +556,7 @@ def test_a_truncated_single_block_zstd_file_is_named_as_truncated(tmp_path: Path
 
 
 def test_zstd_truncation_is_spotted_from_frame_headers(tmp_path: Path) -> None:
-    from auditor.sources import zstd_truncated
+    from auditor.loading.sources import zstd_truncated
 
     payload = b"".join((export(span_json(f"{i:016x}")) + "\n").encode() for i in range(200))
     skippable = b"\x50\x2a\x4d\x18" + (3).to_bytes(4, "little") + b"abc"
@@ -704,7 +705,7 @@ def test_one_bad_line_between_pretty_documents_loses_only_itself(tmp_path: Path)
 
 def test_attribution_that_runs_out_of_memory_raises_the_limit_and_resolves_the_same():
     """The walk up the ancestors holds every unnamed span; a small limit grows, as a load's."""
-    from auditor.attribution import attribute
+    from auditor.model.attribution import attribute
 
     fixture = TESTS / "fixtures" / "frameworks" / "langgraph-openinference"
     expected = load_traces(fixture)
@@ -723,16 +724,16 @@ def test_a_command_that_runs_out_of_memory_says_so_in_one_line(
     """Wherever DuckDB runs out, the user reads what happened and what to set, not a trace."""
     import duckdb
 
-    from auditor import load
+    from auditor import commands
     from auditor.cli import main
-    from auditor.load import MEMORY_LIMIT_ENV
+    from collector.environment_variables import HANDOFFSCOPE_MEMORY_LIMIT as MEMORY_LIMIT_ENV
 
     def exhausted(*args: object, **kwargs: object) -> None:
         raise duckdb.OutOfMemoryException(
             "Out of Memory Error: failed to pin block of size 256.0 KiB\n\nPossible solutions:"
         )
 
-    monkeypatch.setattr(load, "load_traces", exhausted)
+    monkeypatch.setattr(commands, "load_traces", exhausted)
     assert main(["audit", str(_FAULT_MIX)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and "Possible solutions" not in err
@@ -746,10 +747,11 @@ def test_a_load_of_more_spans_than_a_limit_is_meant_for_leaves_that_limit_per_as
     """What an audit derives grows with the spans: a large load leaves it the starting limit
     per as many spans as that limit is meant for (else the derived tables spill to disk
     although the machine has the memory), unless the user set the limit."""
-    from auditor import audit, statements
-    from auditor.load import MEMORY_LIMIT_ENV
+    from auditor import audit
+    from auditor.database import statements
+    from collector.environment_variables import HANDOFFSCOPE_MEMORY_LIMIT as MEMORY_LIMIT_ENV
 
-    monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
+    monkeypatch.setattr("auditor.loading.load.LARGE_INPUT_BYTES", 0)
     if set_by_user:
         monkeypatch.setenv(MEMORY_LIMIT_ENV, "640MB")
     else:
@@ -770,11 +772,11 @@ def test_a_large_input_gets_a_compressed_database_and_the_same_audit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from auditor import audit
-    from auditor.load import LARGE_DATABASE
+    from auditor.loading.load import LARGE_DATABASE
     from auditor.report.json_report import render_json
 
     expected = audit(load_traces(_FAULT_MIX))
-    monkeypatch.setattr("auditor.load.LARGE_INPUT_BYTES", 0)
+    monkeypatch.setattr("auditor.loading.load.LARGE_INPUT_BYTES", 0)
     traces = load_traces(_FAULT_MIX)
     assert traces.con.execute("SELECT current_database()").fetchone() == (LARGE_DATABASE,)
     assert round(_limit_mib(traces.con)) == 610  # 640MB, in MiB

@@ -27,13 +27,11 @@ from auditor import (
     TraceSet,
     append_lines,
     connect,
-    json_text,
     load_traces,
-    readers,
-    sources,
 )
+from auditor.loading import json_text, readers, sources
 from auditor.cli import main
-from auditor.readers import Reader
+from auditor.loading.readers import Reader
 from tests.auditor.test_load import export, span_json
 
 
@@ -228,8 +226,7 @@ def test_many_small_files_good_and_bad_over_several_batches_keep_the_first_copy_
     """Files are read :data:`readers.BATCH_FILES` at a time; a span sent again in a later
     batch (or a later line) is dropped, the first read by file order then line winning,
     also in a large input's compressed database, which checkpoints between batches."""
-    from auditor import load
-
+    from auditor.loading import load
     monkeypatch.setattr(readers, "BATCH_FILES", 4)
     folder = tmp_path / "in"
     folder.mkdir()

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from auditor import AuditError, append_lines, connect, load_traces
-from auditor.load import TraceSet
+from auditor.loading.load import TraceSet
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 KEYS = [

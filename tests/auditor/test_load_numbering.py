@@ -14,8 +14,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from auditor import load_traces, readers
-from auditor.readers import Reader
+from auditor import load_traces
+from auditor.loading import reader_sql, readers
+from auditor.loading.readers import Reader
 from tests.auditor.test_load import export, span_json
 from tests.support.paths import REPO
 
@@ -198,7 +199,7 @@ def test_a_first_line_longer_than_the_bytes_looked_at_is_read_as_json_lines(
 ) -> None:
     """An exporter that writes large batches writes lines longer than the first bytes the
     loader looks at to spot pretty-printed documents: such a file is still JSON lines."""
-    from auditor.json_text import FIRST_LINE_BYTES
+    from auditor.loading.json_text import FIRST_LINE_BYTES
 
     documents: list[str] = []
     original = Reader._read_documents
@@ -225,11 +226,11 @@ def test_the_lines_scanned_are_parsed_without_a_filter_before_them(tmp_path: Pat
     without it. (Reproducing that takes half a gigabyte of input, so the plan is checked.)"""
     import duckdb
 
-    from auditor.table import flatten_sql
+    from auditor.database.span_table import flatten_sql
 
     file = tmp_path / "a.jsonl"
     file.write_text(export(span_json()) + "\n")
-    sql = f"SELECT count(*) FROM ({flatten_sql(readers._UNNUMBERED_LINES, legacy=False)})"
+    sql = f"SELECT count(*) FROM ({flatten_sql(reader_sql.UNNUMBERED_LINES, legacy=False)})"
     params = [[str(file)], "none", readers.MAX_LINE_BYTES]
     plan = json.loads(
         duckdb.connect().execute("EXPLAIN (FORMAT json) " + sql, params).fetchall()[0][1]
@@ -269,7 +270,7 @@ def test_files_are_read_allowing_short_lines_first_and_long_ones_when_they_hold_
     real_run = readers.run
 
     def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
-        if sql.startswith("INSERT INTO spans SELECT") and str(readers._TAGGED) in sql:
+        if sql.startswith("INSERT INTO spans SELECT") and str(reader_sql.TAGGED) in sql:
             allowed.append(params[2])
         return real_run(con, sql, params)
 
@@ -314,7 +315,7 @@ def test_lines_that_all_look_like_json_objects_are_parsed_without_error_handling
     real_run = readers.run
 
     def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
-        if sql.startswith("INSERT INTO spans SELECT") and str(readers._TAGGED) in sql:
+        if sql.startswith("INSERT INTO spans SELECT") and str(reader_sql.TAGGED) in sql:
             tried.append("try(from_json(text, " in sql)
         return real_run(con, sql, params)
 
@@ -513,7 +514,8 @@ def test_a_large_input_compresses_its_spans_with_a_thread_more_then_as_many_as_b
 ) -> None:
     """The checkpoint that compresses a large load's spans runs with one DuckDB thread more
     (a thread of it may wait on spilled rows), and the load goes on with as many as before."""
-    from auditor import load, statements
+    from auditor.database import statements
+    from auditor.loading import load
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -547,8 +549,7 @@ def test_a_large_input_compresses_its_spans_a_memory_limit_s_worth_of_files_at_a
     """Files read one batch at a time into a large input's database are compressed once
     about a memory limit's worth of them has been read, never at each commit; the rows are
     those of a small input's load."""
-    from auditor import load
-
+    from auditor.loading import load
     folder = tmp_path / "in"
     folder.mkdir()
     for number in range(4):
@@ -575,7 +576,7 @@ def test_a_large_input_compresses_its_spans_a_memory_limit_s_worth_of_files_at_a
     real_run = readers.run
 
     def spy(con, sql, params=None):  # type: ignore[no-untyped-def]
-        if sql.startswith("INSERT INTO spans SELECT") and str(readers._TAGGED) in sql:
+        if sql.startswith("INSERT INTO spans SELECT") and str(reader_sql.TAGGED) in sql:
             found = real_run(
                 con,
                 "SELECT count(*) FILTER (WHERE NOT persistent) FROM pragma_storage_info('spans')",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from auditor import AuditSettings, audit, load_traces
-from auditor.prices import read_prices
+from auditor.model.prices import read_prices
 from collector.errors import ConfigurationError
 
 

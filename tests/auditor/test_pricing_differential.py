@@ -22,7 +22,7 @@ from genai_prices.types import StartDateConstraint, TieredPrices, TimeOfDateCons
 
 from auditor import load_traces
 from auditor.audit import prepare
-from auditor.price_source import find_model
+from auditor.model.price_source import find_model
 
 # Models people run, across providers, as (model id in the spans, provider in the spans).
 CURRENT = [

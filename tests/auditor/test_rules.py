@@ -164,7 +164,7 @@ def _schema_names() -> set[str]:
 
 def _sql_texts() -> dict[str, str]:
     texts = {f"rules/{r.id}.sql": r.sql for r in all_rules()}
-    texts["views.sql"] = (ROOT / "auditor" / "views.sql").read_text()
+    texts["views.sql"] = (ROOT / "auditor" / "model" / "views.sql").read_text()
     return texts
 
 

@@ -18,8 +18,8 @@ import pytest
 from auditor import figures, load_traces
 from auditor.audit import prepare
 from auditor.cli import main
-from auditor.derived import derive, derived_names
-from auditor.saved import KEPT, SAVED, location, restore, save
+from auditor.model.derived import derive, derived_names
+from auditor.stores.saved import KEPT, SAVED, location, restore, save
 from tests.support.paths import REPO
 
 ROOT = REPO
@@ -58,7 +58,7 @@ def _figures(con: Any) -> dict[str, Any]:
 
 def _asked(monkeypatch: pytest.MonkeyPatch, module: Any) -> list[tuple[str, ...]]:
     """Record which tables ``module.derive`` is asked to derive (and still derive them)."""
-    from auditor.derived import DERIVED
+    from auditor.model.derived import DERIVED
 
     asked: list[tuple[str, ...]] = []
     real = module.derive
@@ -180,7 +180,8 @@ def test_the_dashboard_reads_a_compacted_stores_tables_instead_of_deriving(
 def test_an_audit_of_a_store_reads_its_saved_tables_and_finds_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from auditor import audit, derived
+    from auditor import audit
+    from auditor.model import derived
 
     store = _compact(tmp_path)
     asked = _asked(monkeypatch, derived)
@@ -231,7 +232,8 @@ def test_an_audit_reads_the_saved_tables_where_they_lie(tmp_path: Path) -> None:
 def test_a_saved_table_damaged_inside_is_derived_instead(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from auditor import audit, derived
+    from auditor import audit
+    from auditor.model import derived
     from auditor.settings import AuditSettings
 
     store = _compact(tmp_path)

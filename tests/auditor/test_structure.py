@@ -13,9 +13,9 @@ import pytest
 
 from auditor import audit, load_traces
 from auditor.cli import main
-from auditor.conventions import EVIDENCE
+from auditor.model.conventions import EVIDENCE
 from auditor.report import FORMATS, render
-from auditor.structure import NOT_JUDGED_EXIT
+from auditor.model.structure import NOT_JUDGED_EXIT
 from tests.support.paths import REPO, TESTS
 from tests.support.structure_spans import BUILDERS, unrecognised  # noqa: E402
 

@@ -148,7 +148,7 @@ def test_the_latency_page_shows_late_answers_and_receivers_over_budget(
 def test_a_parquet_store_gets_the_same_watch_alerts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, app: AppTest
 ) -> None:
-    from auditor.compact import write_parquet
+    from auditor.stores.compact import write_parquet
 
     store = tmp_path / "store.parquet"
     write_parquet(load_traces(SAMPLE), store)

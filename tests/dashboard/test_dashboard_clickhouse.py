@@ -32,7 +32,7 @@ from auditor.cli import main  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
 from auditor.errors import AuditError  # noqa: E402
-from auditor.load import TraceSet  # noqa: E402
+from auditor.loading.load import TraceSet  # noqa: E402
 from dashboard import cache, data, trace_data  # noqa: E402
 from dashboard.clickhouse import SOURCE_ENV, ClickHouseSpec  # noqa: E402
 from dashboard.data.scope import ready  # noqa: E402

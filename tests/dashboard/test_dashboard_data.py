@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 
 from auditor import load_traces
-from auditor.derived import derived_names
+from auditor.model.derived import derived_names
 from collector import schema as s
 from dashboard import data, format, trace_data
 from dashboard.data.scope import READY_DERIVED, ready
@@ -666,7 +666,7 @@ def test_a_trace_set_too_big_to_derive_is_still_served(
 ) -> None:
     """Out of memory at the ceiling while deriving (not reachable on a test machine: the
     ceiling is half of RAM), the app drops what it derived and reads the spans instead."""
-    from auditor.derived import derive as real_derive
+    from auditor.model.derived import derive as real_derive
     from auditor.errors import AuditError
     from dashboard.data import scope
 

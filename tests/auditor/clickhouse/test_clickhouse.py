@@ -35,7 +35,7 @@ from auditor.clickhouse.audit import (  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine, parse_url  # noqa: E402
 from auditor.clickhouse.loader import OTEL_COLUMNS, create_table, fill, table_ddl  # noqa: E402
 from auditor.errors import AuditError  # noqa: E402
-from auditor.load import TraceSet  # noqa: E402
+from auditor.loading.load import TraceSet  # noqa: E402
 from auditor.report import FORMATS, render  # noqa: E402
 
 ROOT = REPO
@@ -125,7 +125,7 @@ def test_the_table_is_the_exporters(engine: ChdbEngine, audited: dict) -> None:
 @pytest.mark.parametrize("name", ["cases", "frameworks"])
 def test_spans_are_what_the_file_reader_holds(audited: dict, engine: ChdbEngine, name: str) -> None:
     """The same columns, ``agent`` included: resolved from the ancestors after DuckDB's load
-    (auditor.attribution), and by the same query inside ClickHouse."""
+    (auditor.model.attribution), and by the same query inside ClickHouse."""
     _, _, table, traces = audited[name]
     query = "SELECT * EXCLUDE (source_file, source_line) FROM spans ORDER BY span_id, trace_id"
     expected = traces.con.execute(query).fetchall()
@@ -395,7 +395,7 @@ def test_a_prices_file_prices_the_same_on_both_engines(
     try:
         want = audit(traces, settings)
     finally:
-        from auditor.prices import price_usage
+        from auditor.model.prices import price_usage
 
         price_usage(traces.con)  # genai-prices again: the module's other tests read it
     got = audit_engine(engine, table, settings)

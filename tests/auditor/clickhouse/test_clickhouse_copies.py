@@ -29,7 +29,7 @@ from auditor import AuditResult, all_rules, audit, load_traces  # noqa: E402
 from auditor.clickhouse.audit import ClickHouseConnection, audit_engine  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
-from auditor.load import TraceSet  # noqa: E402
+from auditor.loading.load import TraceSet  # noqa: E402
 from auditor.report import render  # noqa: E402
 from tests.auditor.clickhouse.test_clickhouse import SOURCE_KEYS, TRACE_SETS, _close, found  # noqa: E402
 

@@ -28,7 +28,7 @@ from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
 from auditor.clickhouse.schema import column_name, ddl, statements  # noqa: E402
 from auditor.clickhouse.spans import derived_expressions, spans_select  # noqa: E402
-from auditor.load import TraceSet  # noqa: E402
+from auditor.loading.load import TraceSet  # noqa: E402
 from tests.auditor.clickhouse.test_clickhouse import SOURCE_KEYS, TRACE_SETS, _close, found  # noqa: E402
 
 ROOT = REPO

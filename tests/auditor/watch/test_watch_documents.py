@@ -13,7 +13,7 @@ import pytest
 import auditor.watch.follow as follow
 from auditor import load_traces
 from auditor.cli import main
-from auditor.json_text import opens_document
+from auditor.loading.json_text import opens_document
 from auditor.watch import StreamSink, Watcher, WatchSettings
 from auditor.watch.dedupe import Cooldown, Deduper
 from auditor.watch.evaluate import Engine

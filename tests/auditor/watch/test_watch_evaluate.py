@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from auditor import load_traces
-from auditor.compact import write_parquet
+from auditor.stores.compact import write_parquet
 from auditor.watch import Alert, Watcher, WatchSettings, evaluate_traces
 from tests.support.paths import REPO
 

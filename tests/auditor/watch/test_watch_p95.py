@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from auditor.audit import prepare
-from auditor.load import TraceSet, append_lines, connect
+from auditor.loading.load import TraceSet, append_lines, connect
 from auditor.watch.dedupe import Cooldown, Deduper
 from auditor.watch.p95 import EdgeTracker, Point, SampleWindow
 from auditor.watch.state import WatchState, load_state, save_state
