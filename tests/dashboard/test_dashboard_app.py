@@ -24,7 +24,7 @@ from auditor.audit import AuditResult, audit
 from dashboard import data, format
 from dashboard.source import PATHS_ENV
 from dashboard.ui import csv_text
-from tests.dashboard.test_dashboard_scenario import HOSTILE, build
+from tests.support.dashboard_scenario import HOSTILE, build
 from tests.support.paths import REPO
 
 ROOT = REPO

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.test_dashboard_scenario import build
 from tests.support.browser import (
     ARGS,
     CHROMIUM,
@@ -28,6 +27,7 @@ from tests.support.browser import (
     dashboard,
     open_page,
 )
+from tests.support.dashboard_scenario import build
 from tests.support.paths import REPO
 
 ROOT = REPO

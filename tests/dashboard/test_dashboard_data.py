@@ -1,6 +1,6 @@
 """The dashboard's data functions, checked against the spans the SDK produced.
 
-The scripted scenario (tests/dashboard/test_dashboard_scenario.py) is written to an OTLP JSON
+The scripted scenario (tests/support/dashboard_scenario.py) is written to an OTLP JSON
 file by the official exporter and kept in memory at the same time; every figure here is read back
 through the auditor's loader and DuckDB and compared with the same figure computed in plain
 Python from the in-memory spans.
@@ -23,7 +23,7 @@ from collector import schema as s
 from dashboard import data, format, trace_data
 from dashboard.data.scope import READY_DERIVED, ready
 from dashboard.selection import Filters, scoped, selection_of
-from tests.dashboard.test_dashboard_scenario import HOSTILE, RUNS, SLOW_RUN, Scenario, build
+from tests.support.dashboard_scenario import HOSTILE, RUNS, SLOW_RUN, Scenario, build
 from tests.support.paths import REPO
 
 ROOT = REPO
@@ -666,8 +666,8 @@ def test_a_trace_set_too_big_to_derive_is_still_served(
 ) -> None:
     """Out of memory at the ceiling while deriving (not reachable on a test machine: the
     ceiling is half of RAM), the app drops what it derived and reads the spans instead."""
-    from auditor.model.derived import derive as real_derive
     from auditor.errors import AuditError
+    from auditor.model.derived import derive as real_derive
     from dashboard.data import scope
 
     def derive_then_fail(con: Any, names: tuple[str, ...], **options: Any) -> None:
