@@ -113,6 +113,8 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "strands-agents-as-tools": ("strands", "strands_run"),
     "strands-swarm": ("strands", "strands_run"),
     "llamaindex-agentworkflow-handoff-openinference": ("llamaindex", "llamaindex_run"),
+    "adk-sub-agents-transfer": ("adk", "adk_run"),
+    "adk-agent-tool": ("adk", "adk_run"),
 }
 ISOLATED.update(UNSEEN)
 
