@@ -14,7 +14,7 @@ from functools import partial
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor import derived
+from auditor import derived, grown
 from auditor.errors import AuditError
 from auditor.figures import Figures, compute_figures, figure_rows
 from auditor.kept_parts import Parts
@@ -379,7 +379,9 @@ def _run(
         price_usage(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
-    kept = restore(con, trace_set.files, wanted, lazy=True)
+    kept = restore(con, trace_set.files, wanted, lazy=True) or grown.restore(
+        con, trace_set.files, wanted, prices=settings.prices
+    )
     query = partial(
         _query, con, settings, rules, figures=figures, found=found, parts=parts, json_text=json_text
     )

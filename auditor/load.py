@@ -242,6 +242,8 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
     """
     import duckdb
 
+    from auditor.grown import merge
+
     if any(has_glob(s.path) for s in sources):
         return None  # a view names its files as DuckDB patterns: the table is read in instead
     con = duckdb.connect(":memory:")
@@ -263,7 +265,8 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
         return None
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
     # A view's definition cannot take bound parameters; the paths are quoted literals.
-    run(con, f"CREATE VIEW spans AS SELECT * FROM read_parquet([{listed}])")
+    if not merge(con, paths):  # segments appended to the store: their traces read whole
+        run(con, f"CREATE VIEW spans AS SELECT * FROM read_parquet([{listed}])")
     ts = TraceSet(con=con, files=paths)
     if ts.span_count == 0:
         raise AuditError(_nothing_usable(paths, sources, ts), title="no trace data")

@@ -1,0 +1,216 @@
+"""A compacted store that grew: segments of new spans appended after it was compacted.
+
+``handoffscope compact NEW --out STORE --append`` adds the spans of ``NEW`` that ``STORE``
+does not hold yet (same trace id and span id: a span sent again is kept once, the copy
+already stored winning, as the first copy read wins when loading) as one more Parquet file,
+an *appended segment* (``spans_added_NNNNNN.parquet``), and leaves every other file of the
+store as it was (:func:`append`). The derived tables ``compact`` saved beside the store
+(:mod:`auditor.saved`) describe its files without those segments.
+
+Reading such a store (:func:`merge`) reads and shreds nothing but the appended segments and
+the traces they touch. Each derived row, and each span's agent, depends on its own trace
+alone (:mod:`auditor.derived`, :mod:`auditor.attribution`), so a new span can change only
+the trace it belongs to: a late commit of an old handoff, a parent naming an agent for spans
+stored before it, a trace that spans both. The traces the appended segments touch are read
+whole (their stored spans and their new ones) into a table of their own and their agents
+resolved again; ``spans`` is every other stored span and that table. An audit then reads the
+saved derived tables of every untouched trace where they lie, and derives only the touched
+traces' rows (:func:`restore`): the same rows as deriving the union afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from auditor.errors import AuditError
+from auditor.statements import grown, run
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import duckdb
+
+    from auditor.load import TraceSet
+
+__all__ = ["PREFIX", "append", "is_appended", "merge", "restore"]
+
+PREFIX: Final = "spans_added_"
+"""How an appended segment's name starts (``compact`` names its own files ``spans_N``)."""
+_NUMBER: Final = re.compile(re.escape(PREFIX) + r"(\d+)\.parquet$")
+_TOUCHED: Final = "hs_touched_spans"
+"""The spans of every trace an appended segment touches, their agents resolved again."""
+_IDS: Final = "hs_touched_ids"
+"""The ids of those traces."""
+_ROWS: Final = "hs_touched_"
+"""How the tables of the touched traces' derived rows are named (then the derived name)."""
+
+
+def is_appended(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a segment :func:`append` added to a store."""
+    return _NUMBER.fullmatch(Path(path).name) is not None
+
+
+def _literal(paths: Sequence[str]) -> str:
+    """``paths`` as a DuckDB list literal (a view cannot take bound parameters)."""
+    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+
+
+def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | None, int]:
+    """Write the spans of ``trace_set`` that the folder store ``store`` does not hold as a
+    new segment of it; return the segment's path (None when every span was there already)
+    and how many spans it holds."""
+    import duckdb
+
+    from auditor.compact import TABLE_VERSION, is_single_file
+    from auditor.stores import store_mismatch
+
+    folder = Path(store)
+    if is_single_file(folder) or not folder.is_dir():
+        raise AuditError(
+            f"{store}: --append adds to a folder store (compact TRACES --out FOLDER); "
+            "a single .parquet file cannot grow, so compact everything into a folder",
+            title="not a folder store",
+        )
+    existing = sorted(str(p) for p in folder.glob("spans_*.parquet"))
+    if not existing:
+        raise AuditError(
+            f"{store}: holds no store files (spans_*.parquet) to append to; "
+            "compact into it without --append first",
+            title="not a folder store",
+        )
+    problem = store_mismatch(trace_set.con, existing)
+    if problem is not None:
+        raise AuditError(f"{store}: {problem}", title="not a store")
+    numbers = [int(m.group(1)) for p in existing if (m := _NUMBER.fullmatch(Path(p).name))]
+    target = folder / f"{PREFIX}{max(numbers, default=0) + 1:06d}.parquet"
+    # Hidden while written (a directory walk and the store's glob skip it), then renamed.
+    partial = folder / f".{target.name}.partial"
+    try:
+        run(
+            trace_set.con,
+            "COPY (SELECT s.* FROM spans AS s ANTI JOIN"
+            " (SELECT trace_id, span_id FROM read_parquet($stored)) AS k"
+            " ON s.trace_id = k.trace_id AND s.span_id = k.span_id"
+            " ORDER BY s.trace_id, s.start_unix_nano) TO $out"
+            " (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880,"
+            f" KV_METADATA {{handoffscope_table: '{TABLE_VERSION}'}})",
+            {"stored": existing, "out": str(partial)},
+        )
+        count = int(
+            run(trace_set.con, "SELECT count(*) FROM read_parquet($p)", {"p": str(partial)})[0][0]
+        )
+    except duckdb.Error as e:
+        partial.unlink(missing_ok=True)
+        raise AuditError(f"{store}: could not append ({e})", title="write failed") from e
+    if count == 0:
+        partial.unlink(missing_ok=True)
+        return None, 0
+    os.replace(partial, target)
+    return str(target), count
+
+
+def merge(con: duckdb.DuckDBPyConnection, paths: Sequence[str]) -> bool:
+    """Create ``con``'s ``spans`` view over the store files ``paths`` with appended segments
+    among them: the touched traces read whole into a table and their agents resolved again,
+    every other stored span read where it lies. Returns False (creating nothing) when no
+    segment is appended."""
+    from auditor.attribution import attribute
+
+    added = [p for p in paths if is_appended(p)]
+    if not added:
+        return False
+    run(
+        con,
+        f"CREATE TABLE {_IDS} AS SELECT DISTINCT trace_id FROM read_parquet($added)"
+        " WHERE trace_id IS NOT NULL",
+        {"added": added},
+    )
+    # Named spans while its agents are resolved: attribute() reads and updates `spans`.
+    grown(
+        con,
+        f"CREATE TABLE spans AS SELECT s.* FROM read_parquet($all) AS s SEMI JOIN {_IDS} AS t"
+        " ON s.trace_id = t.trace_id",
+        {"all": list(paths)},
+    )
+    attribute(con)
+    run(con, f"ALTER TABLE spans RENAME TO {_TOUCHED}")
+    # A span without a trace id belongs to no trace: it is read where it lies, as stored.
+    run(
+        con,
+        f"CREATE VIEW spans AS SELECT s.* FROM read_parquet({_literal(list(paths))}) AS s"
+        f" ANTI JOIN {_IDS} AS t ON s.trace_id = t.trace_id"
+        f" UNION ALL SELECT * FROM {_TOUCHED}",
+    )
+    return True
+
+
+def restore(
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[str],
+    names: Sequence[str],
+    *,
+    prices: str | None = None,
+) -> tuple[str, ...]:
+    """Point ``con``'s views of the derived tables ``names`` at the rows of the grown store
+    ``files``: those saved beside it for every trace no appended segment touches, read
+    where they lie, and those of the touched traces, derived from their spans alone (with
+    the prices file ``prices``, as the audit prices them). Returns the names pointed so:
+    none when no segment is appended, when ``con`` did not read the store through
+    :func:`merge`, or when the saved tables are not those of the other files.
+
+    ``con`` must be prepared as :func:`auditor.saved.restore` needs it."""
+    from auditor.audit import prepare
+    from auditor.derived import derive
+    from auditor.prices import price_usage, read_prices
+    from auditor.saved import restore as restore_saved
+
+    base = [f for f in files if not is_appended(f)]
+    if len(base) == len(files) or not base or not _merged(con):
+        return ()
+    # Spans without a trace id in a segment would add rows of no trace: derived afresh.
+    loose = run(
+        con,
+        "SELECT count(*) FROM read_parquet($added) WHERE trace_id IS NULL",
+        {"added": [f for f in files if is_appended(f)]},
+    )
+    if loose[0][0]:
+        return ()
+    wanted = restore_saved(con, base, names, lazy=True)
+    if not wanted:
+        return ()
+    cursor = con.cursor()
+    try:
+        # The cursor's own `spans` is the touched traces: what it derives is theirs alone.
+        run(cursor, f"CREATE TEMP VIEW spans AS SELECT * FROM main.{_TOUCHED}")
+        prepare(cursor)
+        if prices is not None:
+            price_usage(cursor, read_prices(prices))
+        derive(cursor, tuple(wanted))
+        for name in wanted:
+            run(cursor, f"DROP TABLE IF EXISTS main.{_ROWS}{name}")
+            run(cursor, f"ALTER TABLE main.hs_derived_{name} RENAME TO {_ROWS}{name}")
+    finally:
+        cursor.close()
+    for name in wanted:
+        run(con, f"DROP VIEW IF EXISTS hs_{name}_saved")
+        run(con, f"ALTER VIEW hs_{name}_all RENAME TO hs_{name}_saved")
+        run(
+            con,
+            f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS SELECT d.* FROM hs_{name}_saved AS d"
+            f" ANTI JOIN main.{_IDS} AS t ON d.trace_id = t.trace_id"
+            f" UNION ALL BY NAME SELECT * FROM main.{_ROWS}{name}",
+        )
+    return wanted
+
+
+def _merged(con: duckdb.DuckDBPyConnection) -> bool:
+    found = run(
+        con,
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = ?"
+        " AND database_name = current_database()",
+        [_TOUCHED],
+    )
+    return bool(found[0][0])
