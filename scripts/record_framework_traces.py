@@ -115,6 +115,7 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "llamaindex-agentworkflow-handoff-openinference": ("llamaindex", "llamaindex_run"),
     "adk-sub-agents-transfer": ("adk", "adk_run"),
     "adk-agent-tool": ("adk", "adk_run"),
+    "haystack-agent-tool-openinference": ("haystack", "haystack_run"),
 }
 ISOLATED.update(UNSEEN)
 

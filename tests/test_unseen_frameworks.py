@@ -63,6 +63,16 @@ LLAMAINDEX_GAP = (
 )
 for _kind in ("agents", "edges", "turn", "verdict", "cost", "reliability"):
     KNOWN_GAPS[_kind, LLAMAINDEX] = LLAMAINDEX_GAP
+HAYSTACK = "haystack-agent-tool-openinference"
+HAYSTACK_GAP = (
+    "Haystack's Agent has no name and OpenInference marks Agent.run as CHAIN, with no TOOL span "
+    "for an AgentTool call: the delegate is an Agent.run nested in the coordinator's Agent.run, "
+    "named only by the tool call in the parent's LLM output (llm.output_messages.0.message."
+    "tool_calls.0.tool_call.function.name=researcher); the audit sees 0 agents, charges all "
+    "tokens to the service and says NOTHING TO JUDGE (exit 0)"
+)
+for _kind in ("agents", "edges", "turn", "verdict", "cost", "reliability"):
+    KNOWN_GAPS[_kind, HAYSTACK] = HAYSTACK_GAP
 """What the audit still gets wrong on an unseen framework's fixture, by test and scenario."""
 
 
