@@ -116,6 +116,7 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "adk-sub-agents-transfer": ("adk", "adk_run"),
     "adk-agent-tool": ("adk", "adk_run"),
     "haystack-agent-tool-openinference": ("haystack", "haystack_run"),
+    "semantic-kernel-handoff": ("semantic-kernel", "semantic_kernel_run"),
 }
 ISOLATED.update(UNSEEN)
 
