@@ -117,6 +117,44 @@ def test_at_least_three_unseen_frameworks_are_recorded() -> None:
         assert (UNSEEN / name / "traces.jsonl").stat().st_size > 0
 
 
+MODEL_CALLS = {"chat", "generate_content", "text_completion"}
+"""GenAI operations of a model call (an agent span may repeat its calls' usage)."""
+
+
+def _model_call_tokens(name: str) -> tuple[int, int]:
+    """Input and output tokens on the trace's model-call spans, read from the OTLP JSON."""
+    inp = out = 0
+    for line in (UNSEEN / name / "traces.jsonl").read_text(encoding="utf-8").splitlines():
+        for resource in json.loads(line)["resourceSpans"] if line.strip() else ():
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    attrs = {a["key"]: a["value"] for a in span.get("attributes", [])}
+                    op = attrs.get("gen_ai.operation.name", {}).get("stringValue")
+                    if op in MODEL_CALLS:
+                        keys = ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens")
+                    elif attrs.get("openinference.span.kind", {}).get("stringValue") == "LLM":
+                        keys = ("llm.token_count.prompt", "llm.token_count.completion")
+                    else:
+                        continue
+                    inp += int(attrs.get(keys[0], {}).get("intValue", 0))
+                    out += int(attrs.get(keys[1], {}).get("intValue", 0))
+    return inp, out
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_framework_figures_add_up_and_the_trace_holds_them(name: str) -> None:
+    """The fixture itself: the framework's per-agent figures sum to its run's, and the model
+    calls in the trace carry exactly those tokens (whatever the audit makes of them)."""
+    reported = _reported(name)
+    agents = reported["agents"].values()
+    for key in ("input_tokens", "output_tokens", "requests"):
+        assert reported["totals"][key] == sum(a[key] for a in agents) == reported["run_usage"][key]
+    assert _model_call_tokens(name) == (
+        reported["totals"]["input_tokens"],
+        reported["totals"]["output_tokens"],
+    )
+
+
 @pytest.mark.parametrize("name", _params("agents", SCENARIOS))
 def test_each_agent_has_the_tokens_the_framework_counted(audited: Any, name: str) -> None:
     reported, result = audited[name]

@@ -87,11 +87,11 @@ def record_agent_workflow(provider: Any, server: ScriptedOpenAI) -> dict[str, An
             entry["input_tokens"] += usage["prompt_tokens"]
             entry["output_tokens"] += usage["completion_tokens"]
             entry["requests"] += 1
-    ran = []  # the agents in the order they took the turn
+    ran: list[str] = []  # the agents in the order they took the turn
     for event in events:
         if isinstance(event, AgentInput) and (not ran or ran[-1] != event.current_agent_name):
             ran.append(event.current_agent_name)
-    handoffs = []
+    handoffs: list[dict[str, str]] = []
     for event in events:
         if isinstance(event, ToolCallResult) and event.tool_name == "handoff":
             sender = ran[len(handoffs)]
