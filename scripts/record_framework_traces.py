@@ -117,6 +117,7 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "adk-agent-tool": ("adk", "adk_run"),
     "haystack-agent-tool-openinference": ("haystack", "haystack_run"),
     "semantic-kernel-handoff": ("semantic-kernel", "semantic_kernel_run"),
+    "beeai-handoff-tool-openinference": ("beeai", "beeai_run"),
 }
 ISOLATED.update(UNSEEN)
 

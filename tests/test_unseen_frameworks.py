@@ -232,7 +232,8 @@ def test_a_run_that_delegated_is_never_a_pass_or_nothing_to_judge(
 @pytest.mark.parametrize("name", _params("cost", SCENARIOS))
 def test_each_agent_is_priced_as_gpt4o(audited: Any, name: str) -> None:
     """Every run answered as gpt-4o through OpenAI: each agent costs what genai-prices
-    charges for the tokens the framework counted, marked estimated."""
+    charges for the tokens the framework counted (marked estimated unless the trace priced
+    them itself)."""
     reported, result = audited[name]
     agents = {a["agent"]: a for a in result.figures.agents}
     for agent, usage in reported["agents"].items():
@@ -245,7 +246,9 @@ def test_each_agent_is_priced_as_gpt4o(audited: Any, name: str) -> None:
         )
         got = agents[agent]
         assert got["cost_usd"] == pytest.approx(want), agent
-        assert got["estimated_cost_usd"] == pytest.approx(want), agent
+        # estimated from the price table, or priced in the trace (LiteLLM's llm.cost.total)
+        estimated = got["estimated_cost_usd"]
+        assert estimated is None or estimated == pytest.approx(want), agent
         assert got["unpriced_input_tokens"] == 0, agent
 
 
