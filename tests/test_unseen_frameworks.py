@@ -82,6 +82,10 @@ SK_GAP = (
 )
 for _kind in ("edges", "turn", "reliability"):
     KNOWN_GAPS[_kind, "semantic-kernel-handoff"] = SK_GAP
+KNOWN_GAPS["verdict", "semantic-kernel-handoff"] = (
+    "the JSON report's verdict says passed: true beside exit_code 3 and not_judged, where the "
+    "table says NOT JUDGED: a consumer of the JSON reads a run it could not judge as a pass"
+)
 """What the audit still gets wrong on an unseen framework's fixture, by test and scenario."""
 
 
@@ -191,13 +195,23 @@ def test_every_delegation_is_an_edge_in_order_and_an_unvalidated_finding(
     assert result.exit_code() == 1
 
 
+@pytest.fixture(scope="module")
+def cli_json(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Each fixture's ``handoffscope audit --format json``: its exit code and report."""
+    out = {}
+    folder = tmp_path_factory.mktemp("reports")
+    for name in SCENARIOS:
+        report = folder / f"{name}.json"
+        argv = ["audit", str(UNSEEN / name / "traces.jsonl"), "--format", "json", "-o", str(report)]
+        code = main(argv)
+        out[name] = (code, json.loads(report.read_text(encoding="utf-8")))
+    return out
+
+
 @pytest.mark.parametrize("name", _params("edges", SCENARIOS))
-def test_the_cli_fails_naming_each_sender_and_receiver(
-    name: str, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_cli_fails_naming_each_sender_and_receiver(cli_json: Any, name: str) -> None:
     reported = _reported(name)
-    code = main(["audit", str(UNSEEN / name / "traces.jsonl"), "--format", "json"])
-    doc = json.loads(capsys.readouterr().out)
+    code, doc = cli_json[name]
     pairs = sorted((f["sender"], f["receiver"]) for f in doc["findings"])
     assert pairs == sorted((h["sender"], h["receiver"]) for h in reported["handoffs"])
     assert code == 1
@@ -219,14 +233,17 @@ def test_an_edge_costs_the_receivers_turn(audited: Any, name: str) -> None:
 
 @pytest.mark.parametrize("name", _params("verdict", SCENARIOS))
 def test_a_run_that_delegated_is_never_a_pass_or_nothing_to_judge(
-    name: str, capsys: pytest.CaptureFixture[str]
+    cli_json: Any, name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Whatever the audit recognises, a trace in which agents handed work to each other must
-    not come out clean: exit 1 (findings) or 3 (not judged), never 0."""
+    not come out clean, in any format: exit 1 (findings) or 3 (not judged), never 0."""
     code = main(["audit", str(UNSEEN / name / "traces.jsonl")])
     text = capsys.readouterr().out
     assert code in (1, 3)
     assert "PASS" not in text and "NOTHING TO JUDGE" not in text
+    json_code, doc = cli_json[name]
+    assert (json_code, doc["verdict"]["exit_code"]) == (code, code)
+    assert doc["verdict"]["passed"] is False, doc["verdict"]
 
 
 @pytest.mark.parametrize("name", _params("cost", SCENARIOS))
