@@ -112,6 +112,7 @@ UNSEEN: dict[str, tuple[str, str]] = {
     # (tests/test_unseen_frameworks.py replays them)
     "strands-agents-as-tools": ("strands", "strands_run"),
     "strands-swarm": ("strands", "strands_run"),
+    "strands-graph": ("strands", "strands_run"),
     "llamaindex-agentworkflow-handoff-openinference": ("llamaindex", "llamaindex_run"),
     "adk-sub-agents-transfer": ("adk", "adk_run"),
     "adk-agent-tool": ("adk", "adk_run"),

@@ -9,7 +9,9 @@ GenAI conventions: ``invoke_agent {name}``, ``chat``, ``execute_tool {tool}``), 
   gen_ai_latest_experimental`` (the current GenAI conventions);
 - Swarm: triage, researcher and writer in a ``strands.multiagent.Swarm``; each hands the turn
   to the next with the swarm's ``handoff_to_agent(agent_name=..., message=...)`` tool, and the
-  writer answers. Traced with Strands' default conventions.
+  writer answers. Traced with Strands' default conventions;
+- Graph: the same three agents as nodes of a ``strands.multiagent.Graph`` with edges triage ->
+  researcher -> writer: no tool call marks a handoff, the graph runs the next node.
 
 Strands reads the global tracer provider, so the run sets it. Every agent's
 ``strands.models.openai.OpenAIModel`` streams from the scripted server on 127.0.0.1 under its
@@ -216,9 +218,62 @@ def record_swarm(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     )
 
 
+GRAPH_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    ROUTES["triage"]: [{"text": "It needs research, then a short answer.", "usage": (640, 28)}],
+    ROUTES["researcher"]: [{"text": FINDINGS, "usage": (870, 115)}],
+    ROUTES["writer"]: [{"text": ANSWER, "usage": (1090, 150)}],
+}
+
+
+def record_graph(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    from strands.multiagent import GraphBuilder
+
+    _install(provider)
+    builder = GraphBuilder()
+    for name, description in (
+        ("triage", "Decides who works on a question."),
+        ("researcher", "Finds out why things fail."),
+        ("writer", "Writes short answers from findings."),
+    ):
+        builder.add_node(_agent(server, name, description), name)
+    builder.add_edge("triage", "researcher")
+    builder.add_edge("researcher", "writer")
+    builder.set_entry_point("triage")
+    result = builder.build()(PROMPT)
+    order = [node.node_id for node in result.execution_order]
+    assert order == ["triage", "researcher", "writer"], order
+    agents = {}
+    for name, node in result.results.items():
+        usage = node.accumulated_usage
+        agents[name] = {
+            "input_tokens": int(usage["inputTokens"]),
+            "output_tokens": int(usage["outputTokens"]),
+            "requests": 1,
+        }
+    assert result.accumulated_usage["inputTokens"] == sum(
+        a["input_tokens"] for a in agents.values()
+    )
+    return _common(
+        {
+            "workflow": "strands.multiagent.Graph: triage -> researcher -> writer "
+            "(GraphBuilder.add_edge), each node an Agent",
+            "handoffs": [
+                {"sender": a, "receiver": b, "via": "graph edge"}
+                for a, b in zip(order, order[1:], strict=False)
+            ],
+            "handoff_kind": "a graph edge: when a node's agent finishes, the graph runs the "
+            "next node's agent on the output; no tool call marks the handoff",
+            "usage_source": "GraphResult.results[agent].accumulated_usage per agent (the "
+            "graph's accumulated_usage is their sum); one model call each",
+        },
+        agents,
+    )
+
+
 SCENARIOS = {
     "strands-agents-as-tools": (record_agents_as_tools, TOOLS_SCRIPT),
     "strands-swarm": (record_swarm, SWARM_SCRIPT),
+    "strands-graph": (record_graph, GRAPH_SCRIPT),
 }
 
 if __name__ == "__main__":
