@@ -409,11 +409,14 @@ def _query(
     with derived.for_rules(con, rules, figures=figures, kept=kept):
         for number, rule in enumerate(rules):
             step(f"rule {rule.id}", done=number, total=len(rules))
-            findings = run_rule(con, rule, settings)
+            # A store grown by segments: the kept findings of the traces they leave alone.
+            found_grown = grown.findings(con, rule, settings)
+            findings = run_rule(con, rule, settings) if found_grown is None else found_grown
             if parts is None:
                 found[rule.id] = RuleFindings(rule, findings)
             else:
                 found[rule.id] = parts.keep_findings(rule, findings, text=json_text)
+        grown.release(con)
         if figures:
             step("spend and reliability figures")
             rows = figure_rows(con)

@@ -15,13 +15,19 @@ stored before it, a trace that spans both. The traces the appended segments touc
 whole (their stored spans and their new ones) into a table of their own and their agents
 resolved again; ``spans`` is every other stored span and that table. An audit then reads the
 saved derived tables of every untouched trace where they lie, and derives only the touched
-traces' rows (:func:`restore`): the same rows as deriving the union afresh.
+traces' rows (:func:`restore`): the same rows as deriving the union afresh. A rule whose
+every finding depends on its own trace alone (:func:`local`) runs over the touched traces
+only, and the findings the store's files kept for it (:mod:`auditor.kept_parts`, with the
+same settings) stand for every other trace (:func:`findings`); a rule that compares
+traces (:data:`ACROSS_TRACES`, or of ``scope: set``), and the figures, run over them all.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -33,9 +39,26 @@ if TYPE_CHECKING:
 
     import duckdb
 
+    from auditor.audit import Finding
     from auditor.load import TraceSet
+    from auditor.rules import Rule
+    from auditor.settings import AuditSettings
 
-__all__ = ["PREFIX", "append", "is_appended", "merge", "restore"]
+__all__ = [
+    "ACROSS_TRACES",
+    "PREFIX",
+    "append",
+    "findings",
+    "is_appended",
+    "local",
+    "merge",
+    "release",
+    "restore",
+]
+
+ACROSS_TRACES: Final = frozenset({"duplicate-execution"})
+"""Rules of ``scope: trace`` whose findings in one trace depend on others (an idempotency
+key executed again in another trace): run over every trace, never reused."""
 
 PREFIX: Final = "spans_added_"
 """How an appended segment's name starts (``compact`` names its own files ``spans_N``)."""
@@ -192,8 +215,12 @@ def restore(
         for name in wanted:
             run(cursor, f"DROP TABLE IF EXISTS main.{_ROWS}{name}")
             run(cursor, f"ALTER TABLE main.hs_derived_{name} RENAME TO {_ROWS}{name}")
-    finally:
+            run(cursor, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS FROM main.{_ROWS}{name}")
+    except BaseException:
         cursor.close()
+        raise
+    ids = {str(r[0]) for r in run(con, f"SELECT trace_id FROM {_IDS}")}
+    _STATES[con] = _Touched(cursor, frozenset(ids), tuple(base), frozenset(wanted))
     for name in wanted:
         run(con, f"DROP VIEW IF EXISTS hs_{name}_saved")
         run(con, f"ALTER VIEW hs_{name}_all RENAME TO hs_{name}_saved")
@@ -204,6 +231,65 @@ def restore(
             f" UNION ALL BY NAME SELECT * FROM main.{_ROWS}{name}",
         )
     return wanted
+
+
+@dataclass(frozen=True)
+class _Touched:
+    """What :func:`restore` made of a grown store for :func:`findings`."""
+
+    cursor: duckdb.DuckDBPyConnection
+    """Reads the touched traces alone: its ``spans`` and derived views are theirs."""
+    ids: frozenset[str]
+    base: tuple[str, ...]
+    """The store's files but the appended segments."""
+    derived: frozenset[str]
+
+
+_STATES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Touched] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def local(rule: Rule) -> bool:
+    """Whether each finding of ``rule`` depends on its own trace alone."""
+    return rule.scope == "trace" and rule.id not in ACROSS_TRACES
+
+
+def findings(
+    con: duckdb.DuckDBPyConnection, rule: Rule, settings: AuditSettings
+) -> list[Finding] | None:
+    """``rule``'s findings over the grown store ``con`` reads (after :func:`restore`): those
+    kept for the store's other files, with these settings, of every untouched trace, and the
+    rule run over the touched traces alone; in the order the rule's run gives them. None
+    when they cannot be had so (the rule is not :func:`local`, reads a table not derived for
+    the touched traces, or nothing was kept for it): run it over every trace then."""
+    from auditor.audit import run_rule
+    from auditor.derived import DERIVED
+    from auditor.kept_parts import Parts
+
+    state = _STATES.get(con)
+    if state is None or not local(rule):
+        return None
+    if any(f"hs_{n}_all" in rule.sql and n not in state.derived for n in DERIVED):
+        return None
+    parts = Parts.of(state.base, settings)
+    kept = None if parts is None else parts.findings(rule)
+    if kept is None:
+        return None
+    fresh = run_rule(state.cursor, rule, settings)
+    merged = [f for f in kept.findings if f.trace_id not in state.ids]
+    merged += fresh
+    # As run_rule orders them.
+    merged.sort(key=lambda f: (f.trace_id or "", f.task_id or "", f.receiver or "", f.attempt or 0))
+    return merged
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """Close what :func:`restore` kept open for :func:`findings` (once the rules have run),
+    so that closing ``con`` frees its database."""
+    state = _STATES.pop(con, None)
+    if state is not None:
+        state.cursor.close()
 
 
 def _merged(con: duckdb.DuckDBPyConnection) -> bool:

@@ -11,15 +11,19 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 
 from auditor import audit, load_traces
+from auditor import grown as grown_module
 from auditor.cli import main
-from auditor.grown import is_appended
+from auditor.grown import ACROSS_TRACES, findings, is_appended, local
 from auditor.report import render
+from auditor.rules import all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMULATED = ROOT / "sample_traces" / "fault-mix"
@@ -112,21 +116,41 @@ def _report(result: Any) -> dict[str, Any]:
 
 
 def _grown_and_whole(
-    tmp_path: Path, requests: list[dict[str, Any]], seed: int, *, incremental: bool = True
+    tmp_path: Path,
+    requests: list[dict[str, Any]],
+    seed: int,
+    *,
+    incremental: bool = True,
+    ahead: bool = True,
 ) -> None:
+    """Compact the old part (with ``ahead``, auditing it, which keeps each rule's findings
+    beside it), append the new part, and audit the store as the union is audited."""
     old, new = _split(requests, seed)
     assert old and new
     old_file = _write(tmp_path / "in" / "a-old.jsonl", old)
     new_file = _write(tmp_path / "in" / "b-new.jsonl", new)
     store = tmp_path / "store"
-    assert main(["compact", str(old_file), "--out", str(store), "--no-audit", "-q"]) == 0
+    compact = ["compact", str(old_file), "--out", str(store), "-q"]
+    assert main(compact if ahead else [*compact, "--no-audit"]) == 0
     assert main(["compact", str(new_file), "--out", str(store), "--append", "--no-audit"]) == 0
     assert any(is_appended(p) for p in store.glob("*.parquet"))
     grown = load_traces(store)
     assert grown.con.execute("SELECT count(*) FROM hs_touched_ids").fetchone()[0] > 0
     whole = load_traces([old_file, new_file])
     assert grown.span_count == whole.span_count
-    assert _report(audit(grown, store=True)) == _report(audit(whole))
+    reused: list[str] = []
+
+    def spy(con: Any, rule: Any, settings: Any) -> Any:
+        out = findings(con, rule, settings)
+        if out is not None:
+            reused.append(rule.id)
+        return out
+
+    with patch.object(grown_module, "findings", spy):
+        assert _report(audit(grown, store=True)) == _report(audit(whole))
+    # Each rule local to a trace ran over the touched traces alone, given findings kept.
+    expected = {r.id for r in all_rules() if local(r)} if incremental and ahead else set()
+    assert set(reused) == expected
     # The saved rows of the untouched traces were read, the touched traces' derived alone.
     derived = grown.con.execute(
         "SELECT table_name FROM duckdb_tables() WHERE table_name LIKE 'hs_touched_%'"
@@ -138,14 +162,24 @@ def _grown_and_whole(
     assert _report(audit(again, store=True)) == _report(audit(load_traces([old_file, new_file])))
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_simulated_traces_split_at_random(tmp_path: Path, seed: int) -> None:
-    _grown_and_whole(tmp_path, _requests(SIMULATED), seed)
+@pytest.mark.parametrize(("seed", "ahead"), [(1, True), (2, True), (3, False)])
+def test_simulated_traces_split_at_random(tmp_path: Path, seed: int, ahead: bool) -> None:
+    _grown_and_whole(tmp_path, _requests(SIMULATED), seed, ahead=ahead)
 
 
-@pytest.mark.parametrize("seed", [4, 5])
-def test_framework_fixtures_split_at_random(tmp_path: Path, seed: int) -> None:
-    _grown_and_whole(tmp_path, _requests(FRAMEWORKS), seed)
+@pytest.mark.parametrize(("seed", "ahead"), [(4, True), (5, False)])
+def test_framework_fixtures_split_at_random(tmp_path: Path, seed: int, ahead: bool) -> None:
+    _grown_and_whole(tmp_path, _requests(FRAMEWORKS), seed, ahead=ahead)
+
+
+@pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.id)
+def test_a_rule_reused_per_trace_groups_only_within_a_trace(rule: Any) -> None:
+    # Findings kept for untouched traces stand only for rules that never compare traces:
+    # each grouping of one names the trace (a handoff key starts with its trace id).
+    groupings = re.findall(r"(?:PARTITION|GROUP) BY ([^)\n]*)", rule.sql)
+    within = all("handoff_key" in g or "trace_id" in g for g in groupings)
+    assert local(rule) == (within and rule.scope == "trace"), groupings
+    assert (rule.id in ACROSS_TRACES) == (not within and rule.scope == "trace")
 
 
 def test_spans_without_a_trace_id_derive_afresh(tmp_path: Path) -> None:
