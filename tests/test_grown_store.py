@@ -122,21 +122,28 @@ def _grown_and_whole(
     *,
     incremental: bool = True,
     ahead: bool = True,
+    appends: int = 1,
 ) -> None:
     """Compact the old part (with ``ahead``, auditing it, which keeps each rule's findings
-    beside it), append the new part, and audit the store as the union is audited."""
+    beside it), append the new part (in ``appends`` segments), and audit the store as the
+    union is audited."""
     old, new = _split(requests, seed)
     assert old and new
     old_file = _write(tmp_path / "in" / "a-old.jsonl", old)
-    new_file = _write(tmp_path / "in" / "b-new.jsonl", new)
+    new_files = [
+        _write(tmp_path / "in" / f"b-new-{n}.jsonl", new[n::appends]) for n in range(appends)
+    ]
     store = tmp_path / "store"
     compact = ["compact", str(old_file), "--out", str(store), "-q"]
     assert main(compact if ahead else [*compact, "--no-audit"]) == 0
-    assert main(["compact", str(new_file), "--out", str(store), "--append", "--no-audit"]) == 0
+    for new_file in new_files:
+        append = ["compact", str(new_file), "--out", str(store), "--append", "--no-audit"]
+        assert main(append) == 0
+    assert len([p for p in store.glob("*.parquet") if is_appended(p)]) == appends
     assert any(is_appended(p) for p in store.glob("*.parquet"))
     grown = load_traces(store)
     assert grown.con.execute("SELECT count(*) FROM hs_touched_ids").fetchone()[0] > 0
-    whole = load_traces([old_file, new_file])
+    whole = load_traces([old_file, *new_files])
     assert grown.span_count == whole.span_count
     reused: list[str] = []
 
@@ -159,12 +166,14 @@ def _grown_and_whole(
     assert touched == incremental
     # A repeat audit (from the parts the first one kept) says the same.
     again = load_traces(store)
-    assert _report(audit(again, store=True)) == _report(audit(load_traces([old_file, new_file])))
+    assert _report(audit(again, store=True)) == _report(audit(load_traces([old_file, *new_files])))
 
 
-@pytest.mark.parametrize(("seed", "ahead"), [(1, True), (2, True), (3, False)])
-def test_simulated_traces_split_at_random(tmp_path: Path, seed: int, ahead: bool) -> None:
-    _grown_and_whole(tmp_path, _requests(SIMULATED), seed, ahead=ahead)
+@pytest.mark.parametrize(("seed", "ahead", "appends"), [(1, True, 1), (2, True, 2), (3, False, 1)])
+def test_simulated_traces_split_at_random(
+    tmp_path: Path, seed: int, ahead: bool, appends: int
+) -> None:
+    _grown_and_whole(tmp_path, _requests(SIMULATED), seed, ahead=ahead, appends=appends)
 
 
 @pytest.mark.parametrize(("seed", "ahead"), [(4, True), (5, False)])
