@@ -33,11 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-import bench_audit  # noqa: E402  (beside this file)
-import gen_traces  # noqa: E402
+from bench import bench_audit, gen_traces  # noqa: E402  (beside this file)
 
 
 def corpus(folder: Path, base: int, new: int, seed: int = 11) -> tuple[Path, Path, dict[str, int]]:
@@ -122,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     # The store as audited before the new spans came (what `compact` itself does): each
     # rule's findings kept beside it, by this version of the code.
     whole([*cli, "audit", str(pristine), "--format", "json"])
-    rounds = []
+    rounds: list[dict[str, Any]] = []
     for number in range(args.repeat):
         store = args.dir / "grown"
         shutil.rmtree(store, ignore_errors=True)
@@ -136,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         audit = [*cli, "audit", str(store), "--format", "json"]
         first = whole(audit, capture=True)
         again = whole(audit, capture=True)
-        row = {"round": number + 1, "append": append, "shred": shred, "first": first}
-        row["again"] = again
+        row: dict[str, Any] = {"round": number + 1, "append": append, "shred": shred}
+        row.update(first=first, again=again)
         if not args.no_reference and number == 0:
             for derived in store.glob(".*.derived"):
                 shutil.rmtree(derived)
