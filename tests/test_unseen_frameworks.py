@@ -82,10 +82,6 @@ SK_GAP = (
 )
 for _kind in ("edges", "turn", "reliability"):
     KNOWN_GAPS[_kind, "semantic-kernel-handoff"] = SK_GAP
-KNOWN_GAPS["verdict", "semantic-kernel-handoff"] = (
-    "the JSON report's verdict says passed: true beside exit_code 3 and not_judged, where the "
-    "table says NOT JUDGED: a consumer of the JSON reads a run it could not judge as a pass"
-)
 """What the audit still gets wrong on an unseen framework's fixture, by test and scenario."""
 
 

@@ -79,6 +79,22 @@ NOTHING_TO_JUDGE = "no handoff in these traces, so there was nothing to judge"
 """What every format says instead of PASS when :func:`nothing_to_judge`."""
 
 
+VERDICTS = ("fail", "not_judged", "nothing_to_judge", "pass")
+"""The verdicts every report format names, most severe first (the JSON report's
+``verdict.status``; FAIL, NOT JUDGED, NOTHING TO JUDGE and PASS in the table)."""
+
+
+def verdict_status(failing: int, not_judged: str | None, summary: dict[str, Any]) -> str:
+    """The one verdict of an audit, so that no two formats can disagree: ``fail`` when a
+    finding fails, else ``not_judged`` when agents were seen whose delegation the audit could
+    not recognise, else ``nothing_to_judge`` when no handoff was found, else ``pass``."""
+    if failing:
+        return "fail"
+    if not_judged:
+        return "not_judged"
+    return "nothing_to_judge" if nothing_to_judge(summary) else "pass"
+
+
 def count(value: int | float | None) -> str:
     """A whole number with thousands separators."""
     return "-" if value is None else f"{int(value):,}"
