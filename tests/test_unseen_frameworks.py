@@ -135,6 +135,17 @@ def _model_call_tokens(name: str) -> tuple[int, int]:
     return inp, out
 
 
+def _span_starts(name: str) -> dict[str, int]:
+    """Each span's start (Unix ns) by span id, read from the fixture's OTLP JSON."""
+    starts = {}
+    for line in (UNSEEN / name / "traces.jsonl").read_text(encoding="utf-8").splitlines():
+        for resource in json.loads(line)["resourceSpans"] if line.strip() else ():
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    starts[span["spanId"]] = int(span["startTimeUnixNano"])
+    return starts
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_the_framework_figures_add_up_and_the_trace_holds_them(name: str) -> None:
     """The fixture itself: the framework's per-agent figures sum to its run's, and the model
@@ -176,8 +187,13 @@ def test_every_delegation_is_an_edge_in_order_and_an_unvalidated_finding(
 ) -> None:
     reported, result = audited[name]
     handoffs = [(h["sender"], h["receiver"]) for h in reported["handoffs"]]
-    edges = [(e["sender"], e["receiver"]) for t in result.structure.traces for e in t["edges"]]
-    assert edges == handoffs
+    # in the order the evidence of each ran (a run may span traces: a runtime's per message)
+    started = _span_starts(name)
+    edges = sorted(
+        (e for t in result.structure.traces for e in t["edges"]),
+        key=lambda e: started[e["span_id"]],
+    )
+    assert [(e["sender"], e["receiver"]) for e in edges] == handoffs
     assert result.figures.summary["handoffs"] == len(handoffs)
     findings = [(f.sender, f.receiver) for f in result.findings]
     assert sorted(findings) == sorted(handoffs)
