@@ -276,23 +276,75 @@ edges AS (
     UNION ALL SELECT * EXCLUDE (run_span) FROM delegations
     UNION ALL SELECT * EXCLUDE (run_span) FROM transitions
     UNION ALL SELECT * EXCLUDE (priority, anchor, nth) FROM structural
+),
+candidates AS (
+    SELECT * FROM edges
+    WHERE receiver IS NOT NULL
+      -- Control staying with its agent (a refused handoff, as an adapter records it) is no
+      -- edge.
+      AND sender IS DISTINCT FROM receiver
+),
+handshakes AS (
+    -- The library's handoffs (a handshake adapter, collector.integrations) in the traces
+    -- that hold an edge: the handshake's own spans record such a delegation, so evidence of
+    -- it is no second edge. Each hides only the delegation it ran under (below).
+    SELECT trace_id, "handoff.sender" AS sender, "handoff.receiver" AS receiver,
+           start_unix_nano, end_unix_nano
+    FROM spans
+    WHERE name = 'handoff' AND trace_id IN (SELECT trace_id FROM candidates)
+),
+under AS (
+    -- Evidence of a delegation that ran during a handshake between the same agents: the
+    -- handshake inside the framework's handoff span, or the receiver's run inside the commit.
+    SELECT DISTINCT e.trace_id, e.span_id
+    FROM candidates AS e
+    JOIN handshakes AS h ON h.trace_id = e.trace_id AND h.sender = e.sender
+        AND h.receiver = e.receiver
+        AND h.start_unix_nano <= e.end_unix_nano AND e.start_unix_nano <= h.end_unix_nano
+),
+acts AS (
+    -- Each act of handing off between two agents: a handshake, or the sender's handoff span,
+    -- tool call or call of the receiver's run (validated when a handshake ran during it).
+    -- Evidence that only shows the turn passing (a parent id, a link, the order of runs or
+    -- of graph nodes) follows an act instead.
+    SELECT trace_id, sender, receiver, start_unix_nano, true AS validated FROM handshakes
+    UNION ALL
+    SELECT e.trace_id, e.sender, e.receiver, e.start_unix_nano, u.span_id IS NOT NULL
+    FROM candidates AS e
+    LEFT JOIN under AS u ON u.trace_id = e.trace_id AND u.span_id = e.span_id
+    WHERE e.convention NOT IN ('graph-parent', 'span-link', 'run-sequence', 'graph-transition')
+),
+follows AS (
+    -- A receiver's run found from structure alone (its parent id, a link, its place) after
+    -- the act that handed it the turn: the latest act between the same agents before it.
+    -- One act leads to one run: only the first run after it is that act's delegation.
+    SELECT e.trace_id, e.span_id,
+           arg_max(a.validated, a.start_unix_nano) AS validated,
+           max(a.start_unix_nano) AS act_start, any_value(e.start_unix_nano) AS run_start
+    FROM candidates AS e
+    JOIN acts AS a ON a.trace_id = e.trace_id AND a.sender = e.sender
+        AND a.receiver = e.receiver AND a.start_unix_nano < e.start_unix_nano
+    WHERE e.convention IN ('graph-parent', 'span-link', 'run-sequence', 'graph-transition')
+    GROUP BY e.trace_id, e.span_id, e.sender, e.receiver
+),
+hidden AS (
+    SELECT trace_id, span_id FROM under
+    UNION ALL
+    SELECT trace_id, span_id FROM (
+        SELECT f.*, row_number() OVER (PARTITION BY f.trace_id, f.act_start, e.sender,
+                                                    e.receiver
+                                       ORDER BY f.run_start, f.span_id) AS nth
+        FROM follows AS f
+        JOIN candidates AS e ON e.trace_id = f.trace_id AND e.span_id = f.span_id
+    ) AS first_runs
+    WHERE validated AND nth = 1
 )
-SELECT concat_ws('/', trace_id, span_id) AS handoff_key, trace_id, span_id, sender, receiver,
-       convention, start_unix_nano, end_unix_nano,
-       coalesce(status_code, 'UNSET') <> 'ERROR' AS ok
-FROM edges AS e
-WHERE receiver IS NOT NULL
-  -- Control staying with its agent (a refused handoff, as an adapter records it) is no edge.
-  AND sender IS DISTINCT FROM receiver
-  -- A handshake adapter (collector.integrations) ran the library's handoff between the same
-  -- agents before this one ended: the handshake's own spans record it, so it is no second
-  -- edge. (Not only during it: the receiver's runs that evidence finds after the handshake,
-  -- as when control comes back to it after a refused handoff, are the same delegation.)
-  AND NOT EXISTS (
-      SELECT 1 FROM spans AS h
-      WHERE h.name = 'handoff' AND h.trace_id = e.trace_id
-        AND h."handoff.sender" = e.sender AND h."handoff.receiver" = e.receiver
-        AND h.start_unix_nano <= e.end_unix_nano);
+SELECT concat_ws('/', e.trace_id, e.span_id) AS handoff_key, e.trace_id, e.span_id, e.sender,
+       e.receiver, e.convention, e.start_unix_nano, e.end_unix_nano,
+       coalesce(e.status_code, 'UNSET') <> 'ERROR' AS ok
+FROM candidates AS e
+LEFT JOIN hidden AS x ON x.trace_id = e.trace_id AND x.span_id = e.span_id
+WHERE x.span_id IS NULL;
 
 -- Read through hs_framework_handoffs_all, which auditor/derived.py may point at a table.
 CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS SELECT * FROM hs_framework_handoff_spans;
