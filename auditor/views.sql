@@ -752,9 +752,14 @@ per_attempt AS (
     FROM hs_attempts(since_ns, until_ns, agents) GROUP BY trace_id
 ),
 per_framework AS (
-    SELECT trace_id, count(*) AS handoffs
+    -- The agents a delegation names count as agents seen, whether or not a span of theirs
+    -- is in the trace (a coworker named only by the manager's tool call).
+    SELECT trace_id, count(*) AS handoffs,
+           list_distinct(list_concat(list(sender) FILTER (WHERE sender IS NOT NULL),
+                                     list(receiver))) AS handoff_agents
     FROM hs_framework_handoffs(since_ns, until_ns, agents) GROUP BY trace_id
 ),
+
 per_run AS (
     SELECT trace_id, list_sort(list_distinct(list(workflow_id))) AS workflow_ids,
            any_value(workflow_id) AS workflow_id, any_value(workflow_name) AS workflow_name
@@ -782,7 +787,7 @@ per_handoff AS (
 )
 SELECT
     s.*,
-    coalesce(p.handoffs, 0) + coalesce(f.handoffs, 0) AS handoffs,
+    coalesce(p.handoffs, 0) + coalesce(f.handoffs, 0) AS handoffs, f.handoff_agents,
     coalesce(a.attempts, 0) AS attempts,
     r.workflow_ids, r.workflow_id, r.workflow_name,
     coalesce(u.usage_spans, 0) AS usage_spans, u.input_tokens, u.output_tokens, u.cost_usd,

@@ -74,10 +74,6 @@ the audit's honest verdict gives (3: not judged; 0: nothing to judge)."""
 
 KNOWN_GAPS: dict[tuple[str, str], str] = {
     (
-        "usage",
-        "crewai-hierarchical-openinference-crewai-only",
-    ): "the summary counts the agents that own spans (1), the edges name the coworkers too (3)",
-    (
         "turn",
         "autogen-swarm-openinference-and-core",
     ): "autogen-core starts a trace per message: the receiver's turn is in another trace",
@@ -112,6 +108,14 @@ def test_usage_the_trace_does_not_hold_is_unknown_not_free(audited: Any, name: s
     assert s["input_tokens"] is None and s["cost_usd"] is None
     text = render(result, "table", width=120)
     assert "unknown: no span reported tokens or a cost" in text and "$0" not in text
+    # The count agrees wherever it is printed: the summary, markdown and --explain.
+    agents_seen = len(reported["agents"])
+    assert f"{agents_seen} agents" in text
+    assert f"**{agents_seen}** agents" in render(result, "markdown")
+    explained = result.structure
+    assert explained is not None
+    assert {a["agent"] for t in explained.traces for a in t["agents"]} == set(reported["agents"])
+
 
 
 @pytest.mark.parametrize("name", WITH_USAGE)

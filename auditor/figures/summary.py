@@ -34,7 +34,9 @@ def summary(
             coalesce(sum(handoffs), 0)::BIGINT AS handoffs,
             coalesce(sum(attempts), 0)::BIGINT AS attempts,
             (SELECT count(DISTINCT v) FROM (SELECT unnest(workflow_ids) AS v FROM t)) AS workflows,
-            (SELECT count(DISTINCT v) FROM (SELECT unnest(span_agents) AS v FROM t)) AS agents,
+            (SELECT count(DISTINCT v) FROM (SELECT unnest(span_agents) AS v FROM t
+                                            UNION ALL SELECT unnest(handoff_agents) FROM t))
+                AS agents,
             (SELECT count(DISTINCT v) FROM (SELECT unnest(services) AS v FROM t)) AS services,
             min(start_time) AS first_start,
             max(end_time) AS last_end,
