@@ -122,27 +122,39 @@ def test_usage_the_trace_does_not_hold_is_unknown_not_free(audited: Any, name: s
 def test_each_agent_has_the_tokens_the_framework_counted(audited: Any, name: str) -> None:
     reported, result = audited[name]
     agents = {a["agent"]: a for a in result.figures.agents}
-    # Tokens of no agent the trace names (a group chat's selector, a Flow traced without
-    # agent spans) stay on one row named by the service, as much as the framework reported.
+    s = result.figures.summary
     unnamed = set(agents) - set(reported["agents"])
-    other = dict(reported.get("other_usage") or {})
     if not _agents_in_trace(reported):
-        other = reported["agents"]
-    if other:
+        # No span names an agent (a Flow traced without agent spans): the service stands for
+        # one, with as much as the framework reported.
         (service,) = unnamed
         assert (agents[service]["input_tokens"], agents[service]["output_tokens"]) == (
-            sum(u["input_tokens"] for u in other.values()),
-            sum(u["output_tokens"] for u in other.values()),
+            sum(u["input_tokens"] for u in reported["agents"].values()),
+            sum(u["output_tokens"] for u in reported["agents"].values()),
         )
         unnamed.clear()
     assert not unnamed
+    # Tokens the framework spent outside every agent (a group chat's speaker selection) are
+    # charged to no agent, and said so: no agent's row holds them.
+    other = dict(reported.get("other_usage") or {})
+    assert (s["uncharged_input_tokens"], s["uncharged_output_tokens"]) == (
+        sum(u["input_tokens"] for u in other.values()),
+        sum(u["output_tokens"] for u in other.values()),
+    )
+    if other:
+        from auditor.report import render
+
+        assert (
+            f"{s['uncharged_input_tokens']:,} input and {s['uncharged_output_tokens']:,} output"
+            " tokens" in render(result, "table", width=300)
+        )
+        assert "not charged to any agent" in render(result, "markdown")
     for agent, usage in reported["agents"].items() if _agents_in_trace(reported) else ():
         got = agents[agent]
         assert (got["input_tokens"], got["output_tokens"]) == (
             usage["input_tokens"],
             usage["output_tokens"],
         ), agent
-    s = result.figures.summary
     assert s["agents"] == (len(reported["agents"]) if _agents_in_trace(reported) else 0)
     assert (s["input_tokens"], s["output_tokens"]) == (
         reported["run_usage"]["input_tokens"],

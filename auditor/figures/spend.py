@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.figures.base import FILTER_ARGS, Filters, query
+from auditor.figures.base import FILTER_ARGS, UNCHARGED, Filters, query
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,7 +53,8 @@ def agent_spend(
     reported tokens but no cost), unpriced_input_tokens and unpriced_output_tokens (tokens
     of models the price table does not know: counted, never priced at $0), cache_read_tokens
     and cache_write_tokens (inside input_tokens), reasoning_tokens (inside output_tokens),
-    cached_share (cache reads against all input).
+    cached_share (cache reads against all input). Usage charged to no agent
+    (:data:`~auditor.figures.base.UNCHARGED`) is in no row.
     """
     return query(
         con,
@@ -70,7 +71,10 @@ def agent_spend(
                sum(cache_write_tokens) AS cache_write_tokens,
                sum(reasoning_tokens) AS reasoning_tokens,
                sum(cache_read_tokens) / nullif(sum(input_tokens), 0) AS cached_share
-        FROM hs_usage({FILTER_ARGS})
+        FROM hs_usage({FILTER_ARGS}) AS u
+        -- Tokens of no agent are no agent's spend (the summary counts them apart).
+        WHERE NOT EXISTS (SELECT 1 FROM ({UNCHARGED}) AS x
+                          WHERE x.trace_id = u.trace_id AND x.span_id = u.span_id)
         GROUP BY agent
         ORDER BY cost_usd DESC NULLS LAST, agent
         """,

@@ -40,7 +40,8 @@ def plural(n: int | float | None, word: str, words: str | None = None) -> str:
 
 
 def spend(summary: dict[str, Any]) -> str:
-    """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens."""
+    """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens and
+    the tokens charged to no agent."""
     if summary.get("input_tokens") is None and summary.get("output_tokens") is None:
         if summary.get("cost_usd") is None:
             return f"{UNKNOWN_COST}: no span reported tokens or a cost"
@@ -60,6 +61,15 @@ def spend(summary: dict[str, Any]) -> str:
         text += (
             f"; partial: {count(unpriced_in)} input and {count(unpriced_out)} output tokens"
             f" unpriced (no price for their model{named})"
+        )
+    uncharged_in = summary.get("uncharged_input_tokens") or 0
+    uncharged_out = summary.get("uncharged_output_tokens") or 0
+    if uncharged_in or uncharged_out:
+        cost = summary.get("uncharged_cost_usd")
+        priced = "" if cost is None else f" ({money(cost)})"
+        text += (
+            f"; {count(uncharged_in)} input and {count(uncharged_out)} output tokens{priced}"
+            " not charged to any agent"
         )
     return text
 
