@@ -52,12 +52,53 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 --                             it did not end in error)
 -- hs_framework_handoffs(...)  the same, inside the filter (start time; agents matching the
 --                             sender or the receiver)
+-- hs_fw_conversations: each trace of other instrumentations' spans with the conversation it
+-- belongs to. One conversation recorded in several traces (a runtime that starts a trace per
+-- message) is tied by span links, followed back to the trace they start from, or by a
+-- conversation key the traces share (conversation_key: auditor/conventions.py,
+-- CONVERSATION_KEYS); a trace tied to none is a conversation of its own.
+CREATE OR REPLACE TEMP VIEW hs_fw_conversations AS
+WITH RECURSIVE linked AS MATERIALIZED (
+    SELECT DISTINCT trace_id, link_trace AS up
+    FROM hs_fw_spans
+    WHERE link_trace IS NOT NULL AND trace_id IS NOT NULL AND link_trace <> trace_id
+),
+walk(trace_id, up, depth) AS (
+    SELECT trace_id, up, 1 FROM linked
+    UNION ALL
+    SELECT w.trace_id, l.up, w.depth + 1
+    FROM walk AS w JOIN linked AS l ON l.trace_id = w.up
+    WHERE w.depth < 64
+),
+roots AS (
+    -- The trace each linked one starts from: one its links reach that links to no other.
+    SELECT trace_id, min(up) AS root
+    FROM walk WHERE up NOT IN (SELECT trace_id FROM linked)
+    GROUP BY trace_id
+),
+keyed AS (
+    SELECT trace_id, min(conversation_key) AS conversation_key
+    FROM hs_fw_spans WHERE conversation_key IS NOT NULL AND trace_id IS NOT NULL
+    GROUP BY trace_id
+),
+traces AS (SELECT DISTINCT trace_id FROM hs_fw_spans WHERE trace_id IS NOT NULL)
+SELECT t.trace_id,
+       coalesce(CASE WHEN coalesce(k.conversation_key, kr.conversation_key) IS NOT NULL
+                     THEN 'key:' || coalesce(k.conversation_key, kr.conversation_key) END,
+                r.root, t.trace_id) AS conversation
+FROM traces AS t
+LEFT JOIN roots AS r ON r.trace_id = t.trace_id
+LEFT JOIN keyed AS k ON k.trace_id = t.trace_id
+LEFT JOIN keyed AS kr ON kr.trace_id = r.root;
+
 CREATE OR REPLACE TEMP VIEW hs_framework_handoff_spans AS
 WITH fw AS MATERIALIZED (SELECT * FROM hs_fw_spans),
+conversations AS MATERIALIZED (SELECT * FROM hs_fw_conversations),
 runs AS MATERIALIZED (
     -- The agents' runs a delegation leads to (named by the span or an ancestor).
-    SELECT trace_id, span_id, agent, node_id, start_unix_nano
-    FROM fw WHERE agent_run AND named
+    SELECT f.trace_id, f.span_id, f.agent, f.node_id, f.start_unix_nano, c.conversation
+    FROM fw AS f LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
+    WHERE f.agent_run AND f.named
 ),
 known AS (
     -- The agents that ran in each trace, by their loosely compared name.
@@ -218,18 +259,27 @@ seen AS (
 ),
 leads AS (
     -- The run each handoff or tool call leads to: the receiver's first run from its start
-    -- (inside the call, or after it); a run is the delegation itself.
-    SELECT e.trace_id, e.span_id, arg_min(r.span_id, (r.start_unix_nano, r.span_id)) AS run_span
-    FROM (SELECT trace_id, span_id, receiver, start_unix_nano FROM named_handoffs
-          UNION ALL
-          SELECT trace_id, span_id, receiver, start_unix_nano FROM seen
-          WHERE convention IN ('agent-tool', 'turn-passing')) AS e
-    JOIN runs AS r ON r.trace_id = e.trace_id AND r.agent = e.receiver
-        AND r.start_unix_nano >= e.start_unix_nano
+    -- (inside the call, or after it) in its trace, else in another trace of its
+    -- conversation (hs_fw_conversations); a run is the delegation itself.
+    SELECT e.trace_id, e.span_id,
+           arg_min(r.trace_id, (r.trace_id <> e.trace_id, r.start_unix_nano, r.span_id))
+               AS run_trace,
+           arg_min(r.span_id, (r.trace_id <> e.trace_id, r.start_unix_nano, r.span_id))
+               AS run_span
+    FROM (SELECT h.trace_id, h.span_id, h.receiver, h.start_unix_nano,
+                 coalesce(c.conversation, h.trace_id) AS conversation
+          FROM (SELECT trace_id, span_id, receiver, start_unix_nano FROM named_handoffs
+                UNION ALL
+                SELECT trace_id, span_id, receiver, start_unix_nano FROM seen
+                WHERE convention IN ('agent-tool', 'turn-passing')) AS h
+          LEFT JOIN conversations AS c ON c.trace_id = h.trace_id) AS e
+    JOIN runs AS r ON coalesce(r.conversation, r.trace_id) = e.conversation
+        AND r.agent = e.receiver AND r.start_unix_nano >= e.start_unix_nano
     GROUP BY e.trace_id, e.span_id
 ),
 anchored AS (
-    SELECT s.*, coalesce(l.run_span, s.span_id) AS anchor
+    SELECT s.*, coalesce(l.run_trace, s.trace_id) AS anchor_trace,
+           coalesce(l.run_span, s.span_id) AS anchor
     FROM seen AS s LEFT JOIN leads AS l ON l.trace_id = s.trace_id AND l.span_id = s.span_id
     WHERE s.sender IS NOT NULL AND s.receiver IS NOT NULL AND s.sender <> s.receiver
 ),
@@ -244,8 +294,10 @@ copies AS (
 ),
 named AS (
     -- A handoff recorded by several spans that lead to one run is one edge.
-    SELECT n.*, coalesce(l.run_span, n.span_id) AS anchor,
-           row_number() OVER (PARTITION BY n.trace_id, coalesce(l.run_span, n.span_id),
+    SELECT n.*, coalesce(l.run_trace, n.trace_id) AS anchor_trace,
+           coalesce(l.run_span, n.span_id) AS anchor,
+           row_number() OVER (PARTITION BY coalesce(l.run_trace, n.trace_id),
+                                           coalesce(l.run_span, n.span_id),
                                            n.sender, n.receiver
                               ORDER BY n.start_unix_nano, n.span_id) AS nth
     FROM named_handoffs AS n
@@ -255,7 +307,7 @@ named AS (
 ),
 recorded AS (
     -- What the handoff spans, handoff tools, delegations and graph transitions recorded.
-    SELECT trace_id, anchor FROM named
+    SELECT anchor_trace AS trace_id, anchor FROM named
     UNION ALL SELECT trace_id, run_span FROM delegations
     UNION ALL SELECT trace_id, run_span FROM transitions
 ),
@@ -263,19 +315,19 @@ structural AS (
     -- One edge per delegation: a run found through several kinds of evidence is one edge
     -- (the first kind in priority order), none when a handoff already records it.
     SELECT * FROM (
-        SELECT a.*, row_number() OVER (PARTITION BY a.trace_id, a.anchor
+        SELECT a.*, row_number() OVER (PARTITION BY a.anchor_trace, a.anchor
                                        ORDER BY a.priority, a.start_unix_nano, a.span_id) AS nth
         FROM anchored AS a
         WHERE NOT EXISTS (SELECT 1 FROM recorded AS r
-                          WHERE r.trace_id = a.trace_id AND r.anchor = a.anchor)
+                          WHERE r.trace_id = a.anchor_trace AND r.anchor = a.anchor)
     ) AS ranked
     WHERE nth = 1
 ),
 edges AS (
-    SELECT * EXCLUDE (priority, anchor, nth) FROM named WHERE nth = 1
+    SELECT * EXCLUDE (priority, anchor_trace, anchor, nth) FROM named WHERE nth = 1
     UNION ALL SELECT * EXCLUDE (run_span) FROM delegations
     UNION ALL SELECT * EXCLUDE (run_span) FROM transitions
-    UNION ALL SELECT * EXCLUDE (priority, anchor, nth) FROM structural
+    UNION ALL SELECT * EXCLUDE (priority, anchor_trace, anchor, nth) FROM structural
 ),
 candidates AS (
     SELECT * FROM edges
@@ -712,7 +764,14 @@ SELECT
     coalesce("handoff.workflow.id", trace_id) AS workflow_id,
     coalesce("gen_ai.workflow.name", regexp_replace(name, '^invoke_workflow ?', '')) AS workflow_name,
     coalesce("handoff.workflow.attempt", 1) AS run,
-    "handoff.workflow.outcome" AS outcome,
+    -- Another framework's GenAI workflow span (no handoff.workflow.id, which the library
+    -- sets when the run starts) says no outcome: it succeeded unless it ended in error.
+    coalesce(
+        "handoff.workflow.outcome",
+        CASE WHEN "handoff.workflow.id" IS NULL
+             THEN CASE WHEN status_code = 'ERROR' THEN 'failure' ELSE 'success' END
+        END
+    ) AS outcome,
     start_unix_nano
 FROM hs_spans(since_ns, until_ns, agents)
 WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%';
@@ -759,7 +818,6 @@ per_framework AS (
                                      list(receiver))) AS handoff_agents
     FROM hs_framework_handoffs(since_ns, until_ns, agents) GROUP BY trace_id
 ),
-
 per_run AS (
     SELECT trace_id, list_sort(list_distinct(list(workflow_id))) AS workflow_ids,
            any_value(workflow_id) AS workflow_id, any_value(workflow_name) AS workflow_name
