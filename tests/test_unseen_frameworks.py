@@ -40,13 +40,6 @@ ADK_TRANSFER_GAP = (
 )
 for _kind in ("agents", "edges", "turn"):
     KNOWN_GAPS[_kind, "adk-sub-agents-transfer"] = ADK_TRANSFER_GAP
-ADK_WORKFLOW_GAP = (
-    "ADK opens each run with a GenAI 'invoke_workflow {root}' span (gen_ai.workflow.name, "
-    "status unset, no handoff.workflow.outcome): the audit counts it as a handoffscope "
-    "workflow that did not succeed, 'Observed end to end 0.0% (0 of 1 workflows)'"
-)
-for _name in ("adk-sub-agents-transfer", "adk-agent-tool"):
-    KNOWN_GAPS["reliability", _name] = ADK_WORKFLOW_GAP
 LLAMAINDEX = "llamaindex-agentworkflow-handoff-openinference"
 LLAMAINDEX_GAP = (
     "LlamaIndex AgentWorkflow under OpenInference writes no AGENT span and no agent key: the "
