@@ -33,6 +33,7 @@ from auditor.price_source import ContractPrice, resolve_prices
 from auditor.prices import PAIRS_SQL
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
+from auditor.structure import explain
 from auditor.table import SPAN_COLUMNS
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
@@ -282,6 +283,9 @@ def audit_engine(
         settings=settings,
         figures=figures,
         files=[source] if source else [],
+        # What the structural model found, from the same queries as a file audit: the same
+        # NOT JUDGED verdict, exit code and --explain section.
+        structure=explain(con),  # type: ignore[arg-type]
     )
 
 
