@@ -185,7 +185,7 @@ TOOL_SPAN: Final[tuple[KindGuard, ...]] = (
 )
 """What marks a span as a tool call, in each convention."""
 
-TRANSFER_TOOL: Final = r"^transfer_(?:back_)?to_(.+)$"
+TRANSFER_TOOL: Final = r"^(?:.*[-.:/])?transfer_(?:back_)?to_(.+)$"
 """A handoff tool (GenAI ``execute_tool transfer_to_*``, LangGraph's handoff tools); the
 receiver is the rest of the name."""
 

@@ -60,15 +60,11 @@ HAYSTACK_GAP = (
 )
 for _kind in ("agents", "edges", "turn", "verdict", "cost", "reliability"):
     KNOWN_GAPS[_kind, HAYSTACK] = HAYSTACK_GAP
-SK_GAP = (
-    "Semantic Kernel names a function {plugin}-{function}: its handoff tool is "
-    "'Handoff-transfer_to_researcher', which the anchored TRANSFER_TOOL (^transfer_to_) does not "
-    "read, and its runtime starts a trace per message (the researcher's run is in another trace, "
-    "tied only by a link from its runtime 'process' span to a span beside the triage's run): "
-    "agents and tokens are right, but no edge, NOT JUDGED (exit 3) and no run counted"
+KNOWN_GAPS["reliability", "semantic-kernel-handoff"] = (
+    "Semantic Kernel's runtime starts a trace per message: the edges and their turns are read "
+    "across the traces tied by span links, but the reliability figures count each trace with "
+    "a handoff as a run of its own (2 runs, not 1)"
 )
-for _kind in ("edges", "turn", "reliability"):
-    KNOWN_GAPS[_kind, "semantic-kernel-handoff"] = SK_GAP
 """What the audit still gets wrong on an unseen framework's fixture, by test and scenario."""
 
 
