@@ -25,6 +25,7 @@ from auditor.model.structure import NOT_JUDGED_EXIT, Structure, explain
 from auditor.report import render_chunks
 from auditor.rules import FINDING_COLUMNS, SEVERITIES, Rule, select_rules
 from auditor.settings import AuditSettings
+from auditor.stores import grown
 from auditor.stores.kept import keep, slot, store_files
 from auditor.stores.kept_parts import Parts
 from auditor.stores.saved import KEPT, restore
@@ -308,7 +309,9 @@ def _run(
         price_usage(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
-    kept = restore(con, trace_set.files, wanted, lazy=True)
+    kept = restore(con, trace_set.files, wanted, lazy=True) or grown.restore(
+        con, trace_set.files, wanted, prices=settings.prices
+    )
     query = partial(
         _query, con, settings, rules, figures=figures, found=found, parts=parts, json_text=json_text
     )
@@ -336,11 +339,14 @@ def _query(
     with derived.for_rules(con, rules, figures=figures, kept=kept):
         for number, rule in enumerate(rules):
             step(f"rule {rule.id}", done=number, total=len(rules))
-            findings = run_rule(con, rule, settings)
+            # A store grown by segments: the kept findings of the traces they leave alone.
+            found_grown = grown.findings(con, rule, settings, run_rule=run_rule)
+            findings = run_rule(con, rule, settings) if found_grown is None else found_grown
             if parts is None:
                 found[rule.id] = RuleFindings(rule, findings)
             else:
                 found[rule.id] = parts.keep_findings(rule, findings, text=json_text)
+        grown.release(con)
         if figures:
             step("spend and reliability figures")
             rows = figure_rows(con)

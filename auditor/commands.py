@@ -26,6 +26,7 @@ from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
 from auditor.stores import kept
 from auditor.stores.compact import check_target, is_single_file, write_parquet
+from auditor.stores.grown import append as append_segment
 from auditor.stores.saved import save
 from collector.errors import HandoffscopeError
 from collector.progress import progress, step
@@ -316,6 +317,12 @@ def _list_rules(ctx: click.Context) -> None:
     "input.",
 )
 @click.option("--force", is_flag=True, help="Replace TARGET if it exists.")
+@click.option(
+    "--append",
+    is_flag=True,
+    help="Add the spans TARGET (a folder store) does not hold yet as one more file of it; "
+    "its next audit reads only the new file and the traces it touches.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Do not list input problems on stderr.")
 @click.option(
     "--audit/--no-audit",
@@ -325,7 +332,9 @@ def _list_rules(ctx: click.Context) -> None:
     help="Also audit the store with the settings in force here and keep its JSON report "
     "beside it, so that `audit STORE --format json` answers at once (about one audit's time).",
 )
-def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool, audit_ahead: bool) -> int:
+def compact(
+    paths: tuple[str, ...], out: str, force: bool, append: bool, quiet: bool, audit_ahead: bool
+) -> int:
     """Turn trace files into Parquet for fast repeated audits.
 
     The Parquet holds the parsed, de-duplicated spans table; `handoffscope audit` reads it
@@ -339,13 +348,38 @@ def compact(paths: tuple[str, ...], out: str, force: bool, quiet: bool, audit_ah
     Example:
       handoffscope compact sample_traces/ --out store.parquet
       handoffscope audit store.parquet
+      handoffscope compact traces/ --out store/ && handoffscope compact new/ --out store/ --append
     """
     import duckdb  # imported on first use: `handoffscope --help` stays without DuckDB
 
+    if append and force:
+        raise click.UsageError("--append adds to TARGET; --force would replace it")
     check_target(out, paths)  # before reading: replacing an input would destroy it
     with progress("loading traces"):
         traces = load_traces(paths)
     _report_problems(traces.problems, quiet=quiet, rest="compacting everything else")
+    if append:
+        with progress("compacting"):
+            step(f"appending the new of {traces.span_count:,} spans")
+            segment, count = append_segment(traces, out)
+        click.echo(
+            f"handoffscope: appended {count:,} new spans to {out} as {segment}"
+            if segment
+            else f"handoffscope: {out} holds every span already; nothing appended",
+            err=True,
+        )
+        if not audit_ahead or segment is None:
+            return 0
+        traces.con.close()
+        try:
+            with progress("compacting"):
+                step("auditing the store, to keep its JSON report")
+                keep_report_ahead(out, resolve(pyproject=find_pyproject()))
+        except (HandoffscopeError, OSError, duckdb.Error) as e:
+            if interrupted(e):
+                raise
+            click.echo(f"handoffscope: no report kept beside {out} ({e})", err=True)
+        return 0
     with progress("compacting"):
         step(f"writing {traces.span_count:,} spans to Parquet")
         written = write_parquet(traces, out, force=force)

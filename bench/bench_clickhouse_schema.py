@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--spans", type=int, default=1_000_000)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/handoffscope-bench"))
-    parser.add_argument("--repeat", type=int, default=2, help="audits per engine, alternating")
+    parser.add_argument("--repeat", type=int, default=3, help="audits per engine, alternating")
     parser.add_argument(
         "--resent", type=float, default=0.0, help="fraction of the spans sent twice"
     )
@@ -95,18 +95,22 @@ def main(argv: list[str] | None = None) -> int:
             tables[name] = table
         del again
         duck_s: list[float] = []
+        duck_cpu: list[float] = []
         ch_s: dict[str, list[float]] = {name: [] for name in tables}
+        ch_cpu: dict[str, list[float]] = {name: [] for name in tables}
         duck = None
         same: dict[str, bool] = {}
         copies: dict[str, int] = {}
         for _ in range(args.repeat):
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             duck = audit(traces)
             duck_s.append(time.perf_counter() - started)
+            duck_cpu.append(time.process_time() - cpu)
             for name, table in tables.items():
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 ch = audit_engine(engine, table)
                 ch_s[name].append(time.perf_counter() - started)
+                ch_cpu[name].append(time.process_time() - cpu)
                 same[name] = [f.to_dict() for f in duck.findings] == [
                     f.to_dict() for f in ch.findings
                 ]
@@ -128,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
                 "duckdb_audit_s": [round(s, 1) for s in duck_s],
                 "chdb_audit_s": {n: [round(s, 1) for s in v] for n, v in ch_s.items()},
                 "chdb_over_duckdb": {n: round(min(v) / min(duck_s), 2) for n, v in ch_s.items()},
+                "duckdb_audit_cpu_s": [round(s, 1) for s in duck_cpu],
+                "chdb_audit_cpu_s": {n: [round(s, 1) for s in v] for n, v in ch_cpu.items()},
+                "chdb_over_duckdb_cpu": {
+                    n: round(min(v) / min(duck_cpu), 2) for n, v in ch_cpu.items()
+                },
                 "peak_rss_gb": round(
                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 1
                 ),

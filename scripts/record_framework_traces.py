@@ -106,6 +106,22 @@ ISOLATED: dict[str, tuple[str, str]] = {
     "smolagents-toolcalling-parallel-openinference": ("smolagents", "smolagents_run"),
 }
 
+UNSEEN_FOLDER = "unseen"
+UNSEEN: dict[str, tuple[str, str]] = {
+    # frameworks the audit was never tuned to, recorded the same way into <out>/unseen/
+    # (tests/test_unseen_frameworks.py replays them)
+    "strands-agents-as-tools": ("strands", "strands_run"),
+    "strands-swarm": ("strands", "strands_run"),
+    "strands-graph": ("strands", "strands_run"),
+    "llamaindex-agentworkflow-handoff-openinference": ("llamaindex", "llamaindex_run"),
+    "adk-sub-agents-transfer": ("adk", "adk_run"),
+    "adk-agent-tool": ("adk", "adk_run"),
+    "haystack-agent-tool-openinference": ("haystack", "haystack_run"),
+    "semantic-kernel-handoff": ("semantic-kernel", "semantic_kernel_run"),
+    "beeai-handoff-tool-openinference": ("beeai", "beeai_run"),
+}
+ISOLATED.update(UNSEEN)
+
 
 def record(name: str, out: Path) -> dict[str, Any]:
     """Run scenario ``name`` in this process and write its two files under ``out/name``."""
@@ -144,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     names = args.scenario or [*SCENARIOS, *ISOLATED]
     if len(names) == 1 and names[0] in ISOLATED:
-        return run_isolated(*ISOLATED[names[0]], names[0], args.out)
+        out = args.out / UNSEEN_FOLDER if names[0] in UNSEEN else args.out
+        return run_isolated(*ISOLATED[names[0]], names[0], out)
     if len(names) == 1:
         forbid_network()
         try:

@@ -36,10 +36,12 @@ from auditor.model.prices import PAIRS_SQL, read_prices
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
 from auditor.database.span_table import SPAN_COLUMNS
+from auditor.model.structure import explain
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
 
 _NO_BOUND: Final = (0, 2**63 - 1)
+_READ_OFTEN: Final = ("hs_fw_spans",)
 # Appended to a transpiled query's SETTINGS when its rows become a table: a boolean
 # grouped by the helper views can come out as LowCardinality(UInt8), which a table may
 # only hold with this setting.
@@ -148,9 +150,25 @@ class ClickHouseConnection:
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
         if not self._create("hs_resolved_agents", resolved):
             return False
-        self._spans = attributed(self._exported, "hs_resolved_agents")
+        # The spans with their resolved agents, joined once: as a subquery, every query that
+        # reads `spans` would join them again.
+        attributed_spans = attributed(self._exported, "hs_resolved_agents")
+        if not self._create(
+            "hs_span_rows", f"SELECT {numbered} FROM ({attributed_spans}){SETTINGS}"
+        ):
+            return False
+        self.engine.command("DROP TEMPORARY TABLE IF EXISTS hs_spans_read")
+        self._spans = f"SELECT {named} FROM hs_span_rows"
         self._price()  # from the spans just kept, not from the exporter's maps again
         known: dict[str, list[str]] = {}
+        # Views read many times over by one query (DuckDB materialises `fw AS MATERIALIZED`;
+        # a ClickHouse CTE is evaluated again at each reference), computed once.
+        for view in _READ_OFTEN:
+            text = to_clickhouse(f"SELECT * FROM {view}", self._spans, defs=self._defs)
+            if not self._create(view, text):
+                return False
+            known[view], _ = self.engine.query(f"SELECT * FROM {view} LIMIT 0")
+        self._defs = self._defs.with_tables(known)
         for name, select in selects(rules=True).items():
             relation = f"hs_{name}_all"
             text = to_clickhouse(select, self._spans, defs=self._defs.with_tables(known))
@@ -263,6 +281,9 @@ def audit_engine(
         settings=settings,
         figures=figures,
         files=[source] if source else [],
+        # What the structural model found, from the same queries as a file audit: the same
+        # NOT JUDGED verdict, exit code and --explain section.
+        structure=explain(con),  # type: ignore[arg-type]
     )
 
 

@@ -15,6 +15,19 @@ if TYPE_CHECKING:
 FILTER_ARGS = "$since_ns, $until_ns, $agents"
 """The filter arguments every ``hs_*`` table macro takes, as bound parameters."""
 
+UNCHARGED = f"""
+    -- The usage spans charged to no agent: named by nothing but their service.name in a
+    -- trace where spans name agents (a group chat's speaker selection between its agents'
+    -- runs). In a trace where no span names an agent, the service stands for one.
+    SELECT u.trace_id, u.span_id, u.input_tokens, u.output_tokens, u.cost_usd
+    FROM hs_usage({FILTER_ARGS}) AS u
+    JOIN hs_traces({FILTER_ARGS}) AS t ON t.trace_id = u.trace_id
+    WHERE u.agent = u.service_name AND len(t.span_agents) > 0
+      AND NOT list_contains(t.span_agents, u.agent)
+"""
+"""The usage spans whose tokens no agent is charged with (trace_id, span_id, tokens, cost):
+left out of the agents' spend, and counted in the summary as not charged to any agent."""
+
 _UNFILTERED = re.compile(r"\b(hs_[a-z_]+)\(" + re.escape(FILTER_ARGS) + r"\)")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.figures.base import FILTER_ARGS, Filters, query
+from auditor.figures.base import FILTER_ARGS, UNCHARGED, Filters, query
 
 if TYPE_CHECKING:
     import duckdb
@@ -53,7 +53,8 @@ def agent_spend(
     reported tokens but no cost), unpriced_input_tokens and unpriced_output_tokens (tokens
     of models the price table does not know: counted, never priced at $0), cache_read_tokens
     and cache_write_tokens (inside input_tokens), reasoning_tokens (inside output_tokens),
-    cached_share (cache reads against all input).
+    cached_share (cache reads against all input). Usage charged to no agent
+    (:data:`~auditor.figures.base.UNCHARGED`) is in no row.
     """
     return query(
         con,
@@ -70,7 +71,10 @@ def agent_spend(
                sum(cache_write_tokens) AS cache_write_tokens,
                sum(reasoning_tokens) AS reasoning_tokens,
                sum(cache_read_tokens) / nullif(sum(input_tokens), 0) AS cached_share
-        FROM hs_usage({FILTER_ARGS})
+        FROM hs_usage({FILTER_ARGS}) AS u
+        -- Tokens of no agent are no agent's spend (the summary counts them apart).
+        WHERE NOT EXISTS (SELECT 1 FROM ({UNCHARGED}) AS x
+                          WHERE x.trace_id = u.trace_id AND x.span_id = u.span_id)
         GROUP BY agent
         ORDER BY cost_usd DESC NULLS LAST, agent
         """,
@@ -84,23 +88,33 @@ def edge_spend(
     """Tokens and cost of every phase of the handoffs on each sender -> receiver edge.
 
     Another framework's handoff has no phases: its cost is the receiver's turn, what the
-    receiver used in the trace from the handoff until it handed off in turn (a delegate's
+    receiver used in the handoff's conversation (its trace, and the traces tied to it by span
+    links or a conversation key) from the handoff until it handed off in turn (a delegate's
     turn: its whole run).
     Columns: sender, receiver, handoffs, input_tokens, output_tokens, cost_usd.
     """
     return query(
         con,
         f"""
-        WITH fw AS (SELECT * FROM hs_framework_handoffs({FILTER_ARGS})),
+        WITH conversations AS (SELECT * FROM hs_fw_conversations),
+        fw AS (
+            -- A turn is read across the handoff's conversation: the receiver may run in
+            -- another trace of it (hs_fw_conversations).
+            SELECT f.*, coalesce(c.conversation, f.trace_id) AS conversation
+            FROM hs_framework_handoffs({FILTER_ARGS}) AS f
+            LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
+        ),
         turns AS (
             -- A delegate's turn is its whole run (the edge's span): every kind of evidence
-            -- that finds the delegate's run itself, or the tool call it ran inside.
-            SELECT f.handoff_key, f.trace_id, f.receiver, f.start_unix_nano,
+            -- that finds the delegate's run itself, or the tool call it ran inside. Else it
+            -- lasts until the receiver hands off in turn.
+            SELECT f.handoff_key, f.conversation, f.receiver, f.start_unix_nano,
                    CASE WHEN f.convention IN ('delegation', 'nested-run', 'graph-parent',
                                               'span-link', 'agent-tool', 'run-sequence')
                         THEN f.end_unix_nano + 1
                    ELSE coalesce((SELECT min(n.start_unix_nano) FROM fw AS n
-                                  WHERE n.trace_id = f.trace_id AND n.sender = f.receiver
+                                  WHERE n.conversation = f.conversation
+                                    AND n.sender = f.receiver
                                     AND n.start_unix_nano > f.start_unix_nano),
                                  9223372036854775807) END AS until_ns
             FROM fw AS f
@@ -109,8 +123,10 @@ def edge_spend(
             SELECT t.handoff_key, sum(u.input_tokens) AS input_tokens,
                    sum(u.output_tokens) AS output_tokens, sum(u.cost_usd) AS cost_usd
             FROM turns AS t
-            JOIN hs_usage({FILTER_ARGS}) AS u
-                ON u.trace_id = t.trace_id AND u.agent = t.receiver
+            JOIN (SELECT u.*, coalesce(c.conversation, u.trace_id) AS conversation
+                  FROM hs_usage({FILTER_ARGS}) AS u
+                  LEFT JOIN conversations AS c ON c.trace_id = u.trace_id) AS u
+                ON u.conversation = t.conversation AND u.agent = t.receiver
                AND u.start_unix_nano >= t.start_unix_nano AND u.start_unix_nano < t.until_ns
             GROUP BY t.handoff_key
         ),

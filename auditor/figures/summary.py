@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.figures.base import FILTER_ARGS, Filters, query
+from auditor.figures.base import FILTER_ARGS, UNCHARGED, Filters, query
 
 if TYPE_CHECKING:
     import duckdb
@@ -20,7 +20,9 @@ def summary(
     Columns: spans, traces, handoffs, attempts, workflows, agents, services, first_start,
     last_end, input_tokens, output_tokens, cost_usd, estimated_cost_usd (the part of
     cost_usd estimated from the price table), unpriced_input_tokens, unpriced_output_tokens
-    (tokens no price covers; they are in the token counts, not in cost_usd).
+    (tokens no price covers; they are in the token counts, not in cost_usd),
+    uncharged_input_tokens, uncharged_output_tokens, uncharged_cost_usd (usage charged to no
+    agent: in the totals, in no agent's row).
     """
     return query(
         con,
@@ -34,7 +36,9 @@ def summary(
             coalesce(sum(handoffs), 0)::BIGINT AS handoffs,
             coalesce(sum(attempts), 0)::BIGINT AS attempts,
             (SELECT count(DISTINCT v) FROM (SELECT unnest(workflow_ids) AS v FROM t)) AS workflows,
-            (SELECT count(DISTINCT v) FROM (SELECT unnest(span_agents) AS v FROM t)) AS agents,
+            (SELECT count(DISTINCT v) FROM (SELECT unnest(span_agents) AS v FROM t
+                                            UNION ALL SELECT unnest(handoff_agents) FROM t))
+                AS agents,
             (SELECT count(DISTINCT v) FROM (SELECT unnest(services) AS v FROM t)) AS services,
             min(start_time) AS first_start,
             max(end_time) AS last_end,
@@ -43,7 +47,12 @@ def summary(
             sum(cost_usd) AS cost_usd,
             sum(estimated_cost_usd) AS estimated_cost_usd,
             coalesce(sum(unpriced_input_tokens), 0)::BIGINT AS unpriced_input_tokens,
-            coalesce(sum(unpriced_output_tokens), 0)::BIGINT AS unpriced_output_tokens
+            coalesce(sum(unpriced_output_tokens), 0)::BIGINT AS unpriced_output_tokens,
+            (SELECT coalesce(sum(input_tokens), 0)::BIGINT FROM ({UNCHARGED}))
+                AS uncharged_input_tokens,
+            (SELECT coalesce(sum(output_tokens), 0)::BIGINT FROM ({UNCHARGED}))
+                AS uncharged_output_tokens,
+            (SELECT sum(cost_usd) FROM ({UNCHARGED})) AS uncharged_cost_usd
         FROM t
         """,
         filters,

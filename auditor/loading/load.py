@@ -27,6 +27,7 @@ from auditor.model import derived
 from auditor.errors import AuditError
 from auditor.loading.problems import NOT_OTLP, LoadProblem
 from auditor.loading.readers import Reader
+from auditor.loading.segments import merge
 from auditor.loading.sources import SourceFile, discover, has_glob
 from auditor.database.statements import (
     memory_limit,
@@ -265,7 +266,8 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
         return None
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
     # A view's definition cannot take bound parameters; the paths are quoted literals.
-    run(con, f"CREATE VIEW spans AS SELECT * FROM read_parquet([{listed}])")
+    if not merge(con, paths):  # segments appended to the store: their traces read whole
+        run(con, f"CREATE VIEW spans AS SELECT * FROM read_parquet([{listed}])")
     ts = TraceSet(con=con, files=paths)
     if ts.span_count == 0:
         raise AuditError(_nothing_usable(paths, sources, ts), title="no trace data")

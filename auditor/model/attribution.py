@@ -153,6 +153,7 @@ def macros_sql() -> str:
     graph_node = (
         "coalesce(" + ", ".join(_agent_key(k, _TYPED) for k in c.AGENT_KEYS if k.node_span) + ")"
     )
+    conversation = "coalesce(" + ", ".join(_get(k) for k in c.CONVERSATION_KEYS) + ")"
     return (
         prices_sql()
         + f"""
@@ -197,7 +198,8 @@ SELECT trace_id, span_id, parent_span_id, name, agent, start_unix_nano, end_unix
        hs_fw_handed({CALL_ARGS}) AS handed,
        {_get(c.OPENINFERENCE_GRAPH_NODE_ID)} AS node_id,
        {_get(c.OPENINFERENCE_GRAPH_PARENT_ID)} AS node_parent,
-       links[1].trace_id AS link_trace, links[1].span_id AS link_span
+       links[1].trace_id AS link_trace, links[1].span_id AS link_span,
+       {conversation} AS conversation_key
 FROM spans
 WHERE scope_name IS DISTINCT FROM {_lit(s.INSTRUMENTATION_NAME)};
 """

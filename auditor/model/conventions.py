@@ -26,6 +26,7 @@ __all__ = [
     "AGENT_ID",
     "AGENT_SPAN",
     "ARGUMENT_KEYS",
+    "CONVERSATION_KEYS",
     "DELEGATE_ARGUMENTS",
     "EVIDENCE",
     "HANDOFF_KEYS",
@@ -91,6 +92,10 @@ OPENLLMETRY_ENTITY_INPUT: Final = "traceloop.entity.input"
 """OpenLLMetry: the input of a task, tool or agent span (JSON)."""
 VERCEL_MODEL: Final = "ai.model.id"
 """Vercel AI SDK: the model."""
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+"""GenAI: the conversation (session, thread) a span belongs to."""
+OPENINFERENCE_SESSION_ID: Final = "session.id"
+"""OpenInference: the session a span belongs to."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +186,7 @@ TOOL_SPAN: Final[tuple[KindGuard, ...]] = (
 )
 """What marks a span as a tool call, in each convention."""
 
-TRANSFER_TOOL: Final = r"^transfer_(?:back_)?to_(.+)$"
+TRANSFER_TOOL: Final = r"^(?:.*[-.:/])?transfer_(?:back_)?to_(.+)$"
 """A handoff tool (GenAI ``execute_tool transfer_to_*``, LangGraph's handoff tools); the
 receiver is the rest of the name."""
 
@@ -208,6 +213,11 @@ tools, Agno's ``delegate_task_to_member``, routers): the tool's work is that age
 
 ARGUMENT_KEYS: Final = (OPENINFERENCE_INPUT, GEN_AI_TOOL_ARGUMENTS, OPENLLMETRY_ENTITY_INPUT)
 """Keys holding a tool call's arguments (read as text: an argument is found at any depth)."""
+
+CONVERSATION_KEYS: Final = (GEN_AI_CONVERSATION_ID, OPENINFERENCE_SESSION_ID)
+"""Keys naming the conversation a span belongs to, first present wins: traces holding the
+same value are one conversation, as are traces tied by span links (a runtime that starts a
+trace per message). A receiver's turn after a handoff is read across its conversation."""
 
 HANDOFF_TOOL: Final = r"(?i)^(?:transfer|handoff|hand_off|delegate|route)"
 """A tool whose call passes the turn to another agent even when it does not name it: the

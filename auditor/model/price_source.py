@@ -185,7 +185,9 @@ def find_model(model: str, provider: str | None) -> tuple[Provider, ModelInfo] |
     A provider is tried as genai-prices spells it
     (:data:`auditor.model.usage_keys.PROVIDER_ALIASES`),
     then as the spans do; one genai-prices does not know (a gateway's name) is dropped, and the
-    model alone chooses, as genai-prices does when it is given no provider."""
+    model alone chooses, as genai-prices does when it is given no provider. A routed id that
+    none of these finds (``openai/gpt-4o``, as LiteLLM and gateways name models) is tried as
+    the model after its first slash at the provider before it."""
     from genai_prices.data_snapshot import get_snapshot  # optional: the [cli] extra
 
     snapshot = get_snapshot()
@@ -196,6 +198,14 @@ def find_model(model: str, provider: str | None) -> tuple[Provider, ModelInfo] |
             return snapshot.find_provider_model(model, None, provider_id, None)
         except LookupError as e:
             tried.append(str(e))
+    prefix, slash, rest = model.partition("/")
+    if slash and prefix and rest:
+        # A routed id, ``{provider}/{model}`` (LiteLLM, OpenRouter, gateways): the model after
+        # the first slash, at the provider before it.
+        found = find_model(rest, prefix)
+        if not isinstance(found, str):
+            return found
+        tried.append(found)
     return "; ".join(tried)
 
 

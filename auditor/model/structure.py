@@ -26,22 +26,28 @@ NOT_JUDGED_EXIT: Final = 3
 """The exit code of an audit whose findings pass but which saw agents it could not judge."""
 
 _AGENTS: Final = f"""
-SELECT trace_id, agent, list_sort(list_distinct(list(evidence))) AS evidence
+SELECT trace_id, agent, list_sort(list_distinct(list(kind))) AS evidence
 FROM (
-    SELECT trace_id, hs_fw_agent({CALL_ARGS}) AS agent, hs_fw_named_by({CALL_ARGS}) AS evidence
+    SELECT trace_id, hs_fw_agent({CALL_ARGS}) AS agent, hs_fw_named_by({CALL_ARGS}) AS kind
     FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans)
     UNION ALL
     SELECT trace_id, "gen_ai.agent.name", 'genai: gen_ai.agent.name'
     FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans) AND agent = "gen_ai.agent.name"
     UNION ALL
     SELECT trace_id, handed, 'a tool call''s arguments' FROM hs_fw_spans
+    UNION ALL
+    SELECT trace_id, unnest([sender, receiver]), 'a handoff' FROM hs_framework_handoffs_all
 ) AS named
-WHERE agent IS NOT NULL AND evidence IS NOT NULL AND trace_id IS NOT NULL
+WHERE agent IS NOT NULL AND kind IS NOT NULL AND trace_id IS NOT NULL
 GROUP BY trace_id, agent
--- Agents a run or a key names before those only a tool's arguments name.
-ORDER BY trace_id, bool_and(evidence = 'a tool call''s arguments'), agent
+-- Agents a run or a key names before those only a tool's arguments or a handoff name (the
+-- kind of evidence has a name of its own: ClickHouse reads an output alias in ORDER BY).
+ORDER BY trace_id, bool_and(kind IN ('a tool call''s arguments', 'a handoff')), agent
 """
 _ARGUMENTS: Final = "a tool call's arguments"
+_HANDOFF: Final = "a handoff"
+"""An agent only a handoff names (a receiver with no span of its own): listed, as the
+summary counts it, only when nothing else names it."""
 _EDGES: Final = """
 SELECT trace_id, span_id, sender, receiver, convention
 FROM hs_framework_handoffs_all
@@ -137,8 +143,12 @@ def explain(con: duckdb.DuckDBPyConnection) -> Structure | None:
         # A tool's argument names an agent loosely (a member id for "Research Agent"): one
         # agent, under the name its run gave it.
         same = next((a for a in agents if _loose(a["agent"]) == _loose(agent)), None)
+        # A handoff names the agent only when nothing else does.
+        evidence = [e for e in evidence if e != _HANDOFF] or list(evidence)
         if same is None:
-            agents.append({"agent": agent, "evidence": list(evidence)})
+            agents.append({"agent": agent, "evidence": evidence})
+        elif evidence == [_HANDOFF]:
+            continue
         elif evidence == [_ARGUMENTS]:
             same["evidence"] = sorted({*same["evidence"], _ARGUMENTS})
         else:

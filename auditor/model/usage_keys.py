@@ -95,9 +95,14 @@ PROVIDER_ALIASES: Final = {
     "openai.chat": "openai",
     "openai.responses": "openai",
     "anthropic.messages": "anthropic",
+    "vertex_ai": "google",
+    "gemini": "google",
+    "together_ai": "together",
+    "fireworks_ai": "fireworks",
 }
-"""The GenAI conventions' and the Vercel AI SDK's provider names that genai-prices spells
-otherwise (a name not here is given to genai-prices as it is, then dropped if unknown)."""
+"""The GenAI conventions', the Vercel AI SDK's and LiteLLM's routing prefixes' provider
+names that genai-prices spells otherwise (a name not here is given to genai-prices as it
+is, then dropped if unknown)."""
 
 CACHE_READ_KEYS: Final = (
     TokenKey("genai", "gen_ai.usage.cache_read.input_tokens"),

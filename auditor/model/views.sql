@@ -52,12 +52,53 @@ WHERE hs_in_filter(since_ns, until_ns, agents, start_unix_nano, agent, "handoff.
 --                             it did not end in error)
 -- hs_framework_handoffs(...)  the same, inside the filter (start time; agents matching the
 --                             sender or the receiver)
+-- hs_fw_conversations: each trace of other instrumentations' spans with the conversation it
+-- belongs to. One conversation recorded in several traces (a runtime that starts a trace per
+-- message) is tied by span links, followed back to the trace they start from, or by a
+-- conversation key the traces share (conversation_key: auditor/model/conventions.py,
+-- CONVERSATION_KEYS); a trace tied to none is a conversation of its own.
+CREATE OR REPLACE TEMP VIEW hs_fw_conversations AS
+WITH RECURSIVE linked AS MATERIALIZED (
+    SELECT DISTINCT trace_id, link_trace AS up
+    FROM hs_fw_spans
+    WHERE link_trace IS NOT NULL AND trace_id IS NOT NULL AND link_trace <> trace_id
+),
+walk(trace_id, up, depth) AS (
+    SELECT trace_id, up, 1 FROM linked
+    UNION ALL
+    SELECT w.trace_id, l.up, w.depth + 1
+    FROM walk AS w JOIN linked AS l ON l.trace_id = w.up
+    WHERE w.depth < 64
+),
+roots AS (
+    -- The trace each linked one starts from: one its links reach that links to no other.
+    SELECT trace_id, min(up) AS root
+    FROM walk WHERE up NOT IN (SELECT trace_id FROM linked)
+    GROUP BY trace_id
+),
+keyed AS (
+    SELECT trace_id, min(conversation_key) AS conversation_key
+    FROM hs_fw_spans WHERE conversation_key IS NOT NULL AND trace_id IS NOT NULL
+    GROUP BY trace_id
+),
+traces AS (SELECT DISTINCT trace_id FROM hs_fw_spans WHERE trace_id IS NOT NULL)
+SELECT t.trace_id,
+       coalesce(CASE WHEN coalesce(k.conversation_key, kr.conversation_key) IS NOT NULL
+                     THEN 'key:' || coalesce(k.conversation_key, kr.conversation_key) END,
+                r.root, t.trace_id) AS conversation
+FROM traces AS t
+LEFT JOIN roots AS r ON r.trace_id = t.trace_id
+LEFT JOIN keyed AS k ON k.trace_id = t.trace_id
+LEFT JOIN keyed AS kr ON kr.trace_id = r.root;
+
 CREATE OR REPLACE TEMP VIEW hs_framework_handoff_spans AS
 WITH fw AS MATERIALIZED (SELECT * FROM hs_fw_spans),
+conversations AS MATERIALIZED (SELECT * FROM hs_fw_conversations),
 runs AS MATERIALIZED (
     -- The agents' runs a delegation leads to (named by the span or an ancestor).
-    SELECT trace_id, span_id, agent, node_id, start_unix_nano
-    FROM fw WHERE agent_run AND named
+    SELECT f.trace_id, f.span_id, f.agent, f.node_id, f.start_unix_nano, c.conversation
+    FROM fw AS f LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
+    WHERE f.agent_run AND f.named
 ),
 known AS (
     -- The agents that ran in each trace, by their loosely compared name.
@@ -218,18 +259,27 @@ seen AS (
 ),
 leads AS (
     -- The run each handoff or tool call leads to: the receiver's first run from its start
-    -- (inside the call, or after it); a run is the delegation itself.
-    SELECT e.trace_id, e.span_id, arg_min(r.span_id, (r.start_unix_nano, r.span_id)) AS run_span
-    FROM (SELECT trace_id, span_id, receiver, start_unix_nano FROM named_handoffs
-          UNION ALL
-          SELECT trace_id, span_id, receiver, start_unix_nano FROM seen
-          WHERE convention IN ('agent-tool', 'turn-passing')) AS e
-    JOIN runs AS r ON r.trace_id = e.trace_id AND r.agent = e.receiver
-        AND r.start_unix_nano >= e.start_unix_nano
+    -- (inside the call, or after it) in its trace, else in another trace of its
+    -- conversation (hs_fw_conversations); a run is the delegation itself.
+    SELECT e.trace_id, e.span_id,
+           arg_min(r.trace_id, (r.trace_id <> e.trace_id, r.start_unix_nano, r.span_id))
+               AS run_trace,
+           arg_min(r.span_id, (r.trace_id <> e.trace_id, r.start_unix_nano, r.span_id))
+               AS run_span
+    FROM (SELECT h.trace_id, h.span_id, h.receiver, h.start_unix_nano,
+                 coalesce(c.conversation, h.trace_id) AS conversation
+          FROM (SELECT trace_id, span_id, receiver, start_unix_nano FROM named_handoffs
+                UNION ALL
+                SELECT trace_id, span_id, receiver, start_unix_nano FROM seen
+                WHERE convention IN ('agent-tool', 'turn-passing')) AS h
+          LEFT JOIN conversations AS c ON c.trace_id = h.trace_id) AS e
+    JOIN runs AS r ON coalesce(r.conversation, r.trace_id) = e.conversation
+        AND r.agent = e.receiver AND r.start_unix_nano >= e.start_unix_nano
     GROUP BY e.trace_id, e.span_id
 ),
 anchored AS (
-    SELECT s.*, coalesce(l.run_span, s.span_id) AS anchor
+    SELECT s.*, coalesce(l.run_trace, s.trace_id) AS anchor_trace,
+           coalesce(l.run_span, s.span_id) AS anchor
     FROM seen AS s LEFT JOIN leads AS l ON l.trace_id = s.trace_id AND l.span_id = s.span_id
     WHERE s.sender IS NOT NULL AND s.receiver IS NOT NULL AND s.sender <> s.receiver
 ),
@@ -244,8 +294,10 @@ copies AS (
 ),
 named AS (
     -- A handoff recorded by several spans that lead to one run is one edge.
-    SELECT n.*, coalesce(l.run_span, n.span_id) AS anchor,
-           row_number() OVER (PARTITION BY n.trace_id, coalesce(l.run_span, n.span_id),
+    SELECT n.*, coalesce(l.run_trace, n.trace_id) AS anchor_trace,
+           coalesce(l.run_span, n.span_id) AS anchor,
+           row_number() OVER (PARTITION BY coalesce(l.run_trace, n.trace_id),
+                                           coalesce(l.run_span, n.span_id),
                                            n.sender, n.receiver
                               ORDER BY n.start_unix_nano, n.span_id) AS nth
     FROM named_handoffs AS n
@@ -255,7 +307,7 @@ named AS (
 ),
 recorded AS (
     -- What the handoff spans, handoff tools, delegations and graph transitions recorded.
-    SELECT trace_id, anchor FROM named
+    SELECT anchor_trace AS trace_id, anchor FROM named
     UNION ALL SELECT trace_id, run_span FROM delegations
     UNION ALL SELECT trace_id, run_span FROM transitions
 ),
@@ -263,36 +315,88 @@ structural AS (
     -- One edge per delegation: a run found through several kinds of evidence is one edge
     -- (the first kind in priority order), none when a handoff already records it.
     SELECT * FROM (
-        SELECT a.*, row_number() OVER (PARTITION BY a.trace_id, a.anchor
+        SELECT a.*, row_number() OVER (PARTITION BY a.anchor_trace, a.anchor
                                        ORDER BY a.priority, a.start_unix_nano, a.span_id) AS nth
         FROM anchored AS a
         WHERE NOT EXISTS (SELECT 1 FROM recorded AS r
-                          WHERE r.trace_id = a.trace_id AND r.anchor = a.anchor)
+                          WHERE r.trace_id = a.anchor_trace AND r.anchor = a.anchor)
     ) AS ranked
     WHERE nth = 1
 ),
 edges AS (
-    SELECT * EXCLUDE (priority, anchor, nth) FROM named WHERE nth = 1
+    SELECT * EXCLUDE (priority, anchor_trace, anchor, nth) FROM named WHERE nth = 1
     UNION ALL SELECT * EXCLUDE (run_span) FROM delegations
     UNION ALL SELECT * EXCLUDE (run_span) FROM transitions
-    UNION ALL SELECT * EXCLUDE (priority, anchor, nth) FROM structural
+    UNION ALL SELECT * EXCLUDE (priority, anchor_trace, anchor, nth) FROM structural
+),
+candidates AS (
+    SELECT * FROM edges
+    WHERE receiver IS NOT NULL
+      -- Control staying with its agent (a refused handoff, as an adapter records it) is no
+      -- edge.
+      AND sender IS DISTINCT FROM receiver
+),
+handshakes AS (
+    -- The library's handoffs (a handshake adapter, collector.integrations) in the traces
+    -- that hold an edge: the handshake's own spans record such a delegation, so evidence of
+    -- it is no second edge. Each hides only the delegation it ran under (below).
+    SELECT trace_id, "handoff.sender" AS sender, "handoff.receiver" AS receiver,
+           start_unix_nano, end_unix_nano
+    FROM spans
+    WHERE name = 'handoff' AND trace_id IN (SELECT trace_id FROM candidates)
+),
+under AS (
+    -- Evidence of a delegation that ran during a handshake between the same agents: the
+    -- handshake inside the framework's handoff span, or the receiver's run inside the commit.
+    SELECT DISTINCT e.trace_id, e.span_id
+    FROM candidates AS e
+    JOIN handshakes AS h ON h.trace_id = e.trace_id AND h.sender = e.sender
+        AND h.receiver = e.receiver
+        AND h.start_unix_nano <= e.end_unix_nano AND e.start_unix_nano <= h.end_unix_nano
+),
+acts AS (
+    -- Each act of handing off between two agents: a handshake, or the sender's handoff span,
+    -- tool call or call of the receiver's run (validated when a handshake ran during it).
+    -- Evidence that only shows the turn passing (a parent id, a link, the order of runs or
+    -- of graph nodes) follows an act instead.
+    SELECT trace_id, sender, receiver, start_unix_nano, true AS validated FROM handshakes
+    UNION ALL
+    SELECT e.trace_id, e.sender, e.receiver, e.start_unix_nano, u.span_id IS NOT NULL
+    FROM candidates AS e
+    LEFT JOIN under AS u ON u.trace_id = e.trace_id AND u.span_id = e.span_id
+    WHERE e.convention NOT IN ('graph-parent', 'span-link', 'run-sequence', 'graph-transition')
+),
+follows AS (
+    -- A receiver's run found from structure alone (its parent id, a link, its place) after
+    -- the act that handed it the turn: the latest act between the same agents before it.
+    -- One act leads to one run: only the first run after it is that act's delegation.
+    SELECT e.trace_id, e.span_id,
+           arg_max(a.validated, a.start_unix_nano) AS validated,
+           max(a.start_unix_nano) AS act_start, any_value(e.start_unix_nano) AS run_start
+    FROM candidates AS e
+    JOIN acts AS a ON a.trace_id = e.trace_id AND a.sender = e.sender
+        AND a.receiver = e.receiver AND a.start_unix_nano < e.start_unix_nano
+    WHERE e.convention IN ('graph-parent', 'span-link', 'run-sequence', 'graph-transition')
+    GROUP BY e.trace_id, e.span_id, e.sender, e.receiver
+),
+hidden AS (
+    SELECT trace_id, span_id FROM under
+    UNION ALL
+    SELECT trace_id, span_id FROM (
+        SELECT f.*, row_number() OVER (PARTITION BY f.trace_id, f.act_start, e.sender,
+                                                    e.receiver
+                                       ORDER BY f.run_start, f.span_id) AS nth
+        FROM follows AS f
+        JOIN candidates AS e ON e.trace_id = f.trace_id AND e.span_id = f.span_id
+    ) AS first_runs
+    WHERE validated AND nth = 1
 )
-SELECT concat_ws('/', trace_id, span_id) AS handoff_key, trace_id, span_id, sender, receiver,
-       convention, start_unix_nano, end_unix_nano,
-       coalesce(status_code, 'UNSET') <> 'ERROR' AS ok
-FROM edges AS e
-WHERE receiver IS NOT NULL
-  -- Control staying with its agent (a refused handoff, as an adapter records it) is no edge.
-  AND sender IS DISTINCT FROM receiver
-  -- A handshake adapter (collector.integrations) ran the library's handoff between the same
-  -- agents before this one ended: the handshake's own spans record it, so it is no second
-  -- edge. (Not only during it: the receiver's runs that evidence finds after the handshake,
-  -- as when control comes back to it after a refused handoff, are the same delegation.)
-  AND NOT EXISTS (
-      SELECT 1 FROM spans AS h
-      WHERE h.name = 'handoff' AND h.trace_id = e.trace_id
-        AND h."handoff.sender" = e.sender AND h."handoff.receiver" = e.receiver
-        AND h.start_unix_nano <= e.end_unix_nano);
+SELECT concat_ws('/', e.trace_id, e.span_id) AS handoff_key, e.trace_id, e.span_id, e.sender,
+       e.receiver, e.convention, e.start_unix_nano, e.end_unix_nano,
+       coalesce(e.status_code, 'UNSET') <> 'ERROR' AS ok
+FROM candidates AS e
+LEFT JOIN hidden AS x ON x.trace_id = e.trace_id AND x.span_id = e.span_id
+WHERE x.span_id IS NULL;
 
 -- Read through hs_framework_handoffs_all, which auditor/model/derived.py may point at a table.
 CREATE OR REPLACE TEMP VIEW hs_framework_handoffs_all AS SELECT * FROM hs_framework_handoff_spans;
@@ -660,7 +764,14 @@ SELECT
     coalesce("handoff.workflow.id", trace_id) AS workflow_id,
     coalesce("gen_ai.workflow.name", regexp_replace(name, '^invoke_workflow ?', '')) AS workflow_name,
     coalesce("handoff.workflow.attempt", 1) AS run,
-    "handoff.workflow.outcome" AS outcome,
+    -- Another framework's GenAI workflow span (no handoff.workflow.id, which the library
+    -- sets when the run starts) says no outcome: it succeeded unless it ended in error.
+    coalesce(
+        "handoff.workflow.outcome",
+        CASE WHEN "handoff.workflow.id" IS NULL
+             THEN CASE WHEN status_code = 'ERROR' THEN 'failure' ELSE 'success' END
+        END
+    ) AS outcome,
     start_unix_nano
 FROM hs_spans(since_ns, until_ns, agents)
 WHERE "gen_ai.operation.name" = 'invoke_workflow' OR name LIKE 'invoke_workflow%';
@@ -700,7 +811,11 @@ per_attempt AS (
     FROM hs_attempts(since_ns, until_ns, agents) GROUP BY trace_id
 ),
 per_framework AS (
-    SELECT trace_id, count(*) AS handoffs
+    -- The agents a delegation names count as agents seen, whether or not a span of theirs
+    -- is in the trace (a coworker named only by the manager's tool call).
+    SELECT trace_id, count(*) AS handoffs,
+           list_distinct(list_concat(list(sender) FILTER (WHERE sender IS NOT NULL),
+                                     list(receiver))) AS handoff_agents
     FROM hs_framework_handoffs(since_ns, until_ns, agents) GROUP BY trace_id
 ),
 per_run AS (
@@ -730,7 +845,7 @@ per_handoff AS (
 )
 SELECT
     s.*,
-    coalesce(p.handoffs, 0) + coalesce(f.handoffs, 0) AS handoffs,
+    coalesce(p.handoffs, 0) + coalesce(f.handoffs, 0) AS handoffs, f.handoff_agents,
     coalesce(a.attempts, 0) AS attempts,
     r.workflow_ids, r.workflow_id, r.workflow_name,
     coalesce(u.usage_spans, 0) AS usage_spans, u.input_tokens, u.output_tokens, u.cost_usd,

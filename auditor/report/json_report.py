@@ -8,7 +8,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.findings.finding import FINDING_FIELDS
-from auditor.report.values import jsonable, no_gc
+from auditor.report.values import jsonable, no_gc, verdict_status
 from collector import __version__
 
 __all__ = [
@@ -39,6 +39,8 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
     s = result.settings
     counts = result.counts()
     failing = result.failing_count()
+    not_judged = result.not_judged()
+    status = verdict_status(failing, not_judged, result.figures.summary)
     doc = {
         "format": JSON_FORMAT,
         "tool": {"name": "handoffscope", "version": __version__},
@@ -49,7 +51,9 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
             "fail_on": s.fail_on,
         },
         "verdict": {
-            "passed": not failing,
+            "status": status,
+            # A run the audit could not judge is no pass for a CI job reading this field.
+            "passed": status in ("pass", "nothing_to_judge"),
             "exit_code": result.exit_code(),
             "failing_findings": failing,
             "findings_by_severity": result.severity_counts(),
@@ -70,7 +74,6 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
         ],
         "files": result.files,
     }
-    not_judged = result.not_judged()
     if not_judged:
         doc["verdict"]["not_judged"] = not_judged  # type: ignore[index]
     if result.structure is not None and (result.explained or not_judged):

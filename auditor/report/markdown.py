@@ -18,6 +18,7 @@ from auditor.report.values import (
     runs_word,
     short_id,
     spend,
+    verdict_status,
 )
 
 if TYPE_CHECKING:
@@ -57,16 +58,14 @@ def render_markdown(result: AuditResult) -> str:
     failing = result.failing_count()
     s = result.figures.summary
     not_judged = result.not_judged()
-    icon = "❌" if failing else "⚠️" if not_judged else "➖" if nothing_to_judge(s) else "✅"
-    verdict = (
-        f"{failing} finding(s) at or above `{result.settings.fail_on}`"
-        if failing
-        else f"not judged: {cell(not_judged)}"
-        if not_judged
-        else NOTHING_TO_JUDGE
-        if nothing_to_judge(s)
-        else "no finding fails the audit"
-    )
+    status = verdict_status(failing, not_judged, s)
+    icon = {"fail": "❌", "not_judged": "⚠️", "nothing_to_judge": "➖", "pass": "✅"}[status]
+    verdict = {
+        "fail": f"{failing} finding(s) at or above `{result.settings.fail_on}`",
+        "not_judged": f"not judged: {cell(not_judged)}",
+        "nothing_to_judge": NOTHING_TO_JUDGE,
+        "pass": "no finding fails the audit",
+    }[status]
     lines = [
         f"## {icon} handoffscope audit: {verdict}",
         "",

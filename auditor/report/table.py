@@ -21,12 +21,12 @@ from auditor.report.values import (
     count,
     money,
     ms,
-    nothing_to_judge,
     percent,
     plural,
     runs_word,
     short_id,
     spend,
+    verdict_status,
 )
 
 if TYPE_CHECKING:
@@ -178,16 +178,17 @@ def _summary(result: AuditResult) -> RenderableType:
         )
     verdict = Text()
     not_judged = result.not_judged()
-    if failing:
+    status = verdict_status(failing, not_judged, s)
+    if status == "fail":
         verdict.append("FAIL", style="bold red")
         verdict.append(
             f"  {sev['error']} errors, {sev['warning']} warnings "
             f"(exit 1: findings at or above --fail-on {result.settings.fail_on})"
         )
-    elif not_judged:
+    elif status == "not_judged":
         verdict.append("NOT JUDGED", style="bold yellow")
         verdict.append(f"  {not_judged} (exit {result.exit_code()})")
-    elif nothing_to_judge(s):
+    elif status == "nothing_to_judge":
         verdict.append("NOTHING TO JUDGE", style="bold yellow")
         verdict.append(f"  {NOTHING_TO_JUDGE} (--fail-on {result.settings.fail_on})")
     else:

@@ -40,7 +40,8 @@ def plural(n: int | float | None, word: str, words: str | None = None) -> str:
 
 
 def spend(summary: dict[str, Any]) -> str:
-    """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens."""
+    """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens and
+    the tokens charged to no agent."""
     if summary.get("input_tokens") is None and summary.get("output_tokens") is None:
         if summary.get("cost_usd") is None:
             return f"{UNKNOWN_COST}: no span reported tokens or a cost"
@@ -61,6 +62,15 @@ def spend(summary: dict[str, Any]) -> str:
             f"; partial: {count(unpriced_in)} input and {count(unpriced_out)} output tokens"
             f" unpriced (no price for their model{named})"
         )
+    uncharged_in = summary.get("uncharged_input_tokens") or 0
+    uncharged_out = summary.get("uncharged_output_tokens") or 0
+    if uncharged_in or uncharged_out:
+        cost = summary.get("uncharged_cost_usd")
+        priced = "" if cost is None else f" ({money(cost)})"
+        text += (
+            f"; {count(uncharged_in)} input and {count(uncharged_out)} output tokens{priced}"
+            " not charged to any agent"
+        )
     return text
 
 
@@ -77,6 +87,22 @@ def nothing_to_judge(summary: dict[str, Any]) -> bool:
 
 NOTHING_TO_JUDGE = "no handoff in these traces, so there was nothing to judge"
 """What every format says instead of PASS when :func:`nothing_to_judge`."""
+
+
+VERDICTS = ("fail", "not_judged", "nothing_to_judge", "pass")
+"""The verdicts every report format names, most severe first (the JSON report's
+``verdict.status``; FAIL, NOT JUDGED, NOTHING TO JUDGE and PASS in the table)."""
+
+
+def verdict_status(failing: int, not_judged: str | None, summary: dict[str, Any]) -> str:
+    """The one verdict of an audit, so that no two formats can disagree: ``fail`` when a
+    finding fails, else ``not_judged`` when agents were seen whose delegation the audit could
+    not recognise, else ``nothing_to_judge`` when no handoff was found, else ``pass``."""
+    if failing:
+        return "fail"
+    if not_judged:
+        return "not_judged"
+    return "nothing_to_judge" if nothing_to_judge(summary) else "pass"
 
 
 def count(value: int | float | None) -> str:

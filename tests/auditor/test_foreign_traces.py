@@ -51,8 +51,13 @@ def test_each_agent_gets_the_tokens_it_used(tmp_path: Path, name: str) -> None:
         if a.get("input_tokens") is not None
     }
     assert got == expected["agents"]
-    # Agents, not the service.name every span carries.
-    assert result.figures.summary["agents"] == len(expected["agents"])
+    # Agents, not the service.name every span carries: those that used tokens, and a
+    # receiver only a handoff names (as the agents table and --explain list it).
+    named = set(expected["agents"]) | {a for edge in expected["edges"] for a in edge}
+    assert result.figures.summary["agents"] == len(named)
+    assert {a["agent"] for a in result.figures.agents} == named
+    assert result.structure is not None
+    assert {a["agent"] for t in result.structure.traces for a in t["agents"]} == named
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

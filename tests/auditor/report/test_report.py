@@ -109,6 +109,7 @@ def test_json_report_follows_the_documented_schema(results: dict[str, AuditResul
         r["findings"] for r in doc["rules"]
     ) == len(doc["findings"])
     assert doc["verdict"] == {
+        "status": "fail",
         "passed": False,
         "exit_code": 1,
         "failing_findings": sum(1 for f in doc["findings"] if f["severity"] == "error"),

@@ -1,0 +1,251 @@
+"""A compacted store that grew: segments of new spans appended after it was compacted.
+
+``handoffscope compact NEW --out STORE --append`` adds the spans of ``NEW`` that ``STORE``
+does not hold yet (same trace id and span id: a span sent again is kept once, the copy
+already stored winning, as the first copy read wins when loading) as one more Parquet file,
+an *appended segment* (``spans_added_NNNNNN.parquet``), and leaves every other file of the
+store as it was (:func:`append`). The derived tables ``compact`` saved beside the store
+(:mod:`auditor.stores.saved`) describe its files without those segments.
+
+Reading such a store (:func:`auditor.loading.segments.merge`) reads and shreds nothing but
+the appended segments and the traces they touch. Each derived row, and each span's agent,
+depends on its own trace alone (:mod:`auditor.model.derived`,
+:mod:`auditor.model.attribution`), so a new span can change only the trace it belongs to: a
+late commit of an old handoff, a parent naming an agent for spans stored before it, a trace
+that spans both. The traces the appended segments touch are read whole (their stored spans
+and their new ones) into a table of their own and their agents resolved again; ``spans`` is
+every other stored span and that table. An audit then reads the saved derived tables of
+every untouched trace where they lie, and derives only the touched traces' rows
+(:func:`restore`): the same rows as deriving the union afresh. A rule whose every finding
+depends on its own trace alone (:func:`local`) runs over the touched traces only, and the
+findings the store's files kept for it (:mod:`auditor.stores.kept_parts`, with the same
+settings) stand for every other trace (:func:`findings`); a rule that compares traces
+(:data:`ACROSS_TRACES`, or of ``scope: set``), and the figures, run over them all.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from auditor.database.statements import run
+from auditor.errors import AuditError
+from auditor.loading.segments import (
+    PREFIX,
+    SEGMENT,
+    TOUCHED_IDS,
+    TOUCHED_SPANS,
+    is_appended,
+    merged,
+)
+from auditor.loading.store_format import store_mismatch
+from auditor.model.derived import DERIVED, derive
+from auditor.model.prepare import prepare
+from auditor.model.prices import price_usage, read_prices
+from auditor.stores.compact import TABLE_VERSION, is_single_file
+from auditor.stores.kept_parts import Parts
+from auditor.stores.saved import restore as restore_saved
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import duckdb
+
+    from collections.abc import Callable
+
+    from auditor.findings.finding import Finding
+    from auditor.loading.load import TraceSet
+    from auditor.rules import Rule
+    from auditor.settings import AuditSettings
+
+__all__ = [
+    "ACROSS_TRACES",
+    "PREFIX",
+    "append",
+    "findings",
+    "is_appended",
+    "local",
+    "release",
+    "restore",
+]
+
+ACROSS_TRACES: Final = frozenset({"duplicate-execution"})
+"""Rules of ``scope: trace`` whose findings in one trace depend on others (an idempotency
+key executed again in another trace): run over every trace, never reused."""
+
+_ROWS: Final = "hs_touched_"
+"""How the tables of the touched traces' derived rows are named (then the derived name)."""
+
+
+def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | None, int]:
+    """Write the spans of ``trace_set`` that the folder store ``store`` does not hold as a
+    new segment of it; return the segment's path (None when every span was there already)
+    and how many spans it holds."""
+    import duckdb  # lazy: `import auditor` stays without DuckDB
+
+    folder = Path(store)
+    if is_single_file(folder) or not folder.is_dir():
+        raise AuditError(
+            f"{store}: --append adds to a folder store (compact TRACES --out FOLDER); "
+            "a single .parquet file cannot grow, so compact everything into a folder",
+            title="not a folder store",
+        )
+    existing = sorted(str(p) for p in folder.glob("spans_*.parquet"))
+    if not existing:
+        raise AuditError(
+            f"{store}: holds no store files (spans_*.parquet) to append to; "
+            "compact into it without --append first",
+            title="not a folder store",
+        )
+    problem = store_mismatch(trace_set.con, existing)
+    if problem is not None:
+        raise AuditError(f"{store}: {problem}", title="not a store")
+    numbers = [int(m.group(1)) for p in existing if (m := SEGMENT.fullmatch(Path(p).name))]
+    target = folder / f"{PREFIX}{max(numbers, default=0) + 1:06d}.parquet"
+    # Hidden while written (a directory walk and the store's glob skip it), then renamed.
+    partial = folder / f".{target.name}.partial"
+    try:
+        run(
+            trace_set.con,
+            "COPY (SELECT s.* FROM spans AS s ANTI JOIN"
+            " (SELECT trace_id, span_id FROM read_parquet($stored)) AS k"
+            " ON s.trace_id = k.trace_id AND s.span_id = k.span_id"
+            " ORDER BY s.trace_id, s.start_unix_nano) TO $out"
+            " (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880,"
+            f" KV_METADATA {{handoffscope_table: '{TABLE_VERSION}'}})",
+            {"stored": existing, "out": str(partial)},
+        )
+        count = int(
+            run(trace_set.con, "SELECT count(*) FROM read_parquet($p)", {"p": str(partial)})[0][0]
+        )
+    except duckdb.Error as e:
+        partial.unlink(missing_ok=True)
+        raise AuditError(f"{store}: could not append ({e})", title="write failed") from e
+    if count == 0:
+        partial.unlink(missing_ok=True)
+        return None, 0
+    os.replace(partial, target)
+    return str(target), count
+
+
+def restore(
+    con: duckdb.DuckDBPyConnection,
+    files: Sequence[str],
+    names: Sequence[str],
+    *,
+    prices: str | None = None,
+) -> tuple[str, ...]:
+    """Point ``con``'s views of the derived tables ``names`` at the rows of the grown store
+    ``files``: those saved beside it for every trace no appended segment touches, read
+    where they lie, and those of the touched traces, derived from their spans alone (with
+    the prices file ``prices``, as the audit prices them). Returns the names pointed so:
+    none when no segment is appended, when ``con`` did not read the store through
+    :func:`merge`, or when the saved tables are not those of the other files.
+
+    ``con`` must be prepared as :func:`auditor.stores.saved.restore` needs it."""
+    base = [f for f in files if not is_appended(f)]
+    if len(base) == len(files) or not base or not merged(con):
+        return ()
+    # Spans without a trace id in a segment would add rows of no trace: derived afresh.
+    loose = run(
+        con,
+        "SELECT count(*) FROM read_parquet($added) WHERE trace_id IS NULL",
+        {"added": [f for f in files if is_appended(f)]},
+    )
+    if loose[0][0]:
+        return ()
+    wanted = restore_saved(con, base, names, lazy=True)
+    if not wanted:
+        return ()
+    cursor = con.cursor()
+    try:
+        # The cursor's own `spans` is the touched traces: what it derives is theirs alone.
+        run(cursor, f"CREATE TEMP VIEW spans AS SELECT * FROM main.{TOUCHED_SPANS}")
+        prepare(cursor)
+        if prices is not None:
+            price_usage(cursor, read_prices(prices))
+        derive(cursor, tuple(wanted))
+        for name in wanted:
+            run(cursor, f"DROP TABLE IF EXISTS main.{_ROWS}{name}")
+            run(cursor, f"ALTER TABLE main.hs_derived_{name} RENAME TO {_ROWS}{name}")
+            run(cursor, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS FROM main.{_ROWS}{name}")
+    except BaseException:
+        cursor.close()
+        raise
+    ids = {str(r[0]) for r in run(con, f"SELECT trace_id FROM {TOUCHED_IDS}")}
+    _STATES[con] = _Touched(cursor, frozenset(ids), tuple(base), frozenset(wanted))
+    for name in wanted:
+        run(con, f"DROP VIEW IF EXISTS hs_{name}_saved")
+        run(con, f"ALTER VIEW hs_{name}_all RENAME TO hs_{name}_saved")
+        run(
+            con,
+            f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS SELECT d.* FROM hs_{name}_saved AS d"
+            f" ANTI JOIN main.{TOUCHED_IDS} AS t ON d.trace_id = t.trace_id"
+            f" UNION ALL BY NAME SELECT * FROM main.{_ROWS}{name}",
+        )
+    return wanted
+
+
+@dataclass(frozen=True)
+class _Touched:
+    """What :func:`restore` made of a grown store for :func:`findings`."""
+
+    cursor: duckdb.DuckDBPyConnection
+    """Reads the touched traces alone: its ``spans`` and derived views are theirs."""
+    ids: frozenset[str]
+    base: tuple[str, ...]
+    """The store's files but the appended segments."""
+    derived: frozenset[str]
+
+
+_STATES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Touched] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def local(rule: Rule) -> bool:
+    """Whether each finding of ``rule`` depends on its own trace alone."""
+    return rule.scope == "trace" and rule.id not in ACROSS_TRACES
+
+
+def findings(
+    con: duckdb.DuckDBPyConnection,
+    rule: Rule,
+    settings: AuditSettings,
+    *,
+    run_rule: Callable[[duckdb.DuckDBPyConnection, Rule, AuditSettings], list[Finding]],
+) -> list[Finding] | None:
+    """``rule``'s findings over the grown store ``con`` reads (after :func:`restore`): those
+    kept for the store's other files, with these settings, of every untouched trace, and the
+    rule run (by ``run_rule``, the audit's) over the touched traces alone; in the order the
+    rule's run gives them. None when they cannot be had so (the rule is not :func:`local`,
+    reads a table not derived for the touched traces, or nothing was kept for it): run it
+    over every trace then."""
+    state = _STATES.get(con)
+    if state is None or not local(rule):
+        return None
+    if any(f"hs_{n}_all" in rule.sql and n not in state.derived for n in DERIVED):
+        return None
+    parts = Parts.of(state.base, settings)
+    kept = None if parts is None else parts.findings(rule)
+    if kept is None:
+        return None
+    fresh = run_rule(state.cursor, rule, settings)
+    combined = [f for f in kept.findings if f.trace_id not in state.ids]
+    combined += fresh
+    # As run_rule orders them.
+    combined.sort(
+        key=lambda f: (f.trace_id or "", f.task_id or "", f.receiver or "", f.attempt or 0)
+    )
+    return combined
+
+
+def release(con: duckdb.DuckDBPyConnection) -> None:
+    """Close what :func:`restore` kept open for :func:`findings` (once the rules have run),
+    so that closing ``con`` frees its database."""
+    state = _STATES.pop(con, None)
+    if state is not None:
+        state.cursor.close()
