@@ -245,6 +245,10 @@ class ClickHouseSource:
         pairs = self.cursor().execute(PAIRS_SQL).fetchall()
         self._defs = self._defs.with_prices(resolve_prices([(m, p) for m, p in pairs if m])[0])
         self._whole = None
+        # Other instrumentations' spans are read many times over by one query (DuckDB
+        # materialises them; a ClickHouse CTE is evaluated again at each reference, and the
+        # query tree of the framework views outgrows ClickHouse's limit): computed once.
+        self.keep("hs_fw_spans", "SELECT * FROM hs_fw_spans")
         for name, select in selects(rules=True).items():
             self.keep(f"hs_{name}_all", select)
 
@@ -271,8 +275,12 @@ class ClickHouseSource:
         by every later cursor."""
         bound = {**self.time_range.parameters(), **dict(params or {})}
         if select.endswith(SETTINGS):
-            # A relation may hold LowCardinality(UInt8) (a flag grouped by): kept as is.
-            select += ", allow_suspicious_low_cardinality_types = 1"
+            # A relation may hold LowCardinality(UInt8) (a flag grouped by): kept as is. The
+            # framework views' plans exceed ClickHouse's default count of plan optimizations.
+            select += (
+                ", allow_suspicious_low_cardinality_types = 1,"
+                " query_plan_max_optimizations_to_apply = 100000"
+            )
         with self.lock:
             try:
                 self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
