@@ -52,13 +52,13 @@ def main() -> None:
     args = parser.parse_args()
 
     import auditor
-    from auditor.model import derived
-    from auditor.model.attribution import resolve_sql
     from auditor.audit import prepare, run_rule
+    from auditor.database.statements import grown
     from auditor.figures import figure_rows
     from auditor.loading.load import connect
+    from auditor.model import derived
+    from auditor.model.attribution import resolve_sql
     from auditor.rules import all_rules
-    from auditor.database.statements import grown
 
     con = connect(large=True)
     con.execute("INSERT INTO spans SELECT * FROM read_parquet(?)", [args.store])

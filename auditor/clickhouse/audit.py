@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from auditor.model.attribution import resolve_sql
 from auditor.audit import AuditResult, Finding, run_rule
 from auditor.clickhouse.dialect import SETTINGS, definitions, to_clickhouse
 from auditor.clickhouse.engine import (
@@ -27,16 +26,17 @@ from auditor.clickhouse.engine import (
 )
 from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, spans_select
-from auditor.model.derived import selects
+from auditor.database.span_table import SPAN_COLUMNS
 from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
-from auditor.model.price_source import ContractPrice, resolve_prices
+from auditor.model.attribution import resolve_sql
+from auditor.model.derived import selects
 from auditor.model.prepare import mark_prepared
+from auditor.model.price_source import ContractPrice, resolve_prices
 from auditor.model.prices import PAIRS_SQL, read_prices
+from auditor.model.structure import explain
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
-from auditor.database.span_table import SPAN_COLUMNS
-from auditor.model.structure import explain
 
 __all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
 

@@ -24,19 +24,19 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlglot
 from sqlglot import exp
 
-from auditor.model.attribution import resolve_sql
 from auditor.clickhouse.audit import TimeRange, bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import clickhouse_expr
 from auditor.clickhouse.schema import has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
-from auditor.model.derived import Selection, selects
-from auditor.errors import AuditError, first_line
-from auditor.model.price_source import resolve_prices
-from auditor.model.prepare import mark_prepared
-from auditor.model.prices import PAIRS_SQL
 from auditor.database.span_table import SPAN_COLUMNS
+from auditor.errors import AuditError, first_line
+from auditor.model.attribution import resolve_sql
+from auditor.model.derived import Selection, selects
+from auditor.model.prepare import mark_prepared
+from auditor.model.price_source import resolve_prices
+from auditor.model.prices import PAIRS_SQL
 
 if TYPE_CHECKING:
     import numpy as np

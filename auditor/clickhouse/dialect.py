@@ -38,9 +38,9 @@ import sqlglot
 from sqlglot import exp
 
 from auditor.clickhouse.rewrites import PARAMETER_TYPES, DialectError, rewrite, substitute
+from auditor.database.span_table import SPAN_COLUMNS
 from auditor.model.macros import views_sql
 from auditor.model.price_source import PRICE_COLUMNS, PriceRow
-from auditor.database.span_table import SPAN_COLUMNS
 
 __all__ = [
     "PARAMETER_TYPES",

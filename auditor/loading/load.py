@@ -22,13 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from auditor.model.attribution import attribute
-from auditor.model import derived
-from auditor.errors import AuditError
-from auditor.loading.problems import NOT_OTLP, LoadProblem
-from auditor.loading.readers import Reader
-from auditor.loading.segments import merge
-from auditor.loading.sources import SourceFile, discover, has_glob
+from auditor.database.span_table import SPANS_DDL
 from auditor.database.statements import (
     memory_limit,
     memory_limit_setting,
@@ -36,8 +30,14 @@ from auditor.database.statements import (
     scale_memory_limit,
     uncompressed,
 )
+from auditor.errors import AuditError
+from auditor.loading.problems import NOT_OTLP, LoadProblem
+from auditor.loading.readers import Reader
+from auditor.loading.segments import merge
+from auditor.loading.sources import SourceFile, discover, has_glob
 from auditor.loading.store_format import span_types
-from auditor.database.span_table import SPANS_DDL
+from auditor.model import derived
+from auditor.model.attribution import attribute
 from collector.progress import step
 
 if TYPE_CHECKING:

@@ -40,7 +40,6 @@ from auditor.loading.json_text import (
     replace_surrogate_chars,
 )
 from auditor.loading.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
-from auditor.loading.span_ids import id_problems
 from auditor.loading.reader_sql import (
     ALL_BRACED,
     BATCHED_LINES,
@@ -68,6 +67,7 @@ from auditor.loading.sources import (
     read_errors,
     zstd_truncated,
 )
+from auditor.loading.span_ids import id_problems
 from auditor.loading.store_format import plain_name, store_mismatch
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ import tempfile
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
+from auditor.database.span_table import SPANS_DDL
+from auditor.database.statements import run
 from auditor.errors import first_line
 from auditor.loading.sources import has_glob
-from auditor.database.statements import run
-from auditor.database.span_table import SPANS_DDL
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

@@ -20,9 +20,9 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from auditor.database.statements import SPANS_PER_LIMIT, grown, run
 from auditor.model import conventions as c
 from auditor.model.prices import prices_sql
-from auditor.database.statements import SPANS_PER_LIMIT, grown, run
 from collector import schema as s
 
 if TYPE_CHECKING:

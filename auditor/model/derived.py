@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from auditor.database.span_table import SPAN_COLUMNS
+from auditor.database.statements import grown, run, uncompressed
 from auditor.model.macros import READ_UNFILTERED, unfiltered
 from auditor.rules import Rule, all_rules
-from auditor.database.statements import grown, run, uncompressed
-from auditor.database.span_table import SPAN_COLUMNS
 from collector import schema as s
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.model.attribution import CALL_ARGS
 from auditor.database.statements import run
+from auditor.model.attribution import CALL_ARGS
 
 if TYPE_CHECKING:
     import duckdb

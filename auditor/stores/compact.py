@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from auditor.errors import AuditError
 from auditor.database.statements import grow_memory_limit, run
+from auditor.errors import AuditError
 
 if TYPE_CHECKING:
     from auditor.loading.load import TraceSet

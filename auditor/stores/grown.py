@@ -50,11 +50,9 @@ from auditor.stores.kept_parts import Parts
 from auditor.stores.saved import restore as restore_saved
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     import duckdb
-
-    from collections.abc import Callable
 
     from auditor.findings.finding import Finding
     from auditor.loading.load import TraceSet

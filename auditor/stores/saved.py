@@ -24,13 +24,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from auditor.stores.compact import TABLE_VERSION
-from auditor.database.statements import uncompressed
-from auditor.model.derived import DERIVED, attach, derive, derived_names, forget, selects
+from auditor.database.statements import grown, run, uncompressed
 from auditor.errors import AuditError
-from auditor.model.macros import views_sql
 from auditor.loading.sources import has_glob
-from auditor.database.statements import grown, run
+from auditor.model.derived import DERIVED, attach, derive, derived_names, forget, selects
+from auditor.model.macros import views_sql
+from auditor.stores.compact import TABLE_VERSION
 
 if TYPE_CHECKING:
     import duckdb

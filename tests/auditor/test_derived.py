@@ -16,6 +16,8 @@ import pytest
 
 from auditor import audit, figures, load_traces
 from auditor.audit import prepare
+from auditor.database.statements import uncompressed
+from auditor.loading.load import append_lines
 from auditor.model.derived import (
     DERIVED,
     Selection,
@@ -25,8 +27,6 @@ from auditor.model.derived import (
     for_rules,
     forget,
 )
-from auditor.database.statements import uncompressed
-from auditor.loading.load import append_lines
 from auditor.model.macros import unfiltered
 from auditor.rules import select_rules
 from tests.support.paths import REPO, TESTS

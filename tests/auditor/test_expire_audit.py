@@ -27,8 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from auditor import audit, load_traces, prepare
 from auditor.cli import main
-from auditor.model.derived import DERIVED, attach, derive
 from auditor.figures import voided_spend
+from auditor.model.derived import DERIVED, attach, derive
 from collector import InProcessChannel, accept
 from collector import schema as s
 from collector.testing import SpanCapture

@@ -305,6 +305,7 @@ def test_agents_walked_a_share_of_the_traces_at_a_time_are_the_same(
     walk stays within the memory limit: every span gets the agent one walk gives it."""
     import auditor.model.attribution as attribution
     from auditor.database import statements
+
     for name in ("langgraph-openinference", "openinference-agents"):
         BUILDERS[name](tmp_path / f"{name}.jsonl")
     files = [str(p) for p in sorted(tmp_path.glob("*.jsonl"))]

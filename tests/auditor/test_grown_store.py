@@ -19,11 +19,11 @@ from unittest.mock import patch
 import pytest
 
 from auditor import audit, load_traces
-from auditor.stores import grown as grown_module
 from auditor.cli import main
-from auditor.stores.grown import ACROSS_TRACES, findings, is_appended, local
 from auditor.report import render
 from auditor.rules import all_rules
+from auditor.stores import grown as grown_module
+from auditor.stores.grown import ACROSS_TRACES, findings, is_appended, local
 from tests.support.paths import REPO
 
 ROOT = REPO

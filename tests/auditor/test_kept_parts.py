@@ -21,19 +21,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditor.model import derived
 from auditor.audit import AuditResult, Finding, audit
 from auditor.cli import main
 from auditor.errors import AuditError
 from auditor.figures import Figures
-from auditor.stores.kept_parts import FIRST, Parts
+from auditor.findings.rule_findings import RuleFindings
 from auditor.loading.load import load_traces
+from auditor.model import derived
 from auditor.report import render
 from auditor.report.json_report import findings_text, report_dict, splice
-from auditor.findings.rule_findings import RuleFindings
 from auditor.rules import Rule, all_rules
-from auditor.stores.saved import location
 from auditor.settings import AuditSettings
+from auditor.stores.kept_parts import FIRST, Parts
+from auditor.stores.saved import location
 from tests.support.paths import REPO
 
 ROOT = REPO

@@ -437,8 +437,8 @@ def test_a_load_that_runs_out_of_memory_raises_the_limit_and_loses_nothing():
 
 
 def test_out_of_memory_at_the_ceiling_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, capsys):
-    from auditor.database import statements
     from auditor.cli import main
+    from auditor.database import statements
     from auditor.loading.load import connect
     from collector.environment_variables import HANDOFFSCOPE_MEMORY_LIMIT as MEMORY_LIMIT_ENV
 

@@ -29,8 +29,8 @@ from auditor import (
     connect,
     load_traces,
 )
-from auditor.loading import json_text, readers, sources
 from auditor.cli import main
+from auditor.loading import json_text, readers, sources
 from auditor.loading.readers import Reader
 from tests.auditor.test_load import export, span_json
 
@@ -227,6 +227,7 @@ def test_many_small_files_good_and_bad_over_several_batches_keep_the_first_copy_
     batch (or a later line) is dropped, the first read by file order then line winning,
     also in a large input's compressed database, which checkpoints between batches."""
     from auditor.loading import load
+
     monkeypatch.setattr(readers, "BATCH_FILES", 4)
     folder = tmp_path / "in"
     folder.mkdir()

@@ -550,6 +550,7 @@ def test_a_large_input_compresses_its_spans_a_memory_limit_s_worth_of_files_at_a
     about a memory limit's worth of them has been read, never at each commit; the rows are
     those of a small input's load."""
     from auditor.loading import load
+
     folder = tmp_path / "in"
     folder.mkdir()
     for number in range(4):

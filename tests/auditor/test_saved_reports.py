@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from auditor.stores import kept
 from auditor.cli import main
+from auditor.stores import kept
 from auditor.stores.saved import location
 from tests.support.paths import REPO
 
@@ -397,6 +397,7 @@ def test_only_the_newest_parts_are_kept(
     source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from auditor.stores import kept_parts
+
     monkeypatch.setattr(kept_parts, "MOST", 25)
     store = _compact(source, tmp_path / "store.parquet")
     for budget in range(1, 10):

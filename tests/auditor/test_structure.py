@@ -14,8 +14,8 @@ import pytest
 from auditor import audit, load_traces
 from auditor.cli import main
 from auditor.model.conventions import EVIDENCE
-from auditor.report import FORMATS, render
 from auditor.model.structure import NOT_JUDGED_EXIT
+from auditor.report import FORMATS, render
 from tests.support.paths import REPO, TESTS
 from tests.support.structure_spans import BUILDERS, unrecognised  # noqa: E402
 

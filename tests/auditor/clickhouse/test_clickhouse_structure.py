@@ -16,7 +16,6 @@ from auditor.clickhouse.audit import audit_engine  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
 from auditor.report import render  # noqa: E402
-
 from tests.support.paths import TESTS  # noqa: E402
 from tests.support.structure_spans import unrecognised  # noqa: E402
 
