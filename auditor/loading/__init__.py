@@ -8,6 +8,8 @@ compression told by magic bytes, JSON lines and documents, torn tails, Parquet s
 * :mod:`auditor.loading.readers`: the reader shared by ``audit``, ``watch``, ``compact`` and
   the dashboard;
 * :mod:`auditor.loading.store_format`: what a Parquet store must be to be read in place;
+* :mod:`auditor.loading.segments`: a store grown by appended segments, read as one;
+* :mod:`auditor.loading.span_ids`: spans whose ids are missing or invalid;
 * :mod:`auditor.loading.load`: :func:`~auditor.loading.load.load_traces` and
   :func:`~auditor.loading.load.append_lines`.
 
