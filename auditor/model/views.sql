@@ -814,8 +814,8 @@ per_framework AS (
     -- The agents a delegation names count as agents seen, whether or not a span of theirs
     -- is in the trace (a coworker named only by the manager's tool call).
     SELECT trace_id, count(*) AS handoffs,
-           list_distinct(list_concat(list(sender) FILTER (WHERE sender IS NOT NULL),
-                                     list(receiver))) AS handoff_agents
+           list_sort(list_distinct(list_concat(list(sender) FILTER (WHERE sender IS NOT NULL),
+                                               list(receiver)))) AS handoff_agents
     FROM hs_framework_handoffs(since_ns, until_ns, agents) GROUP BY trace_id
 ),
 per_run AS (

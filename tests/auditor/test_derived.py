@@ -270,7 +270,10 @@ SELECT count(*), count(DISTINCT trace_id),
        (SELECT sum(cost_usd) FROM hs_usage_all),
        (SELECT sum(cost_usd) FILTER (WHERE cost_estimated) FROM hs_usage_all),
        (SELECT coalesce(sum(input_tokens) FILTER (WHERE unpriced), 0) FROM hs_usage_all),
-       (SELECT coalesce(sum(output_tokens) FILTER (WHERE unpriced), 0) FROM hs_usage_all)
+       (SELECT coalesce(sum(output_tokens) FILTER (WHERE unpriced), 0) FROM hs_usage_all),
+       -- No span of these traces names an agent, so the service stands for one: no usage
+       -- is charged to no agent.
+       0, 0, NULL
 FROM spans
 """
 
