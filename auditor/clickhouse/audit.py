@@ -38,10 +38,18 @@ from auditor.model.structure import explain
 from auditor.rules import select_rules
 from auditor.settings import AuditSettings
 
-__all__ = ["ClickHouseConnection", "TimeRange", "audit_clickhouse", "audit_engine"]
+__all__ = [
+    "READ_OFTEN",
+    "ClickHouseConnection",
+    "TimeRange",
+    "audit_clickhouse",
+    "audit_engine",
+]
 
 _NO_BOUND: Final = (0, 2**63 - 1)
-_READ_OFTEN: Final = ("hs_fw_spans",)
+READ_OFTEN: Final = ("hs_fw_spans",)
+"""Views one query reads many times over (DuckDB materialises `fw AS MATERIALIZED`; a
+ClickHouse CTE is evaluated again at each reference): kept as tables before the rest."""
 # Appended to a transpiled query's SETTINGS when its rows become a table: a boolean
 # grouped by the helper views can come out as LowCardinality(UInt8), which a table may
 # only hold with this setting.
@@ -163,7 +171,7 @@ class ClickHouseConnection:
         known: dict[str, list[str]] = {}
         # Views read many times over by one query (DuckDB materialises `fw AS MATERIALIZED`;
         # a ClickHouse CTE is evaluated again at each reference), computed once.
-        for view in _READ_OFTEN:
+        for view in READ_OFTEN:
             text = to_clickhouse(f"SELECT * FROM {view}", self._spans, defs=self._defs)
             if not self._create(view, text):
                 return False

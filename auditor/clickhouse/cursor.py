@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import sqlglot
 from sqlglot import exp
 
-from auditor.clickhouse.audit import TimeRange, bindable
+from auditor.clickhouse.audit import READ_OFTEN, TimeRange, bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import clickhouse_expr
@@ -245,10 +245,10 @@ class ClickHouseSource:
         pairs = self.cursor().execute(PAIRS_SQL).fetchall()
         self._defs = self._defs.with_prices(resolve_prices([(m, p) for m, p in pairs if m])[0])
         self._whole = None
-        # Other instrumentations' spans are read many times over by one query (DuckDB
-        # materialises them; a ClickHouse CTE is evaluated again at each reference, and the
-        # query tree of the framework views outgrows ClickHouse's limit): computed once.
-        self.keep("hs_fw_spans", "SELECT * FROM hs_fw_spans")
+        # As the audit keeps them: otherwise the framework views' query tree also outgrows
+        # ClickHouse's limit.
+        for view in READ_OFTEN:
+            self.keep(view, f"SELECT * FROM {view}")
         for name, select in selects(rules=True).items():
             self.keep(f"hs_{name}_all", select)
 
