@@ -1,6 +1,10 @@
-"""What every recorded run shares: the model, the prompt, the trace file and the usage sums."""
+"""What every recorded run shares: the model, the prompt, the scripted texts, the trace file,
+the usage sums and the common part of what a run reports.
 
-from collections.abc import Callable
+Standard library only at import: the runs in a framework's venv (``isolated``) import it too.
+"""
+
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -8,6 +12,25 @@ from typing import Any
 MODEL = "gpt-4o"
 """Every scenario's model: a name the auditor's price table knows."""
 PROMPT = "Why do multi-agent workflows fail, and what should we do about it?"
+
+# What the scripted models say, alike across the frameworks' workflows (so their traces
+# differ by framework only): the tasks a coordinator hands over, the researcher's findings
+# and the final answer.
+RESEARCH_TASK = "Find out why multi-agent workflows fail."
+WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs."
+FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
+ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+
+USAGE_KEYS = ("input_tokens", "output_tokens", "requests")
+"""The usage every recorder reports per agent, and sums into ``run_usage`` and ``totals``."""
+
+
+def routes(*agents: str) -> dict[str, str]:
+    """Each agent's path on the scripted server, ``llm-1`` upwards in the order given.
+
+    The paths are opaque on purpose: instrumentations record a model's base URL, and no real
+    trace names an agent through it."""
+    return {agent: f"llm-{n}" for n, agent in enumerate(agents, start=1)}
 
 
 class Recording:
@@ -61,12 +84,25 @@ def usage_entry(input_tokens: int, output_tokens: int, requests: int) -> dict[st
 
 
 def add_usage(agents: dict[str, dict[str, int]], agent: str, inp: int, out: int) -> None:
+    """Count one model answer of ``agent``: ``inp`` input and ``out`` output tokens."""
     entry = agents.setdefault(agent, usage_entry(0, 0, 0))
     entry["input_tokens"] += inp
     entry["output_tokens"] += out
     entry["requests"] += 1
 
 
-def totals(agents: dict[str, dict[str, Any]]) -> dict[str, int]:
-    keys = ("input_tokens", "output_tokens", "requests")
+def totals(
+    agents: Mapping[str, Mapping[str, Any]], keys: tuple[str, ...] = USAGE_KEYS
+) -> dict[str, int]:
+    """The sum of the agents' usage, key by key."""
     return {k: sum(int(a[k]) for a in agents.values()) for k in keys}
+
+
+def usage_report(agents: Mapping[str, dict[str, Any]], *packages: str) -> dict[str, Any]:
+    """The part of a run's report every recorder builds alike: the agents' usage by name,
+    its sum as ``run_usage``, and the versions of ``packages``."""
+    return {
+        "agents": dict(sorted(agents.items())),
+        "run_usage": totals(agents),
+        "packages": versions(*packages),
+    }
