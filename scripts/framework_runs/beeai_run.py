@@ -16,7 +16,16 @@ import os
 import re
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import (
+    ANSWER,
+    FINDINGS,
+    PROMPT,
+    RESEARCH_TASK,
+    WRITE_TASK,
+    add_usage,
+    routes,
+    usage_report,
+)
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -24,11 +33,7 @@ BEEAI_OFFLINE_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # else litellm fetches its price map at import
     "BEEAI_LOG_LEVEL": "ERROR",
 }
-ROUTES = {"coordinator": "llm-1", "researcher": "llm-2", "writer": "llm-3"}
-RESEARCH_TASK = "Find out why multi-agent workflows fail."
-WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs."
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+ROUTES = routes("coordinator", "researcher", "writer")
 
 
 def _final(text: str, usage: tuple[int, int]) -> dict[str, Any]:
@@ -62,10 +67,7 @@ async def _run(server: ScriptedOpenAI) -> tuple[str, dict[str, dict[str, int]], 
     def success(data: Any, event: Any) -> None:
         name = by_url[event.creator._settings["base_url"]]
         usage = data.value.usage
-        entry = agents.setdefault(name, {"input_tokens": 0, "output_tokens": 0, "requests": 0})
-        entry["input_tokens"] += usage.prompt_tokens
-        entry["output_tokens"] += usage.completion_tokens
-        entry["requests"] += 1
+        add_usage(agents, name, usage.prompt_tokens, usage.completion_tokens)
 
     Emitter.root().on(
         re.compile(r"^backend\.[a-z_]+\.chat\.success$"),
@@ -106,7 +108,6 @@ def record_handoff_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any
     answer, agents, delegated = asyncio.run(_run(server))
     assert answer.strip() == ANSWER, answer
     assert delegated == ["researcher", "writer"], delegated
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "beeai-framework",
         "workflow": "a coordinator RequirementAgent with tools=[HandoffTool(researcher), "
@@ -118,8 +119,6 @@ def record_handoff_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any
         "offline_model": "beeai_framework OpenAIChatModel per agent (LiteLLM), against a "
         "scripted OpenAI-compatible server on 127.0.0.1",
         "written_by": "instrumentation",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
         "handoffs": [
             {"sender": "coordinator", "receiver": name, "via": f"HandoffTool {name}"}
             for name in delegated
@@ -128,7 +127,8 @@ def record_handoff_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any
         "returns its answer; the coordinator goes on",
         "usage_source": "ChatModelOutput.usage of each 'success' event of an agent's chat "
         "model; the delegations from the 'start' events of the HandoffTools",
-        "packages": versions(
+        **usage_report(
+            agents,
             "beeai-framework",
             "litellm",
             "openinference-instrumentation-beeai",

@@ -13,15 +13,11 @@ handler), and the delegations from the coordinator's tool calls, in order.
 import json
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import ANSWER, FINDINGS, PROMPT, RESEARCH_TASK, WRITE_TASK, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
-ROUTES = {"coordinator": "llm-1", "researcher": "llm-2", "writer": "llm-3"}
-RESEARCH_TASK = "Find out why multi-agent workflows fail."
-WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs."
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+ROUTES = routes("coordinator", "researcher", "writer")
 
 
 def _task(text: str) -> str:
@@ -98,7 +94,6 @@ def record_agent_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
         for call in message.tool_calls
     ]
     assert called == ["researcher", "writer"], called
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "haystack",
         "workflow": "a coordinator Agent with tools=[AgentTool(researcher_agent, "
@@ -110,8 +105,6 @@ def record_agent_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
         "offline_model": "haystack OpenAIChatGenerator per agent, against a scripted "
         "OpenAI-compatible server on 127.0.0.1",
         "written_by": "instrumentation",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
         "handoffs": [
             {"sender": "coordinator", "receiver": name, "via": f"AgentTool {name}"}
             for name in called
@@ -123,7 +116,8 @@ def record_agent_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
         "usage_source": "meta['usage'] (prompt_tokens, completion_tokens) of each assistant "
         "ChatMessage in an agent's run result; the wrapped agents' results as AgentTool hands "
         "them to its outputs_to_string handler",
-        "packages": versions(
+        **usage_report(
+            agents,
             "haystack-ai",
             "openai",
             "openinference-instrumentation-haystack",

@@ -15,13 +15,11 @@ import asyncio
 import json
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import ANSWER, FINDINGS, PROMPT, add_usage, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
-ROUTES = {"triage": "llm-1", "researcher": "llm-2", "writer": "llm-3"}
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+ROUTES = routes("triage", "researcher", "writer")
 
 
 def _handoff(to: str, reason: str, usage: tuple[int, int]) -> dict[str, Any]:
@@ -80,13 +78,12 @@ def record_agent_workflow(provider: Any, server: ScriptedOpenAI) -> dict[str, An
     for event in events:
         if isinstance(event, AgentOutput) and event.raw:
             usage = event.raw["usage"]
-            entry = agents.setdefault(
+            add_usage(
+                agents,
                 event.current_agent_name,
-                {"input_tokens": 0, "output_tokens": 0, "requests": 0},
+                usage["prompt_tokens"],
+                usage["completion_tokens"],
             )
-            entry["input_tokens"] += usage["prompt_tokens"]
-            entry["output_tokens"] += usage["completion_tokens"]
-            entry["requests"] += 1
     ran: list[str] = []  # the agents in the order they took the turn
     for event in events:
         if isinstance(event, AgentInput) and (not ran or ran[-1] != event.current_agent_name):
@@ -101,7 +98,6 @@ def record_agent_workflow(provider: Any, server: ScriptedOpenAI) -> dict[str, An
                 {"sender": sender, "receiver": receiver, "via": "handoff(to_agent=...)"}
             )
     assert [h["receiver"] for h in handoffs] == ["researcher", "writer"], handoffs
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "llama-index",
         "workflow": "AgentWorkflow(agents=[triage, researcher, writer], root_agent='triage'), "
@@ -113,14 +109,13 @@ def record_agent_workflow(provider: Any, server: ScriptedOpenAI) -> dict[str, An
         "offline_model": "llama_index.llms.openai.OpenAI per agent (streaming=False), against "
         "a scripted OpenAI-compatible server on 127.0.0.1",
         "written_by": "instrumentation",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
         "handoffs": handoffs,
         "handoff_kind": "a handoff tool: the sender's model calls handoff(to_agent=..., "
         "reason=...), the workflow sets the next agent and runs it with the same memory",
         "usage_source": "the usage of the raw chat completion on each AgentOutput event, by "
         "its current_agent_name",
-        "packages": versions(
+        **usage_report(
+            agents,
             "llama-index-core",
             "llama-index-llms-openai",
             "llama-index-workflows",

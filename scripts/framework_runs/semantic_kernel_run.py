@@ -17,13 +17,12 @@ import json
 import os
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import ANSWER, PROMPT, add_usage, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
 SK_ENV = {"SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS": "true"}
-ROUTES = {"triage": "llm-1", "researcher": "llm-2", "writer": "llm-3"}
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+ROUTES = routes("triage", "researcher", "writer")
 
 SCRIPT: dict[str, list[dict[str, Any]]] = {
     ROUTES["triage"]: [{"tool": "Handoff-transfer_to_researcher", "usage": (700, 20)}],
@@ -100,10 +99,7 @@ def record_handoff_orchestration(provider: Any, server: ScriptedOpenAI) -> dict[
     assert ANSWER in str(value), value
     agents: dict[str, dict[str, int]] = {}
     for name, usage in answers:
-        entry = agents.setdefault(name, {"input_tokens": 0, "output_tokens": 0, "requests": 0})
-        entry["input_tokens"] += usage.prompt_tokens
-        entry["output_tokens"] += usage.completion_tokens
-        entry["requests"] += 1
+        add_usage(agents, name, usage.prompt_tokens, usage.completion_tokens)
     handoffs = [
         {"sender": name, "receiver": fn.split("transfer_to_", 1)[1], "via": fn}
         for name, fn in calls
@@ -113,7 +109,6 @@ def record_handoff_orchestration(provider: Any, server: ScriptedOpenAI) -> dict[
         ("triage", "researcher"),
         ("researcher", "writer"),
     ], calls
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "semantic-kernel",
         "workflow": "HandoffOrchestration(members=[triage, researcher, writer]) on the "
@@ -126,8 +121,6 @@ def record_handoff_orchestration(provider: Any, server: ScriptedOpenAI) -> dict[
         "offline_model": "semantic_kernel OpenAIChatCompletion per agent (an AsyncOpenAI "
         "client), against a scripted OpenAI-compatible server on 127.0.0.1",
         "written_by": "framework",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
         "handoffs": handoffs,
         "functions_invoked": [f"{name}: {fn}" for name, fn in calls],
         "handoff_kind": "a handoff function: the sender's model calls Handoff-transfer_to_"
@@ -135,7 +128,7 @@ def record_handoff_orchestration(provider: Any, server: ScriptedOpenAI) -> dict[
         "receiver",
         "usage_source": "metadata['usage'] of the model answer that asked for each function, "
         "seen by an AUTO_FUNCTION_INVOCATION filter on each agent's kernel",
-        "packages": versions("semantic-kernel", "openai"),
+        **usage_report(agents, "semantic-kernel", "openai"),
     }
 
 
