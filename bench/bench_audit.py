@@ -29,8 +29,14 @@ Each measurement runs in its own process, so its peak memory (ru_maxrss) is its 
     python bench/bench_audit.py --store-only --store /tmp/s/new.parquet --before /tmp/old
         --before-python /tmp/old/.venv/bin/python --before-store /tmp/s/old.parquet
 
-With ``--json-only`` only the shred and the audit of JSON lines run, and with
-``--json-before CHECKOUT`` the audit of another version (that checkout's own
+With ``--json-only`` only the shred, the count-only scan (``parse``) and the audit of JSON
+lines run; ``--frameworks N`` measures the same on a second corpus, N spans shaped as other
+frameworks write them (``bench/framework_corpus.py``), in the same run, and a summary line
+per corpus closes the output:
+
+    python bench/bench_audit.py --dir /tmp/hs40 --json-only --frameworks 400000 --repeat 2
+
+With ``--json-before CHECKOUT`` the audit of another version (that checkout's own
 ``bench_audit.py --child audit``) runs beside it, interleaved, ``--repeat`` times:
 
     python bench/bench_audit.py --dir /tmp/i19bench --json-only --json-before /tmp/old --repeat 2
@@ -401,6 +407,7 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     sides: dict[str, list[str]] = {
         "shred": [sys.executable, __file__, "--child", "shred", str(path)],
         "shred_events": [sys.executable, __file__, "--child", "shred_events", str(path)],
+        "parse": [sys.executable, __file__, "--child", "parse", str(path)],
         "audit": [sys.executable, __file__, "--child", "audit", str(path)],
     }
     if before is not None:
@@ -422,7 +429,7 @@ def measure_json(path: Path, before: Path | None, repeat: int) -> dict[str, Any]
     for name, found in runs.items():
         ok = [r for r in found if "error" not in r]
         out[name] = min(ok, key=lambda r: r["seconds"]) if ok else found[0]
-    for base in ("shred", "shred_events"):
+    for base in ("shred", "shred_events", "parse"):
         shred = out[base]
         for name in ("audit", "before"):
             r = out.get(name, {})
@@ -649,6 +656,29 @@ def report(figures: dict[str, Any], command: str) -> str:
     return "\n".join(lines)
 
 
+def json_summary(measured: dict[str, dict[str, Any]], load: tuple[float, ...]) -> str:
+    """One line per corpus of ``--json-only``: the best audit, shred and count-only scan,
+    their ratios in wall and CPU seconds, and each one's peak memory."""
+    lines = [f"load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} at the end"]
+    for name, m in measured.items():
+        audit, shred, parse = m.get("audit", {}), m.get("shred", {}), m.get("parse", {})
+        if not all("seconds" in r for r in (audit, shred, parse)):
+            lines.append(f"{name}: a measurement failed")
+            continue
+        lines.append(
+            f"{name} ({audit.get('spans', 0):,} spans, {m['file']['bytes'] / 1e9:.2f} GB,"
+            f" {audit.get('findings', 0):,} findings): audit {audit['seconds']:.1f} s"
+            f" ({audit['cpu_seconds']:.1f} CPU s, {audit['peak_mb']:.0f} MB),"
+            f" shred {shred['seconds']:.1f} s ({shred['cpu_seconds']:.1f} CPU s,"
+            f" {shred['peak_mb']:.0f} MB), count-only scan {parse['seconds']:.1f} s"
+            f" ({parse['cpu_seconds']:.1f} CPU s, {parse['peak_mb']:.0f} MB);"
+            f" audit / shred {audit['vs_shred']:.2f}x ({audit['vs_shred_cpu']:.2f}x CPU),"
+            f" / shred with events {audit['vs_shred_events']:.2f}x,"
+            f" / scan {audit['vs_parse']:.2f}x ({audit['vs_parse_cpu']:.2f}x CPU)"
+        )
+    return "\n".join(lines)
+
+
 def _failed(error: str) -> str:
     return "skipped" if error == "skipped" else f"failed: {error}"
 
@@ -684,6 +714,13 @@ def main(argv: list[str] | None = None) -> int:
         help="with --json-only: the same spans split into this many files, as a rotating"
         " exporter writes them (the shred and the audit read them all)",
     )
+    parser.add_argument(
+        "--frameworks",
+        type=int,
+        default=0,
+        help="with --json-only: also measure this many spans of other frameworks' shape"
+        " (bench/framework_corpus.py: the recorded fixtures copied with fresh ids)",
+    )
     parser.add_argument("--store", type=Path, help="the store to audit (default: compact one)")
     parser.add_argument("--store-only", action="store_true", help="measure only the store")
     parser.add_argument("--before", type=Path, help="a checkout of another version to compare")
@@ -705,7 +742,23 @@ def main(argv: list[str] | None = None) -> int:
     info = ensure(path, args.spans)
     if args.json_only:
         source = rotated(path, args.files) if args.files > 1 else path
-        print(json.dumps(measure_json(source, args.json_before, args.repeat), indent=2))
+        corpora = {"own": (info, source)}
+        if args.frameworks:
+            from bench.framework_corpus import generate as generate_frameworks
+
+            other = args.dir / f"frameworks-{args.frameworks}.jsonl"
+            made = (
+                {"file": str(other), "bytes": other.stat().st_size, "reused": True}
+                if other.exists()
+                else generate_frameworks(other, spans=args.frameworks)
+            )
+            corpora["frameworks"] = (made, other)
+        measured = {
+            name: {"file": made, **measure_json(source, args.json_before, args.repeat)}
+            for name, (made, source) in corpora.items()
+        }
+        print(json.dumps(measured, indent=2))
+        print(json_summary(measured, os.getloadavg()), file=sys.stderr)
         return 0
     load = os.getloadavg()[0]
     machine = (

@@ -32,10 +32,11 @@ _IDS = re.compile(rb'("(?:traceId|spanId|parentSpanId)":")[0-9a-f]{6}')
 _NAMES = re.compile(rb'"(idem-|wf-)')
 
 
-def template_lines(folder: Path) -> list[tuple[bytes, int]]:
-    """Every JSON line of the template's trace files, marked for copying, with its span count."""
+def template_lines(folder: Path, pattern: str = "*.jsonl*") -> list[tuple[bytes, int]]:
+    """Every JSON line of the template's trace files (``pattern`` in ``folder``), marked for
+    copying, with its span count."""
     lines: list[tuple[bytes, int]] = []
-    for path in sorted(folder.glob("*.jsonl*")):
+    for path in sorted(folder.glob(pattern)):
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as fh:
             for raw in fh:
@@ -80,9 +81,16 @@ def open_out(path: Path) -> IO[bytes]:
     return open(path, "wb")
 
 
-def generate(out: Path, *, spans: int, template: Path = DEFAULT_TEMPLATE) -> dict[str, object]:
-    """Write at least ``spans`` spans (whole export lines) to ``out``; returns a summary."""
-    lines = template_lines(template)
+def generate(
+    out: Path,
+    *,
+    spans: int,
+    template: Path = DEFAULT_TEMPLATE,
+    lines: list[tuple[bytes, int]] | None = None,
+) -> dict[str, object]:
+    """Write at least ``spans`` spans (whole export lines) to ``out``; returns a summary.
+    ``lines`` are the template's marked lines when they were read already."""
+    lines = template_lines(template) if lines is None else lines
     started = time.perf_counter()
     total = count = 0
     with open_out(out) as fh:
