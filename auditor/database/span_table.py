@@ -18,6 +18,7 @@ of the SQL text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from collector import schema as s
@@ -295,7 +296,39 @@ def _first(keys: tuple[str, ...], typ: str) -> str:
     return "coalesce(" + ", ".join(_typed(_lookup(k), typ) for k in keys) + ")"
 
 
-def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -> str:
+@dataclass(frozen=True, slots=True)
+class LargeValues:
+    """Which large attribute values the flatten leaves out of ``attributes``: a string value
+    longer than ``chars`` bytes whose key is neither in ``keys`` nor under one of
+    ``prefixes`` (the keys something reads: :mod:`auditor.loading.read_keys`)."""
+
+    chars: int
+    keys: tuple[str, ...]
+    prefixes: tuple[str, ...] = ()
+
+
+def _unread_large(kv: str, large: LargeValues) -> str:
+    """SQL: is the OTLP KeyValue ``kv`` a large string value of a key nothing reads?"""
+    keys = ", ".join(_quoted(k) for k in large.keys)
+    test = f"strlen({kv}.value.stringValue) > {int(large.chars)}"
+    if keys:
+        test += f" AND NOT list_contains([{keys}], {kv}.key)"
+    for prefix in large.prefixes:
+        test += f" AND NOT starts_with({kv}.key, {_quoted(prefix)})"
+    return test
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def flatten_sql(
+    source: str,
+    *,
+    legacy: bool = True,
+    valid_json: bool = False,
+    large: LargeValues | None = None,
+) -> str:
     """SQL selecting typed ``spans`` rows from ``source``.
 
     With ``legacy=False`` the ``instrumentationLibrarySpans`` of OTLP before 0.15 are not
@@ -317,6 +350,10 @@ def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -
     With ``valid_json`` every ``text`` must be JSON (or NULL): text that is not fails the
     statement instead of yielding no row, and the parse goes without the error handling
     that lets a row yield nothing, a good part of its cost (``docs/benchmarks/auditor.md``).
+
+    With ``large``, a large string value whose key nothing reads (:class:`LargeValues`)
+    is left out of ``attributes``: its key is taken as missing as the span is flattened, so
+    the value is never copied into the map, stored or scanned again.
 
     Attribute lists are turned into parallel key and value lists once per span; typed
     columns look their key up there, which is much cheaper than building a MAP of every
@@ -362,6 +399,9 @@ def flatten_sql(source: str, *, legacy: bool = True, valid_json: bool = False) -
         f"({_position(number)} IS NOT NULL)::INTEGER" for number in range(1, len(TYPED_KEYS) + 1)
     )
     attributes = f"CASE WHEN ({typed_found}) = len(sp.attributes) THEN {_EMPTY_MAP} ELSE {rest} END"
+    key = "ka.key"
+    if large is not None:
+        key = f"CASE WHEN {_unread_large('ka', large)} THEN NULL ELSE ka.key END"
     parsed = f"from_json(text, '{structure}')"
     if not valid_json:
         parsed = f"try({parsed})"
@@ -392,7 +432,7 @@ WITH documents AS (
     WHERE sp.traceId IS NOT NULL OR sp.spanId IS NOT NULL OR sp.name IS NOT NULL
 ), flat AS (
     SELECT *,
-           list_transform(sp.attributes, lambda ka: ka.key) AS attr_k,
+           list_transform(sp.attributes, lambda ka: {key}) AS attr_k,
            list_transform(sp.attributes, lambda va: {_value_text("va.value")}) AS attr_v,
            {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
     FROM spans_only

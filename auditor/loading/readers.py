@@ -40,6 +40,7 @@ from auditor.loading.json_text import (
     replace_surrogate_chars,
 )
 from auditor.loading.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
+from auditor.loading.read_keys import LEFT_OUT
 from auditor.loading.reader_sql import (
     ALL_BRACED,
     BATCHED_LINES,
@@ -246,7 +247,8 @@ class Reader:
             run(self.con, "CREATE OR REPLACE TEMP TABLE _hs_batch AS SELECT * FROM spans LIMIT 0")
             run(
                 self.con,
-                f"INSERT INTO _hs_batch SELECT {COLUMNS_SQL} FROM ({flatten_sql(MEMORY_LINES)})",
+                f"INSERT INTO _hs_batch SELECT {COLUMNS_SQL}"
+                f" FROM ({flatten_sql(MEMORY_LINES, large=LEFT_OUT)})",
                 [files, lines, texts],
             )
             with_spans: set[tuple[str, int]] = set()
@@ -354,11 +356,13 @@ class Reader:
         params = [paths, sources[0].compression, longest]
 
         def insert(valid_json: bool) -> list[SourceFile]:
+            flat = flatten_sql(
+                UNNUMBERED_LINES, legacy=False, valid_json=valid_json, large=LEFT_OUT
+            )
             with insertion_order(self.con, keep=False):
                 run(
                     self.con,
-                    f"INSERT INTO spans SELECT {FAST_COLUMNS_SQL} FROM"
-                    f" ({flatten_sql(UNNUMBERED_LINES, legacy=False, valid_json=valid_json)})",
+                    f"INSERT INTO spans SELECT {FAST_COLUMNS_SQL} FROM ({flat})",
                     params,
                 )
             run(self.con, NONBLANK_LINES)
@@ -431,7 +435,8 @@ class Reader:
         def insert() -> bool:
             run(
                 self.con,
-                f"INSERT INTO spans SELECT {COLUMNS_SQL} FROM ({flatten_sql(lines)})",
+                f"INSERT INTO spans SELECT {COLUMNS_SQL}"
+                f" FROM ({flatten_sql(lines, large=LEFT_OUT)})",
                 params,
             )
             return True

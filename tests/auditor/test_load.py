@@ -782,3 +782,32 @@ def test_a_large_input_gets_a_compressed_database_and_the_same_audit(
     assert round(_limit_mib(traces.con)) == 610  # 640MB, in MiB
     result = audit(traces)
     assert render_json(result) == render_json(expected)
+
+
+def test_large_values_nothing_reads_are_left_out_and_read_ones_kept(tmp_path: Path) -> None:
+    from auditor.loading.read_keys import LARGE_VALUE_CHARS, READ_KEYS
+    from auditor.model import conventions
+
+    large = "x" * (LARGE_VALUE_CHARS + 1)
+    unread = "llm.input_messages.0.message.content"
+    assert unread not in READ_KEYS
+    # Every key a convention names is kept, whatever its size.
+    assert {*conventions.ARGUMENT_KEYS, *conventions.CONVERSATION_KEYS} <= set(READ_KEYS)
+    attrs = {
+        unread: large,
+        conventions.OPENINFERENCE_INPUT: '{"member_id": "researcher", "pad": "' + large + '"}',
+        "custom.small": "kept",
+        "custom.at_the_limit": large[:-1],
+    }
+    line = export(span_json("0000000000000001", name="tool", attrs=attrs))
+    (tmp_path / "a.jsonl").write_text(line + "\n")
+    ts = load_traces(tmp_path)
+    # The same through the lines handed over in memory (watch's path).
+    append_lines(ts, [(1, line.replace("0000000000000001", "0000000000000002"))], file="m.jsonl")
+    for (found,) in ts.con.execute("SELECT attributes FROM spans ORDER BY span_id").fetchall():
+        assert set(found) == {
+            conventions.OPENINFERENCE_INPUT,
+            "custom.small",
+            "custom.at_the_limit",
+        }
+        assert found[conventions.OPENINFERENCE_INPUT] == attrs[conventions.OPENINFERENCE_INPUT]

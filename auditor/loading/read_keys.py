@@ -1,0 +1,76 @@
+"""The attribute keys the audit reads, and the large values the load leaves out.
+
+Other instrumentations put a run's whole text on its spans: OpenInference's ``input.value``,
+``output.value`` and ``llm.input_messages.*``, the GenAI ``gen_ai.input.messages``, OpenLLMetry's
+``traceloop.entity.output``, pydantic-ai's ``model_request_parameters``. No rule or figure reads
+them, and copying them into ``spans.attributes`` (then compressing, storing and scanning them)
+cost the load more than the shred of everything else. A string value longer than
+:data:`LARGE_VALUE_CHARS` whose key nothing reads is therefore left out of ``attributes``
+as each span is flattened (:func:`auditor.database.span_table.flatten_sql`).
+
+What is read is derived, never listed by hand: every key the conventions
+(:mod:`auditor.model.conventions`), the usage and price keys (:mod:`auditor.model.usage_keys`)
+and the trace schema (:mod:`collector.schema`) name, so a key a convention starts to read is
+kept from then on, whatever its size (a tool call's ``input.value`` holds its arguments).
+A name ending in ``.`` names every key under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Final
+
+from auditor.database.span_table import LOOKED_UP, LargeValues
+from auditor.model import conventions, usage_keys
+from collector import schema
+
+__all__ = ["LARGE_VALUE_CHARS", "LEFT_OUT", "READ_KEYS", "READ_PREFIXES", "read_names"]
+
+LARGE_VALUE_CHARS: Final = 1024
+"""A string attribute longer than this (in bytes) is left out unless something reads its key:
+far above any name, id, model, token count or handoff field, and below the messages and
+inputs that make other frameworks' spans large."""
+
+_KEY: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-:/]*")
+
+
+def _strings(value: object) -> Iterator[str]:
+    """Every string in ``value``: itself, or inside a tuple, list, set, dict or dataclass."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(k)
+            yield from _strings(v)
+    elif isinstance(value, tuple | list | set | frozenset):
+        for item in value:
+            yield from _strings(item)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from _strings(getattr(value, f.name))
+
+
+def read_names(*modules: ModuleType) -> frozenset[str]:
+    """Every string that may be an attribute key among the public constants of ``modules``
+    (upper-case names): a few are values, not keys (``"TOOL"``), and merely keep a key of
+    that name, which costs nothing."""
+    return frozenset(
+        text
+        for module in modules
+        for name, value in vars(module).items()
+        if name.isupper() and not name.startswith("_")
+        for text in _strings(value)
+        if _KEY.fullmatch(text)
+    )
+
+
+_NAMES: Final = read_names(conventions, usage_keys, schema) | frozenset(LOOKED_UP)
+READ_KEYS: Final = tuple(sorted(n for n in _NAMES if not n.endswith(".")))
+"""Attribute keys kept in ``spans.attributes`` whatever the size of their value."""
+READ_PREFIXES: Final = tuple(sorted(n for n in _NAMES if n.endswith(".")))
+"""Prefixes of keys kept whatever the size of their value (a name ending in ``.``)."""
+LEFT_OUT: Final = LargeValues(LARGE_VALUE_CHARS, READ_KEYS, READ_PREFIXES)
+"""What the load leaves out of ``spans.attributes``, for :func:`flatten_sql`'s ``large``."""
