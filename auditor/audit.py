@@ -239,6 +239,7 @@ def audit(
     rules = select_rules(settings.rules, settings.skip)
     parts = Parts.of(trace_set.files, settings) if store and not trace_set.problems else None
     found: dict[str, RuleFindings] = {}
+    explained: list[Structure | None] = []
     kept_rows = None
     if parts is not None:
         for rule in rules:
@@ -256,13 +257,17 @@ def audit(
             found=found,
             parts=parts,
             json_text=json_text,
+            explained=explained,
         )
         kept_rows = kept_rows if fresh is None else fresh
     figures = compute_figures(
         trace_set.con, settings=settings, trace_set=trace_set, found=kept_rows
     )
-    prepare(trace_set.con)
-    structure = explain(trace_set.con)
+    if explained:
+        structure = explained[0]
+    else:
+        prepare(trace_set.con)
+        structure = explain(trace_set.con)
     return AuditResult(
         None,
         rules=rules,
@@ -289,9 +294,11 @@ def _run(
     found: dict[str, RuleFindings],
     parts: Parts | None,
     json_text: bool,
+    explained: list[Structure | None],
 ) -> dict[str, list[dict[str, Any]]] | None:
     """Run ``rules`` into ``found``, and with ``figures`` the figures' queries, whose rows
-    it returns; each is kept in ``parts`` (findings with their JSON text if ``json_text``)."""
+    it returns, and what the audit made of other frameworks' spans, into ``explained``;
+    each is kept in ``parts`` (findings with their JSON text if ``json_text``)."""
     con = trace_set.con
     # Each of the helper views, and every query, binds the store's Parquet files again,
     # reading their footers each time unless DuckDB keeps them (checked against the files'
@@ -313,7 +320,15 @@ def _run(
         con, trace_set.files, wanted, prices=settings.prices
     )
     query = partial(
-        _query, con, settings, rules, figures=figures, found=found, parts=parts, json_text=json_text
+        _query,
+        con,
+        settings,
+        rules,
+        figures=figures,
+        found=found,
+        parts=parts,
+        json_text=json_text,
+        explained=explained,
     )
     try:
         return query(kept=kept)
@@ -333,6 +348,7 @@ def _query(
     found: dict[str, RuleFindings],
     parts: Parts | None,
     json_text: bool,
+    explained: list[Structure | None],
     kept: tuple[str, ...],
 ) -> dict[str, list[dict[str, Any]]] | None:
     step("deriving handoffs, attempts and workflow runs")
@@ -352,6 +368,10 @@ def _query(
             rows = figure_rows(con)
             if parts is not None:
                 parts.keep_figures(rows)
+            # While every derived table is there: read from the spans after the block, the
+            # framework handoffs and usage were derived a second time (most of an audit of
+            # other frameworks' spans).
+            explained[:] = [explain(con)]
             return rows
     return None
 
