@@ -21,7 +21,16 @@ import json
 import os
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import (
+    ANSWER,
+    FINDINGS,
+    PROMPT,
+    RESEARCH_TASK,
+    WRITE_TASK,
+    add_usage,
+    routes,
+    usage_report,
+)
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -30,11 +39,7 @@ ADK_OFFLINE_ENV = {
     "GOOGLE_GENAI_USE_VERTEXAI": "false",
     "ADK_DISABLE_TELEMETRY_UPLOAD": "1",
 }
-ROUTES = {"coordinator": "llm-1", "researcher": "llm-2", "writer": "llm-3"}
-RESEARCH_TASK = "Find out why multi-agent workflows fail."
-WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs."
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+ROUTES = routes("coordinator", "researcher", "writer")
 
 
 def _transfer(to: str, usage: tuple[int, int]) -> dict[str, Any]:
@@ -65,12 +70,12 @@ def _count(callback_context: Any, llm_response: Any) -> None:
     usage = llm_response.usage_metadata
     if usage is None or llm_response.partial:
         return
-    entry = USAGE.setdefault(
-        callback_context.agent_name, {"input_tokens": 0, "output_tokens": 0, "requests": 0}
+    add_usage(
+        USAGE,
+        callback_context.agent_name,
+        usage.prompt_token_count or 0,
+        usage.candidates_token_count or 0,
     )
-    entry["input_tokens"] += usage.prompt_token_count or 0
-    entry["output_tokens"] += usage.candidates_token_count or 0
-    entry["requests"] += 1
 
 
 def _agent(server: ScriptedOpenAI, name: str, description: str, **kwargs: Any) -> Any:
@@ -117,12 +122,7 @@ def _usage(events: list[Any]) -> dict[str, dict[str, int]]:
         usage = event.usage_metadata
         if usage is None or usage.prompt_token_count is None:
             continue
-        entry = agents.setdefault(
-            event.author, {"input_tokens": 0, "output_tokens": 0, "requests": 0}
-        )
-        entry["input_tokens"] += usage.prompt_token_count
-        entry["output_tokens"] += usage.candidates_token_count or 0
-        entry["requests"] += 1
+        add_usage(agents, event.author, usage.prompt_token_count, usage.candidates_token_count or 0)
     return agents
 
 
@@ -133,7 +133,6 @@ def _install(provider: Any) -> None:
 
 
 def _common(reported: dict[str, Any], agents: dict[str, dict[str, int]]) -> dict[str, Any]:
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "google-adk",
         "instrumentation": "google-adk's built-in OpenTelemetry tracing (google.adk.telemetry)",
@@ -143,9 +142,7 @@ def _common(reported: dict[str, Any], agents: dict[str, dict[str, int]]) -> dict
         "offline_model": "google.adk.models.lite_llm.LiteLlm('openai/gpt-4o') per agent, "
         "against a scripted OpenAI-compatible server on 127.0.0.1",
         "written_by": "framework",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
-        "packages": versions("google-adk", "google-genai", "litellm", "openai"),
+        **usage_report(agents, "google-adk", "google-genai", "litellm", "openai"),
         **reported,
     }
 

@@ -24,20 +24,13 @@ import json
 import os
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import ANSWER, FINDINGS, PROMPT, RESEARCH_TASK, WRITE_TASK, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
-ROUTES = {  # agent -> its path on the scripted server: opaque, so no URL names an agent
-    "coordinator": "llm-1",
-    "triage": "llm-1",
-    "researcher": "llm-2",
-    "writer": "llm-3",
-}
-RESEARCH_TASK = "Find out why multi-agent workflows fail."
-WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs."
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
+# The coordinator (agents as tools) and the triage agent (swarm, graph) lead different
+# workflows, never the same run: both answer on the first path.
+ROUTES = {**routes("coordinator", "researcher", "writer"), "triage": "llm-1"}
 
 TOOLS_SCRIPT: dict[str, list[dict[str, Any]]] = {
     ROUTES["coordinator"]: [
@@ -115,7 +108,6 @@ def _install(provider: Any) -> None:
 
 
 def _common(reported: dict[str, Any], agents: dict[str, Any]) -> dict[str, Any]:
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "strands-agents",
         "instrumentation": "strands-agents' built-in OpenTelemetry tracing (strands.telemetry)",
@@ -125,9 +117,7 @@ def _common(reported: dict[str, Any], agents: dict[str, Any]) -> dict[str, Any]:
         "offline_model": "strands.models.openai.OpenAIModel per agent (streamed), against a "
         "scripted OpenAI-compatible server on 127.0.0.1",
         "written_by": "framework",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
-        "packages": versions("strands-agents", "openai"),
+        **usage_report(agents, "strands-agents", "openai"),
         **reported,
     }
 
