@@ -20,7 +20,7 @@ import json
 import os
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import ANSWER, FINDINGS, PROMPT, RESEARCH_TASK, WRITE_TASK, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -29,17 +29,7 @@ SMOLAGENTS_OFFLINE_ENV = {
     "HF_HUB_DISABLE_TELEMETRY": "1",
     "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
 }
-RESEARCH_TASK = "Find out why multi-agent workflows fail."
-WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs."
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
-
-ROUTES = {  # agent -> its path on the scripted server: opaque, so no trace names an agent
-    # through a model's base URL (instrumentations record it), which real traces never do
-    "manager": "llm-1",
-    "researcher": "llm-2",
-    "writer": "llm-3",
-}
+ROUTES = routes("manager", "researcher", "writer")
 
 
 def _final(answer: str, usage: tuple[int, ...]) -> dict[str, Any]:
@@ -184,7 +174,6 @@ def _record(
     result = manager.run(PROMPT, return_full_result=True)
     assert str(result.output).strip() == ANSWER, result.output
     agents = {a.name: _usage(a) for a in (manager, researcher, writer)}
-    keys = ("input_tokens", "output_tokens", "requests")
     return {
         "framework": "smolagents",
         "manager": manager_kind,
@@ -197,8 +186,6 @@ def _record(
         "offline_model": "smolagents.OpenAIModel per agent, against a scripted "
         "OpenAI-compatible server on 127.0.0.1",
         "written_by": "instrumentation",
-        "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
         "manager_run_result_usage": {
             "input_tokens": result.token_usage.input_tokens,
             "output_tokens": result.token_usage.output_tokens,
@@ -210,7 +197,8 @@ def _record(
         "its ActionSteps' token_usage in 'steps'; run_usage sums the three agents, as "
         "RunResult.token_usage (manager_run_result_usage) holds the manager's own only; "
         "smolagents counts no cache-read tokens, though the scripted model reports some",
-        "packages": versions(
+        **usage_report(
+            agents,
             "smolagents",
             "openai",
             "openinference-instrumentation-smolagents",
