@@ -21,8 +21,19 @@ WRITE_TASK = "Write a short answer from the findings: nobody validates handoffs.
 FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
 ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
 
+DESCRIPTIONS = {
+    "coordinator": "Answers the user with the help of a researcher and a writer.",
+    "triage": "Decides who works on a question.",
+    "researcher": "Finds out why things fail.",
+    "writer": "Writes short answers from findings.",
+}
+"""What each agent says of itself to the framework, which shows it to the agents that can
+hand it work."""
+
 USAGE_KEYS = ("input_tokens", "output_tokens", "requests")
 """The usage every recorder reports per agent, and sums into ``run_usage`` and ``totals``."""
+CACHE_USAGE_KEYS = (*USAGE_KEYS, "cache_read_tokens")
+"""The usage of a framework that counts the input tokens read from the model's cache too."""
 
 
 def routes(*agents: str) -> dict[str, str]:
@@ -98,11 +109,13 @@ def totals(
     return {k: sum(int(a[k]) for a in agents.values()) for k in keys}
 
 
-def usage_report(agents: Mapping[str, dict[str, Any]], *packages: str) -> dict[str, Any]:
+def usage_report(
+    agents: Mapping[str, dict[str, Any]], *packages: str, keys: tuple[str, ...] = USAGE_KEYS
+) -> dict[str, Any]:
     """The part of a run's report every recorder builds alike: the agents' usage by name,
-    its sum as ``run_usage``, and the versions of ``packages``."""
+    its sum over ``keys`` as ``run_usage``, and the versions of ``packages``."""
     return {
         "agents": dict(sorted(agents.items())),
-        "run_usage": totals(agents),
+        "run_usage": totals(agents, keys),
         "packages": versions(*packages),
     }
