@@ -23,6 +23,7 @@ from typing import Any
 
 from .common import (
     ANSWER,
+    DESCRIPTIONS,
     FINDINGS,
     PROMPT,
     RESEARCH_TASK,
@@ -78,7 +79,7 @@ def _count(callback_context: Any, llm_response: Any) -> None:
     )
 
 
-def _agent(server: ScriptedOpenAI, name: str, description: str, **kwargs: Any) -> Any:
+def _agent(server: ScriptedOpenAI, name: str, **kwargs: Any) -> Any:
     from google.adk.agents import LlmAgent
     from google.adk.models.lite_llm import LiteLlm
 
@@ -87,7 +88,7 @@ def _agent(server: ScriptedOpenAI, name: str, description: str, **kwargs: Any) -
     )
     return LlmAgent(
         name=name,
-        description=description,
+        description=DESCRIPTIONS[name],
         instruction=f"You are the {name}.",
         model=model,
         after_model_callback=_count,
@@ -149,14 +150,9 @@ def _common(reported: dict[str, Any], agents: dict[str, dict[str, int]]) -> dict
 
 def record_sub_agents(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     _install(provider)
-    researcher = _agent(server, "researcher", "Finds out why things fail.")
-    writer = _agent(server, "writer", "Writes short answers from findings.")
-    coordinator = _agent(
-        server,
-        "coordinator",
-        "Answers the user with the help of a researcher and a writer.",
-        sub_agents=[researcher, writer],
-    )
+    researcher = _agent(server, "researcher")
+    writer = _agent(server, "writer")
+    coordinator = _agent(server, "coordinator", sub_agents=[researcher, writer])
     events = asyncio.run(_run(coordinator))
     final = [e for e in events if e.is_final_response() and e.content and e.content.parts]
     assert final and final[-1].author == "writer", [(e.author, e.content) for e in events]
@@ -191,14 +187,10 @@ def record_agent_tool(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     from google.adk.tools.agent_tool import AgentTool
 
     _install(provider)
-    researcher = _agent(server, "researcher", "Finds out why things fail.")
-    writer = _agent(server, "writer", "Writes short answers from findings.")
-    coordinator = _agent(
-        server,
-        "coordinator",
-        "Answers the user with the help of a researcher and a writer.",
-        tools=[AgentTool(agent=researcher), AgentTool(agent=writer)],
-    )
+    researcher = _agent(server, "researcher")
+    writer = _agent(server, "writer")
+    tools = [AgentTool(agent=researcher), AgentTool(agent=writer)]
+    coordinator = _agent(server, "coordinator", tools=tools)
     events = asyncio.run(_run(coordinator))
     final = [e for e in events if e.is_final_response() and e.content and e.content.parts]
     assert final and (final[-1].content.parts[0].text or "").strip() == ANSWER

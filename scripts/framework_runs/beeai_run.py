@@ -18,6 +18,7 @@ from typing import Any
 
 from .common import (
     ANSWER,
+    DESCRIPTIONS,
     FINDINGS,
     PROMPT,
     RESEARCH_TASK,
@@ -78,16 +79,13 @@ async def _run(server: ScriptedOpenAI) -> tuple[str, dict[str, dict[str, int]], 
     def model(name: str) -> Any:
         return OpenAIChatModel(MODEL, api_key="sk-offline", base_url=server.base_url(ROUTES[name]))
 
-    def expert(name: str, description: str) -> Any:
+    def expert(name: str) -> Any:
         agent = RequirementAgent(
-            llm=model(name), name=name, description=description, role=name, tools=[]
+            llm=model(name), name=name, description=DESCRIPTIONS[name], role=name, tools=[]
         )
         return HandoffTool(agent)
 
-    tools = [
-        expert("researcher", "Finds out why things fail."),
-        expert("writer", "Writes short answers from findings."),
-    ]
+    tools = [expert("researcher"), expert("writer")]
     for tool in tools:
 
         def started(_data: Any, _event: Any, name: str = tool.name) -> None:

@@ -13,7 +13,16 @@ handler), and the delegations from the coordinator's tool calls, in order.
 import json
 from typing import Any
 
-from .common import ANSWER, FINDINGS, PROMPT, RESEARCH_TASK, WRITE_TASK, routes, usage_report
+from .common import (
+    ANSWER,
+    DESCRIPTIONS,
+    FINDINGS,
+    PROMPT,
+    RESEARCH_TASK,
+    WRITE_TASK,
+    routes,
+    usage_report,
+)
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -63,7 +72,7 @@ def record_agent_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
             api_base_url=server.base_url(ROUTES[name]),
         )
 
-    def as_tool(name: str, description: str) -> Any:
+    def as_tool(name: str) -> Any:
         def handed_back(result: dict[str, Any]) -> str:
             agents[name] = _usage(result["messages"])
             return agent_result_to_string(result)
@@ -72,16 +81,13 @@ def record_agent_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
         return AgentTool(
             agent,
             name=name,
-            description=description,
+            description=DESCRIPTIONS[name],
             outputs_to_string={"handler": handed_back},
         )
 
     coordinator = Agent(
         chat_generator=generator("coordinator"),
-        tools=[
-            as_tool("researcher", "Finds out why things fail."),
-            as_tool("writer", "Writes short answers from findings."),
-        ],
+        tools=[as_tool("researcher"), as_tool("writer")],
         system_prompt="You are the coordinator.",
     )
     result = coordinator.run(messages=[ChatMessage.from_user(PROMPT)])

@@ -15,7 +15,7 @@ import asyncio
 import json
 from typing import Any
 
-from .common import ANSWER, FINDINGS, PROMPT, add_usage, routes, usage_report
+from .common import ANSWER, DESCRIPTIONS, FINDINGS, PROMPT, add_usage, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -41,11 +41,11 @@ async def _run(server: ScriptedOpenAI) -> tuple[str, list[Any]]:
     from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
     from llama_index.llms.openai import OpenAI
 
-    def agent(name: str, description: str, handoff_to: list[str]) -> Any:
+    def agent(name: str, handoff_to: list[str]) -> Any:
         llm = OpenAI(model=MODEL, api_key="sk-offline", api_base=server.base_url(ROUTES[name]))
         return FunctionAgent(
             name=name,
-            description=description,
+            description=DESCRIPTIONS[name],
             system_prompt=f"You are the {name}.",
             llm=llm,
             tools=[],
@@ -55,9 +55,9 @@ async def _run(server: ScriptedOpenAI) -> tuple[str, list[Any]]:
 
     workflow = AgentWorkflow(
         agents=[
-            agent("triage", "Decides who works on a question.", ["researcher"]),
-            agent("researcher", "Finds out why things fail.", ["writer"]),
-            agent("writer", "Writes short answers from findings.", []),
+            agent("triage", ["researcher"]),
+            agent("researcher", ["writer"]),
+            agent("writer", []),
         ],
         root_agent="triage",
     )

@@ -17,7 +17,7 @@ import json
 import os
 from typing import Any
 
-from .common import ANSWER, PROMPT, add_usage, routes, usage_report
+from .common import ANSWER, DESCRIPTIONS, PROMPT, add_usage, routes, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -52,7 +52,7 @@ async def _run(server: ScriptedOpenAI) -> tuple[list[Any], list[tuple[str, str]]
     answers: list[Any] = []  # (agent, usage) per model answer
     calls: list[tuple[str, str]] = []  # (agent, function) per function the agents invoked
 
-    def agent(name: str, description: str) -> Any:
+    def agent(name: str) -> Any:
         client = AsyncOpenAI(api_key="sk-offline", base_url=server.base_url(ROUTES[name]))
         kernel = Kernel()
 
@@ -66,15 +66,15 @@ async def _run(server: ScriptedOpenAI) -> tuple[list[Any], list[tuple[str, str]]
         kernel.add_filter(FilterTypes.AUTO_FUNCTION_INVOCATION, seen)
         return ChatCompletionAgent(
             name=name,
-            description=description,
+            description=DESCRIPTIONS[name],
             instructions=f"You are the {name}.",
             kernel=kernel,
             service=OpenAIChatCompletion(ai_model_id=MODEL, async_client=client),
         )
 
-    triage = agent("triage", "Decides who works on a question.")
-    researcher = agent("researcher", "Finds out why things fail.")
-    writer = agent("writer", "Writes short answers from findings.")
+    triage = agent("triage")
+    researcher = agent("researcher")
+    writer = agent("writer")
     handoffs = (
         OrchestrationHandoffs()
         .add(source_agent=triage.name, target_agent=researcher.name, description="Research.")

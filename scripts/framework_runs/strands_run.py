@@ -24,7 +24,16 @@ import json
 import os
 from typing import Any
 
-from .common import ANSWER, FINDINGS, PROMPT, RESEARCH_TASK, WRITE_TASK, routes, usage_report
+from .common import (
+    ANSWER,
+    DESCRIPTIONS,
+    FINDINGS,
+    PROMPT,
+    RESEARCH_TASK,
+    WRITE_TASK,
+    routes,
+    usage_report,
+)
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -78,12 +87,12 @@ def _model(server: ScriptedOpenAI, agent: str) -> Any:
     )
 
 
-def _agent(server: ScriptedOpenAI, name: str, description: str, **kwargs: Any) -> Any:
+def _agent(server: ScriptedOpenAI, name: str, **kwargs: Any) -> Any:
     from strands import Agent
 
     return Agent(
         name=name,
-        description=description,
+        description=DESCRIPTIONS[name],
         model=_model(server, name),
         callback_handler=None,  # no printing
         system_prompt=f"You are the {name}.",
@@ -124,12 +133,11 @@ def _common(reported: dict[str, Any], agents: dict[str, Any]) -> dict[str, Any]:
 
 def record_agents_as_tools(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     _install(provider)
-    researcher = _agent(server, "researcher", "Finds out why things fail.")
-    writer = _agent(server, "writer", "Writes short answers from findings.")
+    researcher = _agent(server, "researcher")
+    writer = _agent(server, "writer")
     coordinator = _agent(
         server,
         "coordinator",
-        "Answers the user with the help of a researcher and a writer.",
         tools=[
             researcher.as_tool(name="research_assistant"),
             writer.as_tool(name="writing_assistant"),
@@ -169,9 +177,9 @@ def record_swarm(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     from strands.multiagent import Swarm
 
     _install(provider)
-    triage = _agent(server, "triage", "Decides who works on a question.")
-    researcher = _agent(server, "researcher", "Finds out why things fail.")
-    writer = _agent(server, "writer", "Writes short answers from findings.")
+    triage = _agent(server, "triage")
+    researcher = _agent(server, "researcher")
+    writer = _agent(server, "writer")
     swarm = Swarm([triage, researcher, writer], entry_point=triage, max_handoffs=5)
     result = swarm(PROMPT)
     order = [node.node_id for node in result.node_history]
@@ -220,12 +228,8 @@ def record_graph(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
 
     _install(provider)
     builder = GraphBuilder()
-    for name, description in (
-        ("triage", "Decides who works on a question."),
-        ("researcher", "Finds out why things fail."),
-        ("writer", "Writes short answers from findings."),
-    ):
-        builder.add_node(_agent(server, name, description), name)
+    for name in ("triage", "researcher", "writer"):
+        builder.add_node(_agent(server, name), name)
     builder.add_edge("triage", "researcher")
     builder.add_edge("researcher", "writer")
     builder.set_entry_point("triage")
