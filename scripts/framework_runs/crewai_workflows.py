@@ -12,23 +12,23 @@ flow: its ``MethodExecutionStartedEvent``s).
 import json
 from typing import Any
 
-from .common import PROMPT, totals
+from .common import (
+    ANSWER,
+    CACHE_USAGE_KEYS,
+    FINDINGS,
+    PROMPT,
+    RESEARCH_TASK,
+    USAGE_KEYS,
+    routes,
+    totals,
+)
 from .scripted_openai import MODEL, ScriptedOpenAI
 
 MANAGER = "Crew Manager"  # the role CrewAI gives the manager it builds for manager_llm
 RESEARCHER = "Researcher"
 WRITER = "Writer"
 DELEGATE = "delegate_work_to_coworker"  # "Delegate work to coworker", as a function name
-FINDINGS = "Handoffs fail when nobody validates them before the work is committed."
-ANSWER = "Validate every handoff before you commit it, and make commits idempotent."
-
-ROUTES = {  # agent -> its path on the scripted server: opaque, so no trace names an agent
-    # through a model's base URL (instrumentations record it), which real traces never do
-    "manager": "llm-1",
-    "researcher": "llm-2",
-    "writer": "llm-3",
-    "triage": "llm-4",
-}
+ROUTES = routes("manager", "researcher", "writer", "triage")
 
 
 def _delegation(coworker: str, task: str) -> str:
@@ -39,7 +39,7 @@ HIERARCHICAL_SCRIPT: dict[str, list[dict[str, Any]]] = {
     ROUTES["manager"]: [
         {
             "tool": DELEGATE,
-            "args": _delegation(RESEARCHER, "Find out why multi-agent workflows fail."),
+            "args": _delegation(RESEARCHER, RESEARCH_TASK),
             "usage": (1500, 60),
         },
         {
@@ -250,7 +250,6 @@ def flow_run(server: ScriptedOpenAI) -> dict[str, Any]:
         for a, b, via in FLOW_HANDOFFS
         if ran.index(a) < ran.index(b)
     ]
-    keys = ("input_tokens", "output_tokens", "cache_read_tokens", "requests")
     reported = {
         "framework": "crewai",
         "workflow": "Flow: @start triage (Agent.kickoff) -> @router route -> "
@@ -261,7 +260,7 @@ def flow_run(server: ScriptedOpenAI) -> dict[str, Any]:
         "provider": "openai",
         "model_api": "chat_completions",
         "agents": dict(sorted(agents.items())),
-        "run_usage": {k: sum(a[k] for a in agents.values()) for k in keys},
+        "run_usage": totals(agents, CACHE_USAGE_KEYS),
         "flow_methods": ran,
         "handoffs": handoffs,
         "handoff_kind": "a flow step passing its agent's output, through the flow's state, "
@@ -276,6 +275,4 @@ def flow_run(server: ScriptedOpenAI) -> dict[str, Any]:
 def _check_totals(reported: dict[str, Any]) -> None:
     """CrewAI's crew figure is the sum of its agents' figures."""
     run = reported["run_usage"]
-    assert {k: run[k] for k in ("input_tokens", "output_tokens", "requests")} == totals(
-        reported["agents"]
-    ), reported
+    assert {k: run[k] for k in USAGE_KEYS} == totals(reported["agents"]), reported
