@@ -16,7 +16,7 @@ its run metrics: the team's ``TeamRunOutput.metrics`` for the leader and each
 import json
 from typing import Any
 
-from .common import PROMPT, versions
+from .common import CACHE_USAGE_KEYS, PROMPT, usage_report
 from .isolated import child_main
 from .scripted_openai import MODEL, ScriptedOpenAI
 
@@ -257,7 +257,6 @@ def _record(
         "offline_model": "agno.models.openai.OpenAIChat against a scripted OpenAI-compatible "
         "server on 127.0.0.1",
         "written_by": "instrumentation",
-        "agents": agents,
         "handoffs": handoffs,
         "handoff_kind": {
             "coordinate": "delegate_task_to_member: the leader's tool runs the member, then the "
@@ -268,19 +267,18 @@ def _record(
             "member in turn, then the leader goes on",
         }[mode],
         "prompts": list(prompts),
-        "run_usage": _sum_usage(agents),
         "team_run_metrics": team_metrics,
         "usage_source": "TeamRunOutput.metrics (the leader) and each member_responses[i].metrics "
         "(a member); requests are the assistant messages with metrics in each run",
-        "packages": versions(
-            "agno", "openai", "openinference-instrumentation-agno", "openinference-instrumentation"
+        **usage_report(
+            agents,
+            "agno",
+            "openai",
+            "openinference-instrumentation-agno",
+            "openinference-instrumentation",
+            keys=CACHE_USAGE_KEYS,
         ),
     }
-
-
-def _sum_usage(agents: dict[str, dict[str, int]]) -> dict[str, int]:
-    keys = ("input_tokens", "output_tokens", "cache_read_tokens", "requests")
-    return {k: sum(a[k] for a in agents.values()) for k in keys}
 
 
 def record_agno_coordinate(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
