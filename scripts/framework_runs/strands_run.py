@@ -22,6 +22,7 @@ per-node results and the swarm's ``accumulated_usage``).
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from .common import (
@@ -110,6 +111,21 @@ def _usage(agent: Any) -> dict[str, Any]:
     }
 
 
+def _node_usage(result: Any, requests: Callable[[str], int]) -> dict[str, dict[str, int]]:
+    """Each node's usage in a Swarm's or a Graph's result, whose own usage is their sum."""
+    agents = {
+        name: {
+            "input_tokens": int(node.accumulated_usage["inputTokens"]),
+            "output_tokens": int(node.accumulated_usage["outputTokens"]),
+            "requests": requests(name),
+        }
+        for name, node in result.results.items()
+    }
+    total = result.accumulated_usage["inputTokens"]
+    assert total == sum(a["input_tokens"] for a in agents.values()), (total, agents)
+    return agents
+
+
 def _install(provider: Any) -> None:
     from opentelemetry import trace
 
@@ -184,16 +200,8 @@ def record_swarm(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     result = swarm(PROMPT)
     order = [node.node_id for node in result.node_history]
     assert order == ["triage", "researcher", "writer"], order
-    agents = {}
-    for name, node in result.results.items():
-        usage = node.accumulated_usage
-        agents[name] = {
-            "input_tokens": int(usage["inputTokens"]),
-            "output_tokens": int(usage["outputTokens"]),
-            "requests": _usage(swarm.nodes[name].executor)["requests"],
-        }
+    agents = _node_usage(result, lambda name: _usage(swarm.nodes[name].executor)["requests"])
     swarm_usage = result.accumulated_usage
-    assert swarm_usage["inputTokens"] == sum(a["input_tokens"] for a in agents.values())
     return _common(
         {
             "workflow": "strands.multiagent.Swarm([triage, researcher, writer], "
@@ -236,17 +244,7 @@ def record_graph(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
     result = builder.build()(PROMPT)
     order = [node.node_id for node in result.execution_order]
     assert order == ["triage", "researcher", "writer"], order
-    agents = {}
-    for name, node in result.results.items():
-        usage = node.accumulated_usage
-        agents[name] = {
-            "input_tokens": int(usage["inputTokens"]),
-            "output_tokens": int(usage["outputTokens"]),
-            "requests": 1,
-        }
-    assert result.accumulated_usage["inputTokens"] == sum(
-        a["input_tokens"] for a in agents.values()
-    )
+    agents = _node_usage(result, lambda _name: 1)  # one model call each
     return _common(
         {
             "workflow": "strands.multiagent.Graph: triage -> researcher -> writer "
