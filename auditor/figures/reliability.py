@@ -93,10 +93,18 @@ def end_to_end(
             WHERE parent_span_id IS NULL AND trace_id IN (SELECT trace_id FROM handoffs)
             GROUP BY trace_id
         ),
+        conversations AS (
+            -- One run recorded in several traces (a runtime that starts a trace per
+            -- message, tied by span links or a conversation key) is one run.
+            SELECT * FROM hs_fw_conversations
+            WHERE trace_id IN (SELECT trace_id FROM handoffs)
+        ),
         traces AS (
-            SELECT h.trace_id, bool_and(h.ok) AND NOT coalesce(any_value(r.failed), false) AS ok
+            SELECT coalesce(c.conversation, h.trace_id) AS trace_id,
+                   bool_and(h.ok) AND NOT coalesce(bool_or(r.failed), false) AS ok
             FROM handoffs AS h LEFT JOIN roots AS r USING (trace_id)
-            GROUP BY h.trace_id
+            LEFT JOIN conversations AS c ON c.trace_id = h.trace_id
+            GROUP BY 1
         ),
         observed AS (
             SELECT

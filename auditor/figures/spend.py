@@ -104,28 +104,55 @@ def edge_spend(
             FROM hs_framework_handoffs({FILTER_ARGS}) AS f
             LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
         ),
+        usage AS (
+            SELECT u.*, coalesce(c.conversation, u.trace_id) AS conversation
+            FROM hs_usage({FILTER_ARGS}) AS u
+            LEFT JOIN conversations AS c ON c.trace_id = u.trace_id
+        ),
+        passing AS (
+            -- Where a turn handed over ends, for evidence of the turn passing: where the
+            -- receiver hands off in turn, but not before the end of its first run (an
+            -- agent-run span) from the handoff: a receiver keeps the turn until its run
+            -- ends, even after its own handoff call (a swarm answers the tool's result).
+            SELECT f.handoff_key,
+                   greatest(coalesce((SELECT min(n.start_unix_nano) FROM fw AS n
+                                      WHERE n.conversation = f.conversation
+                                        AND n.sender = f.receiver
+                                        AND n.start_unix_nano > f.start_unix_nano),
+                                     9223372036854775807),
+                            coalesce((SELECT arg_min(r.end_unix_nano, r.start_unix_nano) + 1
+                                      FROM hs_fw_spans AS r
+                                      LEFT JOIN conversations AS rc ON rc.trace_id = r.trace_id
+                                      WHERE coalesce(rc.conversation, r.trace_id)
+                                                = f.conversation
+                                        AND r.agent_run AND r.named AND r.agent = f.receiver
+                                        AND r.start_unix_nano >= f.start_unix_nano),
+                                     0)) AS passed_ns
+            FROM fw AS f
+        ),
         turns AS (
             -- A delegate's turn is its whole run (the edge's span): every kind of evidence
-            -- that finds the delegate's run itself, or the tool call it ran inside. Else it
-            -- lasts until the receiver hands off in turn.
+            -- that finds the delegate's run itself, or the tool call it ran inside (a tool
+            -- call in which the receiver spent nothing only passed it the turn). Else it
+            -- lasts as long as the turn passed to the receiver (passing).
             SELECT f.handoff_key, f.conversation, f.receiver, f.start_unix_nano,
                    CASE WHEN f.convention IN ('delegation', 'nested-run', 'graph-parent',
-                                              'span-link', 'agent-tool', 'run-sequence')
+                                              'span-link', 'run-sequence')
+                          OR (f.convention = 'agent-tool'
+                              AND EXISTS (SELECT 1 FROM usage AS i
+                                          WHERE i.conversation = f.conversation
+                                            AND i.agent = f.receiver
+                                            AND i.start_unix_nano >= f.start_unix_nano
+                                            AND i.start_unix_nano <= f.end_unix_nano))
                         THEN f.end_unix_nano + 1
-                   ELSE coalesce((SELECT min(n.start_unix_nano) FROM fw AS n
-                                  WHERE n.conversation = f.conversation
-                                    AND n.sender = f.receiver
-                                    AND n.start_unix_nano > f.start_unix_nano),
-                                 9223372036854775807) END AS until_ns
-            FROM fw AS f
+                   ELSE p.passed_ns END AS until_ns
+            FROM fw AS f JOIN passing AS p USING (handoff_key)
         ),
         turn_costs AS (
             SELECT t.handoff_key, sum(u.input_tokens) AS input_tokens,
                    sum(u.output_tokens) AS output_tokens, sum(u.cost_usd) AS cost_usd
             FROM turns AS t
-            JOIN (SELECT u.*, coalesce(c.conversation, u.trace_id) AS conversation
-                  FROM hs_usage({FILTER_ARGS}) AS u
-                  LEFT JOIN conversations AS c ON c.trace_id = u.trace_id) AS u
+            JOIN usage AS u
                 ON u.conversation = t.conversation AND u.agent = t.receiver
                AND u.start_unix_nano >= t.start_unix_nano AND u.start_unix_nano < t.until_ns
             GROUP BY t.handoff_key

@@ -87,7 +87,21 @@ def _agent_key(row: c.AgentKey, typed: dict[str, str]) -> str:
 
 def _own_agent(typed: dict[str, str] = _TYPED) -> str:
     keys = [_agent_key(k, typed) for k in c.AGENT_KEYS]
-    return "coalesce(" + ", ".join([*keys, _run_name(typed)]) + ")"
+    return "coalesce(" + ", ".join([*keys, _run_name(typed), _text_name(typed)]) + ")"
+
+
+def _text_name(typed: dict[str, str] = _TYPED) -> str:
+    """The agent a span's input or output text names in a field of
+    :data:`c.AGENT_TEXT_FIELDS` (``current_agent_name='triage'``, or as JSON), input first."""
+    fields = "|".join(c.AGENT_TEXT_FIELDS)
+    pattern = _lit(r"\b(?:" + fields + r")(?:\\?[\"'])?\s*[:=]\s*\\?[\"']([^\"'\\]+)")
+    return (
+        "coalesce("
+        + ", ".join(
+            f"nullif(regexp_extract({_get(k, typed)}, {pattern}, 1), '')" for k in c.TEXT_KEYS
+        )
+        + ")"
+    )
 
 
 def _run_name(typed: dict[str, str] = _TYPED) -> str:
@@ -99,7 +113,14 @@ def _run_name(typed: dict[str, str] = _TYPED) -> str:
 
 
 def _agent_span(typed: dict[str, str] = _TYPED) -> str:
-    return "(" + " OR ".join(_guard(g, typed) for g in c.AGENT_SPAN) + ")"
+    guards = [_guard(g, typed) for g in c.AGENT_SPAN]
+    return "(" + " OR ".join([*guards, _class_run()]) + ")"
+
+
+def _class_run() -> str:
+    """Whether a span's name makes it an agent's run whatever its kind
+    (:data:`c.AGENT_RUN_NAMES`)."""
+    return "(" + " OR ".join(f"regexp_matches(name, {_lit(p)})" for p in c.AGENT_RUN_NAMES) + ")"
 
 
 def _tool_span(typed: dict[str, str] = _TYPED) -> str:
@@ -112,7 +133,11 @@ def _named_by() -> str:
         f"WHEN {_agent_key(k, _TYPED)} IS NOT NULL THEN {_lit(f'{k.convention}: {k.key}')}"
         for k in c.AGENT_KEYS
     )
-    return f"CASE {cases} WHEN {_run_name()} IS NOT NULL THEN 'the span name' END"
+    return (
+        f"CASE {cases} WHEN {_run_name()} IS NOT NULL THEN 'the span name'"
+        f" WHEN {_text_name()} IS NOT NULL THEN {_lit('the span text: ' + c.AGENT_TEXT_FIELDS[0])}"
+        " END"
+    )
 
 
 def _handed(typed: dict[str, str] = _TYPED) -> str:
@@ -147,7 +172,8 @@ def macros_sql() -> str:
         f"WHEN {src} IS NOT NULL OR {t} IS NOT NULL THEN {_lit(conv)}" for conv, src, t in pairs
     )
     agent_run = " OR ".join(
-        [_guard(g) for g in c.AGENT_SPAN] + [f"{_get(c.PYDANTIC_AI_AGENT_NAME)} IS NOT NULL"]
+        [_guard(g) for g in c.AGENT_SPAN]
+        + [_class_run(), f"{_get(c.PYDANTIC_AI_AGENT_NAME)} IS NOT NULL"]
     )
     parent = _get(c.OPENINFERENCE_GRAPH_PARENT_ID)
     graph_node = (
@@ -174,6 +200,7 @@ CREATE OR REPLACE TEMP MACRO hs_fw_transfer_target(tool) AS
     nullif(regexp_extract(tool, {_lit(c.TRANSFER_TOOL)}, 1), '');
 CREATE OR REPLACE TEMP MACRO hs_fw_handed({_ARGS}) AS {_handed()};
 CREATE OR REPLACE TEMP MACRO hs_fw_named_by({_ARGS}) AS {_named_by()};
+CREATE OR REPLACE TEMP MACRO hs_fw_class_run(name) AS {_class_run()};
 CREATE OR REPLACE TEMP MACRO hs_fw_handoff_tool(tool) AS
     coalesce(regexp_matches(tool, {_lit(c.HANDOFF_TOOL)}), false);
 -- Names compared loosely: a member id or a tool is the agent's name in another case, or with
@@ -261,7 +288,17 @@ def resolve_sql(*, by_file: bool = False) -> str:
         )
     own = _own_agent(_COLUMNS)
     hands = f"coalesce({own}, {_handed(_COLUMNS)})"
-    return _RESOLVE.format(own=own, hands=hands, is_id=_is_id(), file=file, share=share)
+    tools = ", ".join(f"attributes[{_lit(k)}]" for k in c.TOOL_CALL_KEYS)
+    return _RESOLVE.format(
+        own=own,
+        hands=hands,
+        is_id=_is_id(),
+        file=file,
+        share=share,
+        class_run=f"CASE WHEN {_class_run()} THEN {_run_name(_COLUMNS)} END",
+        tools=tools,
+        asked=_lit(c.TOOL_CALL_KEYS[0]),
+    )
 
 
 def _is_id(column: str = '"gen_ai.agent.name"') -> str:
@@ -271,15 +308,45 @@ def _is_id(column: str = '"gen_ai.agent.name"') -> str:
 
 
 _RESOLVE: Final = """
-WITH RECURSIVE unnamed AS MATERIALIZED (
+WITH RECURSIVE keyless AS MATERIALIZED (
     SELECT trace_id, span_id, parent_span_id, service_name, agent, start_unix_nano, end_unix_nano,
-           "gen_ai.agent.name" AS agent_id, {own} AS own,
+           name, "gen_ai.agent.name" AS agent_id, {own} AS own,
            -- What its descendants take: its own agent, or the agent a tool call hands to.
-           {hands} AS hands
+           {hands} AS hands,
+           -- The class of a run named by nothing but its class (an agent called as a tool).
+           {class_run} AS class_name
     FROM spans
     WHERE ("gen_ai.agent.name" IS NULL OR {is_id})
       AND trace_id IS NOT NULL AND span_id IS NOT NULL
       {file} {share}
+), class_runs AS MATERIALIZED (
+    SELECT trace_id, span_id, parent_span_id, start_unix_nano
+    FROM keyless WHERE own = class_name
+), asks AS MATERIALIZED (
+    -- Model calls beside such a run (the same parent) that asked for tools, in order.
+    SELECT s.trace_id, s.parent_span_id, s.start_unix_nano, [{tools}] AS tools
+    FROM spans AS s
+    WHERE s.trace_id IN (SELECT trace_id FROM class_runs)
+      AND attributes[{asked}] IS NOT NULL {share}
+), asked AS MATERIALIZED (
+    -- Each run takes the name of the tool the last model call before it asked for: the
+    -- n-th run after that call, the n-th tool.
+    SELECT trace_id, span_id,
+           nullif(tools[row_number() OVER (PARTITION BY trace_id, parent_span_id, asked_at
+                                           ORDER BY start_unix_nano, span_id)], '') AS agent
+    FROM (
+        SELECT r.trace_id, r.span_id, r.parent_span_id, r.start_unix_nano,
+               max(a.start_unix_nano) AS asked_at,
+               arg_max(a.tools, a.start_unix_nano) AS tools
+        FROM class_runs AS r
+        JOIN asks AS a ON a.trace_id = r.trace_id AND a.parent_span_id = r.parent_span_id
+            AND a.start_unix_nano < r.start_unix_nano
+        GROUP BY r.trace_id, r.span_id, r.parent_span_id, r.start_unix_nano
+    ) AS runs
+), unnamed AS MATERIALIZED (
+    SELECT u.* EXCLUDE (class_name) REPLACE (coalesce(a.agent, u.own) AS own,
+                                             coalesce(a.agent, u.hands) AS hands)
+    FROM keyless AS u LEFT JOIN asked AS a USING (trace_id, span_id)
 ), links AS MATERIALIZED (
     -- Every span a walk may pass: its parent, the agent it names itself and its end.
     SELECT trace_id, span_id, parent_span_id, end_unix_nano, "gen_ai.agent.name" AS own

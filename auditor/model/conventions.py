@@ -24,7 +24,9 @@ __all__ = [
     "AGENT_KEYS",
     "AGENT_NAME_PATTERNS",
     "AGENT_ID",
+    "AGENT_RUN_NAMES",
     "AGENT_SPAN",
+    "AGENT_TEXT_FIELDS",
     "ARGUMENT_KEYS",
     "CONVERSATION_KEYS",
     "DELEGATE_ARGUMENTS",
@@ -32,6 +34,8 @@ __all__ = [
     "HANDOFF_KEYS",
     "HANDOFF_TOOL",
     "MODEL_KEYS",
+    "TEXT_KEYS",
+    "TOOL_CALL_KEYS",
     "TOOL_KEYS",
     "TOOL_SPAN",
     "TRANSFER_TOOL",
@@ -86,6 +90,8 @@ CREWAI_AGENT_ROLE: Final = "crewai.agent.role"
 """CrewAI (OpenLLMetry): the agent's role, which names it."""
 OPENINFERENCE_INPUT: Final = "input.value"
 """OpenInference: a span's input (a tool call's arguments, often as JSON)."""
+OPENINFERENCE_OUTPUT: Final = "output.value"
+"""OpenInference: a span's output (JSON, or the text of the object it returned)."""
 GEN_AI_TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 """GenAI: the arguments of a tool call (JSON)."""
 OPENLLMETRY_ENTITY_INPUT: Final = "traceloop.entity.input"
@@ -197,6 +203,19 @@ AGENT_SPAN: Final[tuple[KindGuard, ...]] = (
 )
 """What marks a span as an agent's run (so is a span carrying ``agent_name``)."""
 
+AGENT_RUN_NAMES: Final = (r"^[A-Za-z_]*Agent\.run$",)
+"""Span names that make a span an agent's run whatever its kind: a class named ``Agent`` or
+``...Agent`` running (Haystack's ``Agent.run``, which OpenInference marks ``CHAIN``). Such a
+run is named by the tool its enclosing agent's model call asked for (:data:`TOOL_CALL_KEYS`),
+else by its class."""
+
+TOOL_CALL_KEYS: Final = tuple(
+    f"llm.output_messages.0.message.tool_calls.{i}.tool_call.function.name" for i in range(4)
+)
+"""Keys of a model call naming the tools its answer asked for, in order (OpenInference): an
+agent's run nested beside it in the same parent, after it, is the work of one of those tools
+(an agent called as a tool), the n-th such run after the call doing the n-th tool's work."""
+
 AGENT_NAME_PATTERNS: Final = (
     r"^invoke_agent (.+)$",
     r"^Agent: (.+)$",
@@ -207,9 +226,19 @@ AGENT_NAME_PATTERNS: Final = (
 pattern that matches the span's name gives it (GenAI ``invoke_agent {name}``, ``Agent: {name}``,
 OpenInference's smolagents and Agno ``{name}.run``, OpenLLMetry ``{name}.agent``)."""
 
-DELEGATE_ARGUMENTS: Final = ("coworker", "member_id", "agent_name")
+DELEGATE_ARGUMENTS: Final = ("coworker", "member_id", "agent_name", "to_agent")
 """Arguments of a tool call that name the agent the tool hands work to (CrewAI's delegation
-tools, Agno's ``delegate_task_to_member``, routers): the tool's work is that agent's."""
+tools, Agno's ``delegate_task_to_member``, LlamaIndex's ``handoff``, routers): the tool's work
+is that agent's, inside the call or, when it only passes the turn, after it."""
+
+AGENT_TEXT_FIELDS: Final = ("current_agent_name",)
+"""Fields that name the agent whose turn a span runs in, read from the span's input or output
+text (:data:`TEXT_KEYS`, the input first) when no key names its agent: a workflow's events
+carry them (LlamaIndex's ``AgentSetup(..., current_agent_name='triage')``), in a repr or as
+JSON, escaped or not."""
+
+TEXT_KEYS: Final = (OPENINFERENCE_INPUT, OPENINFERENCE_OUTPUT)
+"""Keys holding a span's input and output as text (:data:`AGENT_TEXT_FIELDS`)."""
 
 ARGUMENT_KEYS: Final = (OPENINFERENCE_INPUT, GEN_AI_TOOL_ARGUMENTS, OPENLLMETRY_ENTITY_INPUT)
 """Keys holding a tool call's arguments (read as text: an argument is found at any depth)."""

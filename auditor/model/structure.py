@@ -34,6 +34,11 @@ FROM (
     SELECT trace_id, "gen_ai.agent.name", 'genai: gen_ai.agent.name'
     FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans) AND agent = "gen_ai.agent.name"
     UNION ALL
+    -- A run named by its class only, renamed after the tool its agent's model asked for.
+    SELECT trace_id, agent, 'the tool a model call asked for' FROM hs_fw_spans
+    WHERE agent_run AND named AND hs_fw_class_run(name)
+      AND agent || '.run' <> name
+    UNION ALL
     SELECT trace_id, handed, 'a tool call''s arguments' FROM hs_fw_spans
     UNION ALL
     SELECT trace_id, unnest([sender, receiver]), 'a handoff' FROM hs_framework_handoffs_all

@@ -128,11 +128,36 @@ pairs AS (
     FROM handoff_spans AS h
     LEFT JOIN next_agents AS n ON n.trace_id = h.trace_id AND n.span_id = h.span_id
 ),
+seen_agents AS (
+    -- The agents seen in each conversation (named by a span's keys, its name or its node),
+    -- by their loosely compared name.
+    SELECT DISTINCT coalesce(c.conversation, f.trace_id) AS conversation,
+           hs_fw_loose(coalesce(f.graph_node, f.agent)) AS loose
+    FROM fw AS f LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
+    WHERE f.named OR f.graph_node IS NOT NULL
+),
+targets AS (
+    -- A handoff tool's receiver read from its name, when it is an agent seen in the
+    -- conversation, or no other agent runs after the call: a generic word
+    -- (`transfer_to_agent`, whose receiver is an argument the span may not carry) followed
+    -- by another agent's run names no agent, and the call only passes the turn
+    -- (turn_passes).
+    SELECT f.trace_id, f.span_id, hs_fw_transfer_target(f.tool) AS receiver
+    FROM fw AS f
+    LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
+    LEFT JOIN seen_agents AS a ON a.conversation = coalesce(c.conversation, f.trace_id)
+        AND a.loose = hs_fw_loose(hs_fw_transfer_target(f.tool))
+    WHERE f.fw_convention IS NULL AND hs_fw_transfer_target(f.tool) IS NOT NULL
+      AND (a.loose IS NOT NULL
+           OR NOT EXISTS (SELECT 1 FROM runs AS r
+                          WHERE r.trace_id = f.trace_id AND r.agent <> f.agent
+                            AND r.start_unix_nano >= f.start_unix_nano))
+),
 transfers AS (
     -- A handoff tool (`transfer_to_{receiver}`) called by the sender.
-    SELECT trace_id, span_id, agent AS sender, hs_fw_transfer_target(tool) AS receiver,
-           'transfer-tool' AS convention, start_unix_nano, end_unix_nano, status_code
-    FROM fw WHERE fw_convention IS NULL AND hs_fw_transfer_target(tool) IS NOT NULL
+    SELECT f.trace_id, f.span_id, f.agent AS sender, t.receiver,
+           'transfer-tool' AS convention, f.start_unix_nano, f.end_unix_nano, f.status_code
+    FROM fw AS f JOIN targets AS t ON t.trace_id = f.trace_id AND t.span_id = f.span_id
 ),
 delegations AS (
     -- An agent run inside another agent's tool call (pydantic-ai delegation, agents as tools).
@@ -200,6 +225,28 @@ span_links AS (
     FROM fw AS c JOIN fw AS l ON l.trace_id = c.link_trace AND l.span_id = c.link_span
     WHERE c.agent_run AND c.named AND l.named
 ),
+holders AS (
+    -- The agent whose turn is open when a handoff tool that no agent's span encloses runs
+    -- (a workflow running every agent's steps side by side under one root): the last agent
+    -- named by a span that started before it in its trace.
+    SELECT t.trace_id, t.span_id, arg_max(n.agent, (n.start_unix_nano, n.span_id)) AS agent
+    FROM fw AS t
+    JOIN fw AS n ON n.trace_id = t.trace_id AND n.named
+        AND n.start_unix_nano < t.start_unix_nano
+    WHERE t.tool IS NOT NULL AND NOT t.named AND t.fw_convention IS NULL
+      AND (t.handed IS NOT NULL OR hs_fw_handoff_tool(t.tool))
+    GROUP BY t.trace_id, t.span_id
+),
+calls AS (
+    -- Tool calls with the agent that made them: the span's, else the turn's holder.
+    SELECT t.* REPLACE (coalesce(h.agent, t.agent) AS agent, t.named OR h.agent IS NOT NULL
+                                                            AS named)
+    FROM fw AS t
+    LEFT JOIN holders AS h ON h.trace_id = t.trace_id AND h.span_id = t.span_id
+    LEFT JOIN targets AS x ON x.trace_id = t.trace_id AND x.span_id = t.span_id
+    -- A handoff tool naming its receiver is recorded as such (transfers).
+    WHERE t.tool IS NOT NULL AND t.fw_convention IS NULL AND x.span_id IS NULL
+),
 agent_tools AS (
     -- A tool call whose tool is an agent that ran (smolagents' managed agents), or whose
     -- arguments name the agent to do its work (CrewAI's coworker, Agno's member_id).
@@ -207,13 +254,12 @@ agent_tools AS (
            coalesce(min(by_tool.agent), min(by_argument.agent), t.handed) AS receiver,
            'agent-tool' AS convention, t.start_unix_nano, t.end_unix_nano, t.status_code,
            4 AS priority
-    FROM fw AS t
+    FROM calls AS t
     LEFT JOIN known AS by_tool
         ON by_tool.trace_id = t.trace_id AND by_tool.loose = hs_fw_loose(t.tool)
     LEFT JOIN known AS by_argument
         ON by_argument.trace_id = t.trace_id AND by_argument.loose = hs_fw_loose(t.handed)
-    WHERE t.tool IS NOT NULL AND t.named AND t.fw_convention IS NULL
-      AND hs_fw_transfer_target(t.tool) IS NULL
+    WHERE t.named
     GROUP BY t.trace_id, t.span_id, t.agent, t.handed, t.start_unix_nano, t.end_unix_nano,
              t.status_code
 ),
@@ -223,11 +269,10 @@ turn_passes AS (
            arg_min(r.agent, (r.start_unix_nano, r.span_id)) AS receiver,
            'turn-passing' AS convention, t.start_unix_nano, t.end_unix_nano, t.status_code,
            5 AS priority
-    FROM fw AS t
+    FROM calls AS t
     JOIN runs AS r ON r.trace_id = t.trace_id AND r.start_unix_nano >= t.start_unix_nano
         AND r.agent <> t.agent
-    WHERE t.tool IS NOT NULL AND t.named AND t.fw_convention IS NULL AND t.handed IS NULL
-      AND hs_fw_transfer_target(t.tool) IS NULL AND hs_fw_handoff_tool(t.tool)
+    WHERE t.named AND t.handed IS NULL AND hs_fw_handoff_tool(t.tool)
     GROUP BY t.trace_id, t.span_id, t.agent, t.start_unix_nano, t.end_unix_nano,
              t.status_code
 ),
