@@ -119,6 +119,8 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "haystack-agent-tool-openinference": ("haystack", "haystack_run"),
     "semantic-kernel-handoff": ("semantic-kernel", "semantic_kernel_run"),
     "beeai-handoff-tool-openinference": ("beeai", "beeai_run"),
+    "agent-framework-handoff": ("agent-framework", "agent_framework_run"),
+    "agent-framework-agent-as-tool": ("agent-framework", "agent_framework_run"),
 }
 ISOLATED.update(UNSEEN)
 
