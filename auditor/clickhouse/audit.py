@@ -10,13 +10,23 @@ only result rows (findings, figures) come back to Python, never spans.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+import sqlglot
+from sqlglot import exp
+
 from auditor.audit import AuditResult, Finding, run_rule
-from auditor.clickhouse.dialect import SETTINGS, definitions, to_clickhouse
+from auditor.clickhouse.dialect import (
+    SETTINGS,
+    DialectError,
+    assemble,
+    definitions,
+    to_clickhouse,
+)
 from auditor.clickhouse.engine import (
     DEFAULT_TABLE,
     ChdbEngine,
@@ -24,8 +34,9 @@ from auditor.clickhouse.engine import (
     connect,
     parse_url,
 )
-from auditor.clickhouse.schema import has_parts, stored_columns
+from auditor.clickhouse.schema import has_function, has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, spans_select
+from auditor.clickhouse.stages import Stage, split, staged
 from auditor.database.span_table import SPAN_COLUMNS
 from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
@@ -117,8 +128,11 @@ class ClickHouseConnection:
         self.stored = stored_columns(engine, table)
         """The stored columns of ``table`` read instead of its attribute map."""
         self._parts = has_parts(engine, table)
+        self._or_null = has_function(engine, "arrayElementOrNull")
         self._copies = f"({copies_select(table)})"
-        self._exported = spans_select(table, stored=self.stored, parts=self._parts)
+        self._exported = spans_select(
+            table, stored=self.stored, parts=self._parts, or_null=self._or_null
+        )
         self._defs = definitions()
         # The agents as DuckDB's load resolves them (auditor.model.attribution), from the same
         # query: here a subquery of every query's `spans` (derive() makes it a table).
@@ -126,6 +140,7 @@ class ClickHouseConnection:
         self._spans = attributed(self._exported, f"({resolved.removesuffix(SETTINGS)})")
         self._prices = prices
         self._priced = False
+        self._staged: set[str] = set()
         # Nothing else to prepare: the helper views go into each query as CTEs (or, after
         # derive(), are read from this session's temporary tables).
         mark_prepared(self)
@@ -147,7 +162,11 @@ class ClickHouseConnection:
             return False
         self._copies = "hs_copies"
         exported = spans_select(
-            self.table, stored=self.stored, copies=self._copies, parts=self._parts
+            self.table,
+            stored=self.stored,
+            copies=self._copies,
+            parts=self._parts,
+            or_null=self._or_null,
         )
         # Positional names: a table column named `handoff.id` would be read as Nested.
         numbered = ", ".join(f"{quoted_ident(c)} AS c{i}" for i, c in enumerate(SPAN_COLUMNS))
@@ -155,9 +174,9 @@ class ClickHouseConnection:
             return False
         named = ", ".join(f"c{i} AS {quoted_ident(c)}" for i, c in enumerate(SPAN_COLUMNS))
         self._exported = f"SELECT {named} FROM hs_spans_read"
-        resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)
-        if not self._create("hs_resolved_agents", resolved):
-            return False
+        with self._once(resolve_sql(), self._exported) as resolved:
+            if not self._create("hs_resolved_agents", resolved):
+                return False
         # The spans with their resolved agents, joined once: as a subquery, every query that
         # reads `spans` would join them again.
         attributed_spans = attributed(self._exported, "hs_resolved_agents")
@@ -178,12 +197,58 @@ class ClickHouseConnection:
             known[view], _ = self.engine.query(f"SELECT * FROM {view} LIMIT 0")
         self._defs = self._defs.with_tables(known)
         for name, select in selects(rules=True).items():
+            if not self._stage(select):
+                return False
             relation = f"hs_{name}_all"
             text = to_clickhouse(select, self._spans, defs=self._defs.with_tables(known))
             if not self._create(relation, text):
                 return False
             known[relation], _ = self.engine.query(f"SELECT * FROM {relation} LIMIT 0")
         self._defs = self._defs.with_tables(known)
+        return True
+
+    def _stage(self, select: str) -> bool:
+        """Keep as tables the CTEs that the views ``select`` reads read more than once
+        (:func:`auditor.clickhouse.stages.staged`), each view then reading its tables."""
+        tree = self._defs.rewrite(sqlglot.parse_one(select, read="duckdb"))
+        for view in self._defs.dependencies(tree):
+            if view in self._staged:
+                continue
+            self._staged.add(view)
+            stages, reduced = staged(self._defs, view)
+            for stage in stages:
+                if not self._keep(stage):
+                    return False
+            if stages:
+                self._defs = self._defs.with_definition(view, reduced)
+        return True
+
+    def _keep(self, stage: Stage, spans: str | None = None) -> bool:
+        """Compute ``stage`` (over ``spans``, by default the audit's) into its table, which
+        these definitions then read."""
+        spans = spans or self._spans
+        # Kept under positional names (arrays named `handoff.*` would be read as the parts
+        # of one Nested column), read back under their own; the names from an empty table
+        # of the query (a server sends no header for no rows).
+        rows = f"{stage.table}_rows"
+        text = assemble(stage.query.copy(), spans, self._defs)
+        if not self._create(rows, text, empty=True):
+            return False
+        _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
+        columns = [str(r[0]) for r in described]
+        numbered = stage.query.copy()
+        numbered.set(
+            "expressions",
+            [exp.alias_(exp.column(c, quoted=True), f"c{i}") for i, c in enumerate(columns)],
+        )
+        if not self._create(rows, assemble(numbered, spans, self._defs)):
+            return False
+        named = ", ".join(f"c{i} AS {quoted_ident(c)}" for i, c in enumerate(columns))
+        self._defs = self._defs.with_tables(
+            {rows: [f"c{i}" for i in range(len(columns))]}
+        ).with_definition(
+            stage.table, sqlglot.parse_one(f"SELECT {named} FROM {rows}", read="clickhouse")
+        )
         return True
 
     def _price(self) -> None:
@@ -201,12 +266,14 @@ class ClickHouseConnection:
             pairs = []  # a user who may run nothing here: derive() says what to grant
         self._defs = self._defs.with_prices(resolve_prices(pairs, self._prices)[0])
 
-    def _create(self, relation: str, select: str) -> bool:
-        """``relation`` as a temporary table of ``select``; False where the user may not."""
+    def _create(self, relation: str, select: str, *, empty: bool = False) -> bool:
+        """``relation`` as a temporary table of ``select`` (with ``empty``, its columns
+        alone); False where the user may not."""
         try:
             self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
             self.engine.command(
-                f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory AS {select}{_CREATE_SETTINGS}",
+                f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory {'EMPTY ' if empty else ''}"
+                f"AS {select}{_CREATE_SETTINGS}",
                 used(select, self.time_range.parameters()),
             )
         except Exception as e:
@@ -223,17 +290,43 @@ class ClickHouseConnection:
         _, rows = self.engine.query(text, used(text, self.time_range.parameters()))
         return int(rows[0][0] or 0) if rows else 0
 
+    @contextmanager
+    def _once(self, sql: str, spans: str) -> Iterator[str]:
+        """ClickHouse SQL for the DuckDB query ``sql`` over ``spans``, each CTE it reads more
+        than once kept as a temporary table (:func:`auditor.clickhouse.stages.split`) while
+        the caller runs it, then dropped."""
+        try:
+            tree = self._defs.rewrite(sqlglot.parse_one(sql, read="duckdb"))
+        except sqlglot.errors.ParseError as e:
+            raise DialectError(f"cannot read the query: {e}") from e
+        defs = self._defs
+        stages, tree = split(tree, "hs_query")
+        kept: list[Stage] = []
+        try:
+            for stage in stages:
+                if not self._keep(stage, spans):
+                    break
+                kept.append(stage)
+            if stages and len(kept) == len(stages):
+                yield assemble(tree, spans, self._defs)
+            else:  # nothing to keep, or a user who may not: the query as it is
+                yield to_clickhouse(sql, spans, defs=defs)
+        finally:
+            self._defs = defs
+            for stage in kept:
+                self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {stage.table}_rows")
+
     def sql(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
         """Run the DuckDB query ``sql`` inside ClickHouse."""
         self._price()
-        text = to_clickhouse(sql, self._spans, defs=self._defs)
-        bound = used(text, {**self.time_range.parameters(), **bindable(params or {})})
-        try:
-            columns, rows = self.engine.query(text, bound)
-        except Exception as e:
-            raise AuditError(
-                f"ClickHouse refused a query: {first_line(e)}", title="query failed"
-            ) from e
+        with self._once(sql, self._spans) as text:
+            bound = used(text, {**self.time_range.parameters(), **bindable(params or {})})
+            try:
+                columns, rows = self.engine.query(text, bound)
+            except Exception as e:
+                raise AuditError(
+                    f"ClickHouse refused a query: {first_line(e)}", title="query failed"
+                ) from e
         return _Result(columns, [tuple(_plain(v) for v in row) for row in rows])
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> _Result:

@@ -28,7 +28,7 @@ from auditor.clickhouse.audit import READ_OFTEN, TimeRange, bindable
 from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import clickhouse_expr
-from auditor.clickhouse.schema import has_parts, stored_columns
+from auditor.clickhouse.schema import has_function, has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
 from auditor.database.span_table import SPAN_COLUMNS
 from auditor.errors import AuditError, first_line
@@ -214,7 +214,10 @@ class ClickHouseSource:
         self.lock = threading.RLock()
         self._prefix = "hs_" + uuid.uuid4().hex[:8]
         self._exported = spans_select(
-            table, stored=stored_columns(engine, table), parts=has_parts(engine, table)
+            table,
+            stored=stored_columns(engine, table),
+            parts=has_parts(engine, table),
+            or_null=has_function(engine, "arrayElementOrNull"),
         )
         self._defs: Definitions = definitions()
         self._spans = self._exported

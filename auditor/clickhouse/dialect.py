@@ -47,6 +47,7 @@ __all__ = [
     "SETTINGS",
     "DialectError",
     "Definitions",
+    "assemble",
     "definitions",
     "to_clickhouse",
 ]
@@ -111,6 +112,13 @@ class Definitions:
     def rewrite(self, tree: exp.Expr) -> exp.Expr:
         return rewrite(_inline(tree, self.scalar))
 
+    def with_definition(self, name: str, tree: exp.Expr) -> Definitions:
+        """These definitions, with ``name`` defined by ``tree`` (already rewritten)."""
+        clone = copy.copy(self)
+        clone.rewritten = {**self.rewritten, name: tree}
+        clone.generated = {**self.generated, name: _generate(tree)}
+        return clone
+
     def with_tables(self, tables: dict[str, list[str]]) -> Definitions:
         """These definitions, with ``tables`` (name -> columns) read as tables that exist on
         the engine instead of as CTEs (relations an audit computed once)."""
@@ -157,6 +165,12 @@ def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> s
         tree = defs.rewrite(sqlglot.parse_one(sql, read="duckdb"))
     except sqlglot.errors.ParseError as e:
         raise DialectError(f"cannot read the query: {e}") from e
+    return assemble(tree, spans, defs)
+
+
+def assemble(tree: exp.Expr, spans: str, defs: Definitions) -> str:
+    """ClickHouse SQL for ``tree``, a query already rewritten by ``defs``: the definitions
+    it reads (and ``spans``) as CTEs in front of it."""
     _expand_stars(tree, defs)
     _qualify_shadowed(tree, defs)
     needed = defs.dependencies(tree)

@@ -24,7 +24,14 @@ from auditor.clickhouse.spans import derived_expressions, quoted_ident
 if TYPE_CHECKING:
     from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 
-__all__ = ["COMMENT_PREFIX", "column_name", "ddl", "has_parts", "stored_columns"]
+__all__ = [
+    "COMMENT_PREFIX",
+    "column_name",
+    "ddl",
+    "has_function",
+    "has_parts",
+    "stored_columns",
+]
 
 COMMENT_PREFIX: Final = "handoffscope "
 """How the comment of a stored column starts; a digest of its expression follows."""
@@ -97,6 +104,14 @@ def stored_columns(engine: ChdbEngine | ServerEngine, table: str) -> dict[str, s
         for key, name, typ, expression in _columns()
         if have.get(name) == (typ, _comment(expression, typ))
     }
+
+
+def has_function(engine: ChdbEngine | ServerEngine, name: str) -> bool:
+    """Whether the engine has the function ``name`` (servers of other versions differ)."""
+    _, rows = engine.query(
+        "SELECT count() FROM system.functions WHERE name = {name:String}", {"name": name}
+    )
+    return bool(rows and rows[0][0])
 
 
 def has_parts(engine: ChdbEngine | ServerEngine, table: str) -> bool:
