@@ -25,11 +25,18 @@ import sqlglot
 from sqlglot import exp
 
 from auditor.clickhouse.audit import READ_OFTEN, TimeRange, bindable
-from auditor.clickhouse.dialect import SETTINGS, Definitions, definitions, to_clickhouse
+from auditor.clickhouse.dialect import (
+    SETTINGS,
+    Definitions,
+    assemble,
+    definitions,
+    to_clickhouse,
+)
 from auditor.clickhouse.engine import ChdbEngine, ServerEngine
 from auditor.clickhouse.rewrites import clickhouse_expr
 from auditor.clickhouse.schema import has_function, has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, quoted_ident, spans_select
+from auditor.clickhouse.stages import numbered, reader, staged
 from auditor.database.span_table import SPAN_COLUMNS
 from auditor.errors import AuditError, first_line
 from auditor.model.attribution import resolve_sql
@@ -224,6 +231,7 @@ class ClickHouseSource:
         self._tables: dict[str, list[str]] = {}
         self._aliases: dict[str, str] = {}
         self._restricted: OrderedDict[str, ClickHouseCursor] = OrderedDict()
+        self._staged: set[str] = set()
         self._whole: _Definitions | None = None
 
     @property
@@ -253,7 +261,32 @@ class ClickHouseSource:
         for view in READ_OFTEN:
             self.keep(view, f"SELECT * FROM {view}")
         for name, select in selects(rules=True).items():
+            self._stage(select)
             self.keep(f"hs_{name}_all", select)
+
+    def _stage(self, duckdb_sql: str) -> None:
+        """Keep as tables the CTEs that the views ``duckdb_sql`` reads read more than once,
+        as the audit does (:func:`auditor.clickhouse.stages.staged`): otherwise the framework
+        handoffs' query tree outgrows ClickHouse's limit."""
+        defs = self.cursor().defs
+        for view in defs.dependencies(defs.rewrite(sqlglot.parse_one(duckdb_sql, read="duckdb"))):
+            if view in self._staged:
+                continue
+            self._staged.add(view)
+            stages, reduced = staged(self._defs, view)
+            for stage in stages:
+                rows = f"{self._prefix}_{stage.table.removeprefix('hs_')}"
+                defs = self.cursor().defs
+                self.create(rows, assemble(stage.query.copy(), self._spans, defs), empty=True)
+                with self.lock:
+                    _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
+                columns = [str(r[0]) for r in described]
+                self.create(rows, assemble(numbered(stage, columns), self._spans, defs))
+                self._defs = self._defs.with_definition(stage.table, reader(rows, columns))
+                self._whole = None
+            if stages:
+                self._defs = self._defs.with_definition(view, reduced)
+                self._whole = None
 
     def _materialize(self, name: str, spans: str) -> str:
         """Keep ``spans`` (a SELECT of the span columns) as a temporary table; a SELECT of
@@ -273,9 +306,16 @@ class ClickHouseSource:
         self._aliases[name] = f"SELECT * FROM {physical}"
         self._whole = None
 
-    def create(self, name: str, select: str, params: Mapping[str, Any] | None = None) -> None:
+    def create(
+        self,
+        name: str,
+        select: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        empty: bool = False,
+    ) -> None:
         """Keep ``select`` (ClickHouse SQL) as the temporary table ``name``, read as a table
-        by every later cursor."""
+        by every later cursor (with ``empty``, its columns alone)."""
         bound = {**self.time_range.parameters(), **dict(params or {})}
         if select.endswith(SETTINGS):
             # A relation may hold LowCardinality(UInt8) (a flag grouped by): kept as is. The
@@ -288,7 +328,9 @@ class ClickHouseSource:
             try:
                 self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {name}")
                 self.engine.command(
-                    f"CREATE TEMPORARY TABLE {name} ENGINE = Memory AS {select}", bound
+                    f"CREATE TEMPORARY TABLE {name} ENGINE = Memory"
+                    f"{' EMPTY' if empty else ''} AS {select}",
+                    bound,
                 )
                 columns, _ = self.engine.query(f"SELECT * FROM {name} LIMIT 0")
             except Exception as e:

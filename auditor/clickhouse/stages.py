@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from auditor.clickhouse.dialect import Definitions
 
-__all__ = ["Stage", "split", "staged"]
+__all__ = ["Stage", "numbered", "reader", "split", "staged"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +100,23 @@ def split(tree: exp.Expr, prefix: str) -> tuple[list[Stage], exp.Expr]:
     else:
         tree.set("with_", None)
     return stages, tree
+
+
+def numbered(stage: Stage, columns: list[str]) -> exp.Expr:
+    """The query of ``stage`` with its ``columns`` under positional names (``c0``, ``c1``
+    ...): a table may not hold arrays named ``handoff.*``, which ClickHouse reads as the
+    parts of one Nested column."""
+    query = stage.query.copy()
+    query.set(
+        "expressions",
+        [exp.alias_(exp.column(c, quoted=True), f"c{i}") for i, c in enumerate(columns)],
+    )
+    return query
+
+
+def reader(table: str, columns: list[str]) -> exp.Expr:
+    """A SELECT of the positional ``table`` that :func:`numbered` filled, under the names
+    ``columns``."""
+    return exp.select(
+        *(exp.alias_(exp.column(f"c{i}"), c, quoted=True) for i, c in enumerate(columns))
+    ).from_(table)
