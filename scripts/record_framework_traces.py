@@ -121,6 +121,7 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "beeai-handoff-tool-openinference": ("beeai", "beeai_run"),
     "agent-framework-handoff": ("agent-framework", "agent_framework_run"),
     "agent-framework-agent-as-tool": ("agent-framework", "agent_framework_run"),
+    "agent-framework-group-chat": ("agent-framework", "agent_framework_run"),
 }
 ISOLATED.update(UNSEEN)
 

@@ -261,7 +261,8 @@ EVIDENCE: Final = {
     "span-link": "a run linked to another agent's span",
     "turn-passing": "a handoff tool call, then the turn passing to another agent's run",
     "run-sequence": "the turn passing from one agent's run to the next, inside no other"
-    " agent's run (a flow's or a pipeline's wiring)",
+    " agent's run (a flow's or a pipeline's wiring); the turn coming back to the trace's first"
+    " agent from the one it gave the turn to is an answer returning, no edge",
     "transfer-tool": "a handoff tool (transfer_to_{receiver})",
     "graph-transition": "control passing between the agents' nodes of one graph",
 }

@@ -280,18 +280,26 @@ top_runs AS (
     -- Agents' runs inside no other agent's run, in the order they started in their trace.
     SELECT c.trace_id, c.span_id, c.agent, c.start_unix_nano, c.end_unix_nano, c.status_code,
            lag(c.agent) OVER (PARTITION BY c.trace_id ORDER BY c.start_unix_nano, c.span_id)
-               AS prev_agent
+               AS prev_agent,
+           lag(c.agent, 2) OVER (PARTITION BY c.trace_id ORDER BY c.start_unix_nano, c.span_id)
+               AS prev_prev_agent,
+           first_value(c.agent) OVER (PARTITION BY c.trace_id
+                                      ORDER BY c.start_unix_nano, c.span_id) AS first_agent
     FROM fw AS c
     LEFT JOIN fw AS p ON p.trace_id = c.trace_id AND p.span_id = c.parent_span_id
     WHERE c.agent_run AND c.named AND (p.span_id IS NULL OR NOT p.named)
 ),
 sequences AS (
     -- The turn passing from one agent's run to the next other agent's run of the trace
-    -- (a flow's or a pipeline's wiring, with no tool between them).
+    -- (a flow's or a pipeline's wiring, with no tool between them). The turn coming back
+    -- to the trace's first agent from the agent it just gave the turn to is that agent's
+    -- answer returning (an orchestrator picking the next speaker, a supervisor), no new
+    -- delegation.
     SELECT trace_id, span_id, prev_agent AS sender, agent AS receiver,
            'run-sequence' AS convention, start_unix_nano, end_unix_nano, status_code,
            6 AS priority
     FROM top_runs WHERE prev_agent IS NOT NULL AND prev_agent <> agent
+        AND NOT (agent = first_agent AND prev_prev_agent IS NOT DISTINCT FROM agent)
 ),
 seen AS (
     -- Evidence found from structure alone, with the run of the receiver it leads to.

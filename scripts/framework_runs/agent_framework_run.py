@@ -9,6 +9,9 @@ the framework's own OpenTelemetry instrumentation (GenAI spans: ``invoke_agent {
   tool the builder adds to its agents, and the run ends when the writer answers.
 - ``agent-framework-agent-as-tool``: a coordinator ``Agent`` with ``researcher.as_tool()`` and
   ``writer.as_tool()`` among its tools.
+- ``agent-framework-group-chat``: a ``GroupChatBuilder`` workflow whose orchestrator is an
+  agent (the coordinator): its structured answers pick the researcher, then the writer, then
+  end the chat.
 
 Each agent's client talks to the scripted server on 127.0.0.1 under its own path. What the
 framework reported: the ``usage_details`` of each model answer, seen by a chat middleware on
@@ -52,6 +55,34 @@ TOOL_SCRIPT: dict[str, list[dict[str, Any]]] = {
     ],
     TOOL_ROUTES["researcher"]: [{"text": FINDINGS, "usage": (410, 120)}],
     TOOL_ROUTES["writer"]: [{"text": ANSWER, "usage": (520, 150)}],
+}
+
+
+FROM_COORDINATOR = [("coordinator", "researcher"), ("coordinator", "writer")]
+GROUP_ROUTES = routes("coordinator", "researcher", "writer")
+
+
+def _pick(speaker: str | None, reason: str) -> str:
+    """The group chat orchestrator's structured answer (AgentOrchestrationOutput)."""
+    done = speaker is None
+    return json.dumps(
+        {
+            "terminate": done,
+            "reason": reason,
+            "next_speaker": speaker,
+            "final_message": ANSWER if done else None,
+        }
+    )
+
+
+GROUP_SCRIPT: dict[str, list[dict[str, Any]]] = {
+    GROUP_ROUTES["coordinator"]: [
+        {"text": _pick("researcher", RESEARCH_TASK), "usage": (610, 40)},
+        {"text": _pick("writer", WRITE_TASK), "usage": (780, 38)},
+        {"text": _pick(None, "The writer answered."), "usage": (1020, 52)},
+    ],
+    GROUP_ROUTES["researcher"]: [{"text": FINDINGS, "usage": (450, 110)}],
+    GROUP_ROUTES["writer"]: [{"text": ANSWER, "usage": (600, 140)}],
 }
 
 
@@ -143,6 +174,31 @@ async def _as_tool(server: ScriptedOpenAI, seen: _Seen) -> tuple[list[tuple[str,
     return delegated, response.text
 
 
+async def _group_chat(server: ScriptedOpenAI, seen: _Seen) -> tuple[list[tuple[str, str]], str]:
+    from agent_framework_orchestrations import GroupChatBuilder
+    from agent_framework_orchestrations._base_group_chat_orchestrator import (
+        GroupChatRequestSentEvent,
+    )
+
+    coordinator, researcher, writer = (
+        _agent(n, GROUP_ROUTES[n], server, seen) for n in ("coordinator", "researcher", "writer")
+    )
+    workflow = GroupChatBuilder(
+        name="answer",
+        participants=[researcher, writer],
+        orchestrator_agent=coordinator,
+        max_rounds=4,
+    ).build()
+    sent: list[tuple[str, str]] = []
+    texts: list[str] = []
+    async for event in workflow.run(PROMPT, stream=True):
+        if event.type == "group_chat" and isinstance(event.data, GroupChatRequestSentEvent):
+            sent.append(("coordinator", event.data.participant_name))
+        elif event.type == "output":
+            texts.append(str(event.data))
+    return sent, "".join(texts)
+
+
 def _report(seen: _Seen) -> dict[str, Any]:
     agents: dict[str, dict[str, int]] = {}
     for name, usage in seen.answers:
@@ -164,14 +220,25 @@ def _report(seen: _Seen) -> dict[str, Any]:
     }
 
 
-def record_handoff(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+def _ran(
+    provider: Any, server: ScriptedOpenAI, workflow: Any, expected: list[tuple[str, str]]
+) -> tuple[_Seen, list[tuple[str, str]]]:
+    """Run ``workflow`` traced into ``provider``; check its answer and the delegations the
+    framework reported."""
     from opentelemetry import trace
 
     trace.set_tracer_provider(provider)  # the framework's tracers read the global provider
     seen = _Seen()
-    handoffs, text = asyncio.run(_handoff(server, seen))
+    pairs, text = asyncio.run(workflow(server, seen))
     assert ANSWER in text, text
-    assert handoffs == [("triage", "researcher"), ("researcher", "writer")], handoffs
+    assert pairs == expected, pairs
+    return seen, pairs
+
+
+def record_handoff(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    seen, handoffs = _ran(
+        provider, server, _handoff, [("triage", "researcher"), ("researcher", "writer")]
+    )
     return {
         **_report(seen),
         "workflow": "HandoffBuilder(participants=[triage, researcher, writer]) in autonomous "
@@ -183,13 +250,7 @@ def record_handoff(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
 
 
 def record_agent_as_tool(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
-    from opentelemetry import trace
-
-    trace.set_tracer_provider(provider)
-    seen = _Seen()
-    delegated, text = asyncio.run(_as_tool(server, seen))
-    assert ANSWER in text, text
-    assert delegated == [("coordinator", "researcher"), ("coordinator", "writer")], delegated
+    seen, delegated = _ran(provider, server, _as_tool, FROM_COORDINATOR)
     return {
         **_report(seen),
         "workflow": "a coordinator Agent with tools=[researcher.as_tool(), writer.as_tool()]",
@@ -199,9 +260,24 @@ def record_agent_as_tool(provider: Any, server: ScriptedOpenAI) -> dict[str, Any
     }
 
 
+def record_group_chat(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
+    seen, sent = _ran(provider, server, _group_chat, FROM_COORDINATOR)
+    return {
+        **_report(seen),
+        "workflow": "GroupChatBuilder(participants=[researcher, writer], "
+        "orchestrator_agent=coordinator): the coordinator picks the researcher, the writer, "
+        "then ends the chat",
+        "handoffs": [{"sender": s, "receiver": r, "via": "next_speaker"} for s, r in sent],
+        "handoff_kind": "a speaker selection: the orchestrator agent's structured answer names "
+        "the next speaker (next_speaker), and the workflow sends that participant the "
+        "conversation (group_chat request-sent events)",
+    }
+
+
 SCENARIOS = {
     "agent-framework-handoff": (record_handoff, HANDOFF_SCRIPT),
     "agent-framework-agent-as-tool": (record_agent_as_tool, TOOL_SCRIPT),
+    "agent-framework-group-chat": (record_group_chat, GROUP_SCRIPT),
 }
 
 if __name__ == "__main__":
