@@ -122,6 +122,7 @@ UNSEEN: dict[str, tuple[str, str]] = {
     "agent-framework-handoff": ("agent-framework", "agent_framework_run"),
     "agent-framework-agent-as-tool": ("agent-framework", "agent_framework_run"),
     "agent-framework-group-chat": ("agent-framework", "agent_framework_run"),
+    "langgraph-supervisor-openinference": ("langgraph-supervisor", "langgraph_supervisor_run"),
 }
 ISOLATED.update(UNSEEN)
 
