@@ -7,7 +7,7 @@ The supervisor's model calls ``transfer_to_researcher``, then ``transfer_to_writ
 worker answers and the package hands the turn back to the supervisor
 (``transfer_back_to_supervisor``, written without a model call). What LangGraph reported: the
 ``usage_metadata`` of each ``AIMessage`` in the final state (named for its agent) and the
-transfer tool messages, in order.
+transfer tool messages (the supervisor's and the hand-backs), in order.
 """
 
 import warnings
@@ -69,20 +69,24 @@ def record_supervisor(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
 
     agents: dict[str, dict[str, int]] = {}
     handoffs: list[dict[str, str]] = []
-    transfers: list[str] = []
+    sender_of: dict[str, str] = {}
     for m in state["messages"]:
-        if isinstance(m, AIMessage) and m.usage_metadata is not None:
-            usage = m.usage_metadata
-            add_usage(agents, m.name or "", usage["input_tokens"], usage["output_tokens"])
-        if isinstance(m, ToolMessage) and (m.name or "").startswith("transfer_"):
-            transfers.append(m.name or "")
-            if m.name and m.name.startswith("transfer_to_"):
-                receiver = m.name.removeprefix("transfer_to_")
-                handoffs.append({"sender": "supervisor", "receiver": receiver, "via": m.name})
+        if isinstance(m, AIMessage):
+            if m.usage_metadata is not None:  # the package's hand-back messages have none
+                usage = m.usage_metadata
+                add_usage(agents, m.name or "", usage["input_tokens"], usage["output_tokens"])
+            for call in m.tool_calls:
+                sender_of[call["id"] or ""] = m.name or ""
+        elif isinstance(m, ToolMessage) and (m.name or "").startswith("transfer_"):
+            receiver = (m.name or "").split("_to_", 1)[1]
+            sender = sender_of[m.tool_call_id]
+            handoffs.append({"sender": sender, "receiver": receiver, "via": m.name or ""})
     assert [(h["sender"], h["receiver"]) for h in handoffs] == [
         ("supervisor", "researcher"),
+        ("researcher", "supervisor"),
         ("supervisor", "writer"),
-    ], transfers
+        ("writer", "supervisor"),
+    ], handoffs
     return {
         "framework": "langgraph-supervisor",
         "workflow": "create_supervisor([researcher, writer], model=supervisor): the "
@@ -95,9 +99,9 @@ def record_supervisor(provider: Any, server: ScriptedOpenAI) -> dict[str, Any]:
         "OpenAI-compatible server on 127.0.0.1",
         "written_by": "instrumentation",
         "handoffs": handoffs,
-        "transfer_messages": transfers,
         "handoff_kind": "transfer_to_{agent} tool of the supervisor; the worker's turn ends "
-        "with transfer_back_to_supervisor messages the package writes itself",
+        "with a transfer_back_to_supervisor tool call and message the package writes itself "
+        "(no model call, no tool run)",
         "usage_source": "AIMessage.usage_metadata in the final state, each AIMessage named "
         "for its agent",
         **usage_report(agents, *PACKAGES),

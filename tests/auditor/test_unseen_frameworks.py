@@ -33,15 +33,6 @@ HAYSTACK_GAP = (
 )
 for _kind in ("agents", "edges", "cost"):
     KNOWN_GAPS[_kind, HAYSTACK] = HAYSTACK_GAP
-SUPERVISOR = "langgraph-supervisor-openinference"
-SUPERVISOR_GAP = (
-    "the turn coming back from each worker to the supervisor (a LangGraph node transition "
-    "that langgraph-supervisor writes as transfer_back_to_supervisor messages, with no tool "
-    "span) is counted as a delegation: 4 edges (researcher -> supervisor, writer -> "
-    "supervisor besides the 2 the supervisor made), 4 findings"
-)
-for _kind in ("edges", "turn"):
-    KNOWN_GAPS[_kind, SUPERVISOR] = SUPERVISOR_GAP
 """What the audit still gets wrong on an unseen framework's fixture, by test and scenario."""
 
 
@@ -191,11 +182,14 @@ def test_the_cli_fails_naming_each_sender_and_receiver(cli_json: Any, name: str)
 
 @pytest.mark.parametrize("name", _params("turn", SCENARIOS))
 def test_an_edge_costs_the_receivers_turn(audited: Any, name: str) -> None:
-    """Each agent here receives at most one delegation and its whole run is that turn: the
-    edge into it costs what the framework says the agent used."""
+    """An agent that receives one delegation works only in that turn: the edge into it costs
+    what the framework says the agent used (a supervisor handed back to twice is left out)."""
     reported, result = audited[name]
     assert len(result.figures.edges) == len(reported["handoffs"])
+    receivers = [h["receiver"] for h in reported["handoffs"]]
     for edge in result.figures.edges:
+        if receivers.count(edge["receiver"]) > 1:
+            continue
         usage = reported["agents"][edge["receiver"]]
         assert (edge["input_tokens"], edge["output_tokens"]) == (
             usage["input_tokens"],
