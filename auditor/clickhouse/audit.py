@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 import sqlglot
-from sqlglot import exp
 
 from auditor.audit import AuditResult, Finding, run_rule
 from auditor.clickhouse.dialect import (
@@ -36,7 +35,7 @@ from auditor.clickhouse.engine import (
 )
 from auditor.clickhouse.schema import has_function, has_parts, stored_columns
 from auditor.clickhouse.spans import attributed, copies_select, quoted_ident, spans_select
-from auditor.clickhouse.stages import Stage, split, staged
+from auditor.clickhouse.stages import Stage, numbered, reader, split, staged
 from auditor.database.span_table import SPAN_COLUMNS
 from auditor.errors import AuditError, first_line
 from auditor.figures import compute_figures
@@ -65,6 +64,9 @@ ClickHouse CTE is evaluated again at each reference): kept as tables before the 
 # grouped by the helper views can come out as LowCardinality(UInt8), which a table may
 # only hold with this setting.
 _CREATE_SETTINGS: Final = ", allow_suspicious_low_cardinality_types = 1"
+# The audit's temporary tables are held compressed: at 10M spans the parsed spans and the
+# relations derived from them outgrew 16 GB of memory held plain.
+_TABLE_ENGINE: Final = "Memory SETTINGS compress = 1"
 # The errors that mean the user may not create temporary tables (readonly=1, a missing grant).
 _NOT_ALLOWED: Final = ("(READONLY)", "(ACCESS_DENIED)")
 NO_TEMPORARY_TABLES: Final = (
@@ -236,19 +238,11 @@ class ClickHouseConnection:
             return False
         _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
         columns = [str(r[0]) for r in described]
-        numbered = stage.query.copy()
-        numbered.set(
-            "expressions",
-            [exp.alias_(exp.column(c, quoted=True), f"c{i}") for i, c in enumerate(columns)],
-        )
-        if not self._create(rows, assemble(numbered, spans, self._defs)):
+        if not self._create(rows, assemble(numbered(stage, columns), spans, self._defs)):
             return False
-        named = ", ".join(f"c{i} AS {quoted_ident(c)}" for i, c in enumerate(columns))
         self._defs = self._defs.with_tables(
             {rows: [f"c{i}" for i in range(len(columns))]}
-        ).with_definition(
-            stage.table, sqlglot.parse_one(f"SELECT {named} FROM {rows}", read="clickhouse")
-        )
+        ).with_definition(stage.table, reader(rows, columns))
         return True
 
     def _price(self) -> None:
@@ -272,7 +266,8 @@ class ClickHouseConnection:
         try:
             self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {relation}")
             self.engine.command(
-                f"CREATE TEMPORARY TABLE {relation} ENGINE = Memory {'EMPTY ' if empty else ''}"
+                f"CREATE TEMPORARY TABLE {relation} ENGINE = {_TABLE_ENGINE} "
+                f"{'EMPTY ' if empty else ''}"
                 f"AS {select}{_CREATE_SETTINGS}",
                 used(select, self.time_range.parameters()),
             )
