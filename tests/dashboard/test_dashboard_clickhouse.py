@@ -11,6 +11,7 @@ reference.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import math
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from auditor import load_traces  # noqa: E402
 from auditor.cli import main  # noqa: E402
+from auditor.clickhouse.cursor import ClickHouseSource  # noqa: E402
 from auditor.clickhouse.engine import ChdbEngine  # noqa: E402
 from auditor.clickhouse.loader import create_table, fill  # noqa: E402
 from auditor.errors import AuditError  # noqa: E402
@@ -64,6 +66,13 @@ def sources(chdb_dir: Path) -> Iterator[tuple[TraceSet, Any]]:
     loaded = cache.load_clickhouse(ClickHouseSpec(url=f"chdb://{chdb_dir}"))
     assert loaded.source is not None, loaded.error
     yield traces, loaded.source
+    # chdb serves one data directory per process: close every session this module's apps
+    # opened (their script runs keep their own loaded sources), so that the next module run
+    # by this process (tests run in several) can open a directory of its own.
+    cache.reload()
+    gc.collect()
+    for opened in [o for o in gc.get_objects() if isinstance(o, ClickHouseSource)]:
+        opened.close()
 
 
 def _same(a: Any, b: Any, path: str = "") -> list[str]:
