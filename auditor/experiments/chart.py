@@ -140,9 +140,13 @@ def write_png(
     path: str | os.PathLike[str],
     *,
     chromium: str | None = None,
-    timeout_s: float = 120.0,
+    timeout_s: float = 60.0,
+    attempts: int = 2,
 ) -> Path:
-    """Render ``figure`` to the PNG file ``path`` with headless Chromium; returns the path."""
+    """Render ``figure`` to the PNG file ``path`` with headless Chromium; returns the path.
+
+    A Chromium that has not written the page in ``timeout_s`` is stopped and started again,
+    up to ``attempts`` times (headless Chromium now and then never leaves its start-up)."""
     browser = chromium or find_chromium()
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -160,18 +164,30 @@ def write_png(
             "--disable-dev-shm-usage",
             "--hide-scrollbars",
             "--no-first-run",
+            # Nothing but the local page: an offline host refuses or never answers Chromium's
+            # own connections, and a fetch left pending holds the virtual time budget below.
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
             f"--user-data-dir={Path(tmp) / 'profile'}",
             f"--window-size={width},{height}",
             "--virtual-time-budget=10000",
             f"--screenshot={shot}",
             page.as_uri(),
         ]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=timeout_s, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as e:
-            raise ConfigurationError(f"Chromium could not render the chart: {e}") from e
+        for attempt in range(1, attempts + 1):
+            try:
+                done = subprocess.run(
+                    command, capture_output=True, text=True, timeout=timeout_s, check=False
+                )
+                break
+            except subprocess.TimeoutExpired as e:
+                if attempt == attempts:
+                    raise ConfigurationError(
+                        f"Chromium could not render the chart: {e} ({attempts} attempts)"
+                    ) from e
+            except OSError as e:
+                raise ConfigurationError(f"Chromium could not render the chart: {e}") from e
         if done.returncode != 0 or not shot.exists() or shot.stat().st_size == 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
             raise ConfigurationError(
