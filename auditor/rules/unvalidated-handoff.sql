@@ -1,10 +1,11 @@
 -- id: unvalidated-handoff
 -- severity: error
 -- summary: An agent framework handed work to another agent with no handshake.
--- why: A framework handoff (an OpenAI Agents SDK handoff, a LangGraph handoff tool or node
---   transition, a pydantic-ai delegation, a GenAI handoff span) passes control without a
---   proposal the receiver validated, without an idempotency key and without a commit record:
---   a receiver that cannot do the task fails downstream, and a retried handoff runs twice.
+-- why: A delegation the trace shows (a framework's handoff or transfer tool, an agent called
+--   as a tool, one agent's run nested in or following another's; docs/trace-schema.md lists
+--   the evidence) passes control without a proposal the receiver validated, without an
+--   idempotency key and without a commit record: a receiver that cannot do the task fails
+--   downstream, and a retried handoff runs twice.
 -- params: exempt_edges, exempt_receivers
 SELECT
     trace_id,
