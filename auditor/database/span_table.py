@@ -305,6 +305,39 @@ class LargeValues:
     chars: int
     keys: tuple[str, ...]
     prefixes: tuple[str, ...] = ()
+    patterns: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Keys read only through regular expressions, each with its patterns: a large value of
+    such a key is kept as the first match of each pattern, in order, each followed by a
+    double quote (:func:`_matches`); the patterns' captures must end before one."""
+
+
+def _matches(value: str, patterns: tuple[str, ...]) -> str:
+    """SQL: the first match of each of ``patterns`` in ``value``, each followed by ``"``.
+
+    Each pattern read back from this text finds what it finds in ``value``: its first match
+    comes first (or is absent), and the quote after a match ends a capture there, as the
+    character after it in ``value`` did."""
+    parts = [
+        f"coalesce(nullif(regexp_extract({value}, {_quoted(p)}, 0), '') || '\"', '')"
+        for p in patterns
+    ]
+    return parts[0] if len(parts) == 1 else "concat(" + ", ".join(parts) + ")"
+
+
+def _value_sql(kv: str, large: LargeValues | None) -> str:
+    """SQL for the text of the OTLP KeyValue ``kv``'s value, a large value of a key read only
+    through patterns (:attr:`LargeValues.patterns`) reduced to their matches."""
+    text = _value_text(f"{kv}.value")
+    if large is None or not large.patterns:
+        return text
+    string = f"{kv}.value.stringValue"
+    cases = " ".join(
+        f"WHEN {_quoted(key)} THEN {_matches(string, patterns)}" for key, patterns in large.patterns
+    )
+    return (
+        f"CASE WHEN strlen({string}) > {int(large.chars)}"
+        f" THEN CASE {kv}.key {cases} ELSE {text} END ELSE {text} END"
+    )
 
 
 def _unread_large(kv: str, large: LargeValues) -> str:
@@ -353,7 +386,8 @@ def flatten_sql(
 
     With ``large``, a large string value whose key nothing reads (:class:`LargeValues`)
     is left out of ``attributes``: its key is taken as missing as the span is flattened, so
-    the value is never copied into the map, stored or scanned again.
+    the value is never copied into the map, stored or scanned again; a large value of a key
+    read only through patterns keeps only what they match.
 
     Attribute lists are turned into parallel key and value lists once per span; typed
     columns look their key up there, which is much cheaper than building a MAP of every
@@ -433,7 +467,7 @@ WITH documents AS (
 ), flat AS (
     SELECT *,
            list_transform(sp.attributes, lambda ka: {key}) AS attr_k,
-           list_transform(sp.attributes, lambda va: {_value_text("va.value")}) AS attr_v,
+           list_transform(sp.attributes, lambda va: {_value_sql("va", large)}) AS attr_v,
            {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
     FROM spans_only
 ), located AS (

@@ -11,8 +11,10 @@ as each span is flattened (:func:`auditor.database.span_table.flatten_sql`).
 What is read is derived, never listed by hand: every key the conventions
 (:mod:`auditor.model.conventions`), the usage and price keys (:mod:`auditor.model.usage_keys`)
 and the trace schema (:mod:`collector.schema`) name, so a key a convention starts to read is
-kept from then on, whatever its size (a tool call's ``input.value`` holds its arguments).
-A name ending in ``.`` names every key under it.
+kept from then on, whatever its size; a name ending in ``.`` names every key under it.
+Keys read only through regular expressions (``input.value``, ``output.value``, a tool call's
+arguments) keep, of a large value, the first match of each pattern that reads them and
+nothing else: the model finds the same agent in it, and the text is not copied.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Final
 
 from auditor.database.span_table import LOOKED_UP, LargeValues
 from auditor.model import conventions, usage_keys
+from auditor.model.attribution import PATTERN_READS
 from collector import schema
 
 __all__ = ["LARGE_VALUE_CHARS", "LEFT_OUT", "READ_KEYS", "READ_PREFIXES", "read_names"]
@@ -72,5 +75,8 @@ READ_KEYS: Final = tuple(sorted(n for n in _NAMES if not n.endswith(".")))
 """Attribute keys kept in ``spans.attributes`` whatever the size of their value."""
 READ_PREFIXES: Final = tuple(sorted(n for n in _NAMES if n.endswith(".")))
 """Prefixes of keys kept whatever the size of their value (a name ending in ``.``)."""
-LEFT_OUT: Final = LargeValues(LARGE_VALUE_CHARS, READ_KEYS, READ_PREFIXES)
-"""What the load leaves out of ``spans.attributes``, for :func:`flatten_sql`'s ``large``."""
+LEFT_OUT: Final = LargeValues(LARGE_VALUE_CHARS, READ_KEYS, READ_PREFIXES, PATTERN_READS)
+"""What the load leaves out of ``spans.attributes``, for :func:`flatten_sql`'s ``large``: a
+large value of a key the model reads only through patterns (a span's input and output text,
+a tool call's arguments: :data:`auditor.model.attribution.PATTERN_READS`) keeps only what
+they match."""

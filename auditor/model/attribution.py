@@ -90,11 +90,29 @@ def _own_agent(typed: dict[str, str] = _TYPED) -> str:
     return "coalesce(" + ", ".join([*keys, _run_name(typed), _text_name(typed)]) + ")"
 
 
+TEXT_NAME_PATTERN: Final = (
+    r"\b(?:" + "|".join(c.AGENT_TEXT_FIELDS) + r")(?:\\?[\"'])?\s*[:=]\s*\\?[\"']([^\"'\\]+)"
+)
+"""How a span's input or output text names its agent (:data:`c.AGENT_TEXT_FIELDS`:
+``current_agent_name='triage'``, or as JSON, escaped or not); the first match is read."""
+HANDED_PATTERN: Final = r'\\?"(?:' + "|".join(c.DELEGATE_ARGUMENTS) + r')\\?"\s*:\s*\\?"([^"\\]+)'
+"""How a tool call's arguments name the agent doing its work (:data:`c.DELEGATE_ARGUMENTS`),
+at any depth, escaped or not; the first match is read."""
+_READERS: Final = ((TEXT_NAME_PATTERN, c.TEXT_KEYS), (HANDED_PATTERN, c.ARGUMENT_KEYS))
+PATTERN_READS: Final = tuple(
+    (key, tuple(pattern for pattern, keys in _READERS if key in keys))
+    for key in dict.fromkeys(c.TEXT_KEYS + c.ARGUMENT_KEYS)
+)
+"""Attribute keys read only through patterns, each with its patterns in the order they are
+read: the first match of each is all the model takes from such a value (the load keeps no
+more of a large one: :mod:`auditor.loading.read_keys`). Every capture ends before a double
+quote, a backslash or the end of the text."""
+
+
 def _text_name(typed: dict[str, str] = _TYPED) -> str:
-    """The agent a span's input or output text names in a field of
-    :data:`c.AGENT_TEXT_FIELDS` (``current_agent_name='triage'``, or as JSON), input first."""
-    fields = "|".join(c.AGENT_TEXT_FIELDS)
-    pattern = _lit(r"\b(?:" + fields + r")(?:\\?[\"'])?\s*[:=]\s*\\?[\"']([^\"'\\]+)")
+    """The agent a span's input or output text names (:data:`TEXT_NAME_PATTERN`), input
+    first."""
+    pattern = _lit(TEXT_NAME_PATTERN)
     return (
         "coalesce("
         + ", ".join(
@@ -143,8 +161,7 @@ def _named_by() -> str:
 def _handed(typed: dict[str, str] = _TYPED) -> str:
     """The agent a tool call's arguments name as the one doing its work (``coworker``,
     ``member_id`` ...), read from the arguments' text at any depth, escaped or not."""
-    keys = "|".join(c.DELEGATE_ARGUMENTS)
-    pattern = _lit(r'\\?"(?:' + keys + r')\\?"\s*:\s*\\?"([^"\\]+)')
+    pattern = _lit(HANDED_PATTERN)
     text = "coalesce(" + ", ".join(_get(k, typed) for k in c.ARGUMENT_KEYS) + ")"
     found = f"nullif(regexp_extract({text}, {pattern}, 1), '')"
     return f"CASE WHEN {_tool_span(typed)} THEN {found} END"

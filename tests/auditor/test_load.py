@@ -795,7 +795,10 @@ def test_large_values_nothing_reads_are_left_out_and_read_ones_kept(tmp_path: Pa
     assert {*conventions.ARGUMENT_KEYS, *conventions.CONVERSATION_KEYS} <= set(READ_KEYS)
     attrs = {
         unread: large,
+        # Read only through patterns: a large value keeps what they match, and no more.
         conventions.OPENINFERENCE_INPUT: '{"member_id": "researcher", "pad": "' + large + '"}',
+        conventions.OPENINFERENCE_OUTPUT: f"AgentSetup(current_agent_name='writer', {large})",
+        conventions.GEN_AI_TOOL_ARGUMENTS: '{"q": "' + large + '"}',
         "custom.small": "kept",
         "custom.at_the_limit": large[:-1],
     }
@@ -804,10 +807,55 @@ def test_large_values_nothing_reads_are_left_out_and_read_ones_kept(tmp_path: Pa
     ts = load_traces(tmp_path)
     # The same through the lines handed over in memory (watch's path).
     append_lines(ts, [(1, line.replace("0000000000000001", "0000000000000002"))], file="m.jsonl")
-    for (found,) in ts.con.execute("SELECT attributes FROM spans ORDER BY span_id").fetchall():
-        assert set(found) == {
-            conventions.OPENINFERENCE_INPUT,
-            "custom.small",
-            "custom.at_the_limit",
+    rows = ts.con.execute("SELECT attributes, agent FROM spans ORDER BY span_id").fetchall()
+    assert len(rows) == 2
+    for found, agent in rows:
+        assert found == {
+            conventions.OPENINFERENCE_INPUT: '"member_id": "researcher"',
+            conventions.OPENINFERENCE_OUTPUT: "current_agent_name='writer\"",
+            conventions.GEN_AI_TOOL_ARGUMENTS: "",
+            "custom.small": "kept",
+            "custom.at_the_limit": large[:-1],
         }
-        assert found[conventions.OPENINFERENCE_INPUT] == attrs[conventions.OPENINFERENCE_INPUT]
+        assert agent == "writer"  # read from what was kept of the output
+
+
+# Text the patterns that read a span's input, output and arguments may meet: escaped JSON,
+# reprs, names in the wrong field, matches that overlap, a capture cut by the end.
+_PATTERN_TEXTS = [
+    "AgentSetup(input='hi', current_agent_name='triage', x=1)",
+    '{"current_agent_name": "triage", "agent_name": "bob"}',
+    '{\\"current_agent_name\\": \\"triage\\", \\"member_id\\": \\"res\\"}',
+    '{"agent_name": "bob", "current_agent_name": "to_agent"}',
+    'current_agent_name="agent_name": "x"',
+    'xcurrent_agent_name="a" current_agent_name="b"',
+    '"to_agent" "agent_name":"q"',
+    '"agent_name": "current_agent_name=\'zz", y',
+    "current_agent_name='cut at the end",
+    '"coworker": "',
+    "nothing to read",
+]
+
+
+def test_what_is_kept_of_a_large_value_reads_as_the_whole_value() -> None:
+    import duckdb
+
+    from auditor.database.span_table import _matches
+    from auditor.loading.read_keys import LARGE_VALUE_CHARS
+    from auditor.model.attribution import PATTERN_READS
+
+    pad = "p" * LARGE_VALUE_CHARS
+    values = [v for t in _PATTERN_TEXTS for v in (t, pad + t + pad, pad + t, t + " " + t)]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE v AS SELECT unnest($1::VARCHAR[]) AS v", [values])
+    matched = 0
+    for key, patterns in PATTERN_READS:
+        for pattern in patterns:
+            rows = con.execute(
+                f"SELECT regexp_extract(v, $1, 1), regexp_extract({_matches('v', patterns)}, $1, 1)"
+                " FROM v",
+                [pattern],
+            ).fetchall()
+            assert [kept for _, kept in rows] == [whole for whole, _ in rows], key
+            matched += sum(whole != "" for whole, _ in rows)
+    assert matched > 40  # the texts do hold what the patterns read
