@@ -365,7 +365,8 @@ def _query(
         grown.release(con)
         if figures:
             step("spend and reliability figures")
-            rows = figure_rows(con)
+            # A grown store: each figure's rows kept per trace, the touched traces' afresh.
+            rows = figure_rows(con, per_trace=grown.per_trace(con) if kept else None)
             if parts is not None:
                 parts.keep_figures(rows)
             # While every derived table is there: read from the spans after the block, the

@@ -40,6 +40,8 @@ from auditor.figures.summary import summary
 from auditor.figures.waste import handshake_spend, waste_by_level, wasted_spend
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import duckdb
 
     from auditor.loading.load import TraceSet
@@ -104,14 +106,24 @@ def _by(items: list[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], dict[s
 
 
 def figure_rows(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    per_trace: Mapping[str, str] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """The rows of every query :func:`compute_figures` reads, by name: all that the figures
-    of a report take from the traces (the settings and the trace set add the rest)."""
-    waste = waste_by_level(con, filters=filters)  # the three levels in one pass
+    of a report take from the traces (the settings and the trace set add the rest).
+
+    ``per_trace`` names, by their key in :data:`auditor.figures.per_trace.PER_TRACE`, the
+    relations holding those rows of every trace (a grown store keeps them): the figures
+    read them instead of the usage spans, for the same rows (unfiltered only)."""
+    kept = per_trace or {}
+    uncharged = kept.get("uncharged")
+    # The three levels in one pass.
+    waste = waste_by_level(con, filters=filters, per_trace=kept.get("waste"))
     return {
-        "summary": rows(summary(con, filters=filters)),
-        "agent_spend": rows(agent_spend(con, filters=filters)),
+        "summary": rows(summary(con, filters=filters, uncharged=uncharged)),
+        "agent_spend": rows(agent_spend(con, filters=filters, uncharged=uncharged)),
         "agent_reliability": rows(agent_reliability(con, filters=filters)),
         "receiver_latency": rows(validation_latency(con, by="receiver", filters=filters)),
         "edge_spend": rows(edge_spend(con, filters=filters)),

@@ -65,6 +65,18 @@ def _ns(moment: datetime | None) -> int | None:
     return int(moment.timestamp() * 1_000_000) * 1000
 
 
+def unfiltered(sql: str) -> str:
+    """``sql`` reading the view ``hs_<name>_all`` wherever it calls
+    ``hs_<name>(FILTER_ARGS)``: its rows over every span, with nothing to bind."""
+    return _UNFILTERED.sub(r"\1_all", sql)
+
+
+def uncharged_source(relation: str | None) -> str:
+    """What a figure reads the uncharged usage spans from: ``relation`` (a name, holding
+    :data:`UNCHARGED`'s rows of every trace) or, when None, :data:`UNCHARGED` itself."""
+    return f"({UNCHARGED})" if relation is None else relation
+
+
 def query(
     con: duckdb.DuckDBPyConnection,
     sql: str,
@@ -81,7 +93,7 @@ def query(
     filters = filters or Filters()
     params = filters.parameters()
     if not filters.active:
-        sql = _UNFILTERED.sub(r"\1_all", sql)
+        sql = unfiltered(sql)
         if "$since_ns" not in sql:
             params = {}
     if extra:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.figures.base import FILTER_ARGS, UNCHARGED, Filters, query
+from auditor.figures.base import FILTER_ARGS, Filters, query, uncharged_source
 
 if TYPE_CHECKING:
     import duckdb
@@ -44,7 +44,10 @@ def agent_phase_spend(
 
 
 def agent_spend(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    uncharged: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
     """Tokens and cost per agent, most expensive first, with each agent's share of the cost.
 
@@ -54,8 +57,10 @@ def agent_spend(
     of models the price table does not know: counted, never priced at $0), cache_read_tokens
     and cache_write_tokens (inside input_tokens), reasoning_tokens (inside output_tokens),
     cached_share (cache reads against all input). Usage charged to no agent
-    (:data:`~auditor.figures.base.UNCHARGED`) is in no row.
+    (:data:`~auditor.figures.base.UNCHARGED`) is in no row; ``uncharged`` names a relation
+    holding those spans of every trace, read instead of finding them (unfiltered).
     """
+    source = uncharged_source(uncharged)
     return query(
         con,
         f"""
@@ -73,7 +78,7 @@ def agent_spend(
                sum(cache_read_tokens) / nullif(sum(input_tokens), 0) AS cached_share
         FROM hs_usage({FILTER_ARGS}) AS u
         -- Tokens of no agent are no agent's spend (the summary counts them apart).
-        WHERE NOT EXISTS (SELECT 1 FROM ({UNCHARGED}) AS x
+        WHERE NOT EXISTS (SELECT 1 FROM {source} AS x
                           WHERE x.trace_id = u.trace_id AND x.span_id = u.span_id)
         GROUP BY agent
         ORDER BY cost_usd DESC NULLS LAST, agent

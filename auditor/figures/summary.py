@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from auditor.figures.base import FILTER_ARGS, UNCHARGED, Filters, query
+from auditor.figures.base import FILTER_ARGS, Filters, query, uncharged_source
 
 if TYPE_CHECKING:
     import duckdb
@@ -13,7 +13,10 @@ __all__ = ["summary"]
 
 
 def summary(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    uncharged: str | None = None,
 ) -> duckdb.DuckDBPyRelation:
     """One row: spans, traces, handoffs, attempts, workflows, agents, time span, spend.
 
@@ -23,7 +26,11 @@ def summary(
     (tokens no price covers; they are in the token counts, not in cost_usd),
     uncharged_input_tokens, uncharged_output_tokens, uncharged_cost_usd (usage charged to no
     agent: in the totals, in no agent's row).
+
+    ``uncharged`` names a relation of the uncharged usage spans of every trace (a grown
+    store keeps them) to read instead of finding them among all usage spans (unfiltered).
     """
+    source = uncharged_source(uncharged)
     return query(
         con,
         f"""
@@ -48,11 +55,11 @@ def summary(
             sum(estimated_cost_usd) AS estimated_cost_usd,
             coalesce(sum(unpriced_input_tokens), 0)::BIGINT AS unpriced_input_tokens,
             coalesce(sum(unpriced_output_tokens), 0)::BIGINT AS unpriced_output_tokens,
-            (SELECT coalesce(sum(input_tokens), 0)::BIGINT FROM ({UNCHARGED}))
+            (SELECT coalesce(sum(input_tokens), 0)::BIGINT FROM {source})
                 AS uncharged_input_tokens,
-            (SELECT coalesce(sum(output_tokens), 0)::BIGINT FROM ({UNCHARGED}))
+            (SELECT coalesce(sum(output_tokens), 0)::BIGINT FROM {source})
                 AS uncharged_output_tokens,
-            (SELECT sum(cost_usd) FROM ({UNCHARGED})) AS uncharged_cost_usd
+            (SELECT sum(cost_usd) FROM {source}) AS uncharged_cost_usd
         FROM t
         """,
         filters,

@@ -32,7 +32,7 @@ from auditor.figures.base import FILTER_ARGS, Filters, query
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["CAUSES", "handshake_spend", "waste_by_level", "wasted_spend"]
+__all__ = ["CAUSES", "PER_TRACE", "handshake_spend", "waste_by_level", "wasted_spend"]
 
 CAUSES: Final = ("restarted", "duplicate", "committed-after-void", "retried", "voided")
 """The causes of waste, in the order a span is charged to the first that holds."""
@@ -43,11 +43,11 @@ _BY: Final = {
     "edge": "cause, sender, receiver",
 }
 
-_CHARGED = f"""
+_LOCAL = f"""
     WITH phase AS (
         SELECT trace_id, span_id, handoff_key, attempt_no, name,
                "handoff.commit.outcome" AS outcome, "handoff.idempotency_key" AS idem,
-               "handoff.sender" AS sender, "handoff.receiver" AS receiver, start_unix_nano
+               "handoff.sender" AS sender, "handoff.receiver" AS receiver
         FROM hs_phases({FILTER_ARGS})
     ), attempt AS (
         -- An attempt is void when one of its phases says so, or when it is the last one of
@@ -63,33 +63,71 @@ _CHARGED = f"""
               FROM hs_handoffs({FILTER_ARGS}) JOIN hs_attempts({FILTER_ARGS}) USING (handoff_key)
               GROUP BY handoff_key) AS h USING (handoff_key)
         WHERE a.handoff_key IN (SELECT handoff_key FROM phase)
-    ), execution AS (
+    )
+    SELECT u.trace_id, u.agent, p.sender, p.receiver,
+           -- A commit that executed an idempotency key: a duplicate when another trace's
+           -- commit executed it first (told across traces, by EXECUTIONS).
+           CASE WHEN p.name = 'handoff.commit' AND p.outcome = 'executed'
+                     AND coalesce(p.idem, '') <> '' THEN u.span_id END AS execution,
+           CASE WHEN a.void AND p.name = 'handoff.commit' AND p.outcome = 'executed'
+                    THEN 'committed-after-void'
+                WHEN a.followed AND NOT a.ok THEN 'retried'
+                WHEN a.void THEN 'voided'
+           END AS local_cause,
+           1 AS spans, u.input_tokens, u.output_tokens, u.cost_usd
+    FROM hs_usage({FILTER_ARGS}) AS u
+    LEFT JOIN phase AS p ON p.trace_id = u.trace_id AND p.span_id = u.span_id
+    LEFT JOIN attempt AS a ON a.handoff_key = p.handoff_key AND a.attempt_no = p.attempt_no
+"""
+"""Each usage span with what its own trace tells of its waste: its agent, its phase's sender
+and receiver, its cause of waste other than a restart or a duplicate execution (which
+depend on other traces), and its span id when it is a commit that executed an idempotency
+key (which may be a duplicate)."""
+
+PER_TRACE: Final = f"""
+    SELECT trace_id, agent, sender, receiver, execution, local_cause,
+           count(*) AS spans, sum(input_tokens)::BIGINT AS input_tokens,
+           sum(output_tokens)::BIGINT AS output_tokens, sum(cost_usd) AS cost_usd
+    FROM ({_LOCAL})
+    GROUP BY ALL
+"""
+""":data:`_LOCAL` summed per trace and what a span's cause depends on: the rows a store
+keeps per trace, from which :func:`waste_by_level` charges every cause (the restarts and
+duplicate executions read across traces then) without reading a usage span again."""
+
+
+def _charged(source: str) -> str:
+    """The rows of ``source`` (:data:`_LOCAL`'s columns, a row per span or per
+    :data:`PER_TRACE` group) each with its cause of waste (NULL: it bought something)."""
+    return f"""
+    WITH execution AS (
         SELECT trace_id, span_id,
                row_number() OVER (PARTITION BY receiver, idem
                                   ORDER BY start_unix_nano, span_id) AS nth
-        FROM phase
-        WHERE name = 'handoff.commit' AND outcome = 'executed' AND coalesce(idem, '') <> ''
+        FROM (SELECT trace_id, span_id, "handoff.receiver" AS receiver,
+                     "handoff.idempotency_key" AS idem, start_unix_nano
+              FROM hs_phases({FILTER_ARGS})
+              WHERE name = 'handoff.commit' AND "handoff.commit.outcome" = 'executed'
+                AND coalesce("handoff.idempotency_key", '') <> '')
     ), rerun AS (
         SELECT trace_id, bool_or(run < last_run) AS restarted
         FROM (SELECT trace_id, run, max(run) OVER (PARTITION BY workflow_id) AS last_run
               FROM hs_workflow_runs({FILTER_ARGS}))
         GROUP BY trace_id
     )
-    SELECT u.agent, p.sender, p.receiver, u.phase_name, u.input_tokens, u.output_tokens,
-           u.cost_usd,
+    SELECT w.agent, w.sender, w.receiver, w.spans, w.input_tokens, w.output_tokens,
+           w.cost_usd,
            CASE WHEN r.restarted THEN 'restarted'
                 WHEN e.nth > 1 THEN 'duplicate'
-                WHEN a.void AND p.name = 'handoff.commit' AND p.outcome = 'executed'
-                    THEN 'committed-after-void'
-                WHEN a.followed AND NOT a.ok THEN 'retried'
-                WHEN a.void THEN 'voided'
+                ELSE w.local_cause
            END AS cause
-    FROM hs_usage({FILTER_ARGS}) AS u
-    LEFT JOIN phase AS p ON p.trace_id = u.trace_id AND p.span_id = u.span_id
-    LEFT JOIN attempt AS a ON a.handoff_key = p.handoff_key AND a.attempt_no = p.attempt_no
-    LEFT JOIN execution AS e ON e.trace_id = u.trace_id AND e.span_id = u.span_id
-    LEFT JOIN rerun AS r ON r.trace_id = u.trace_id
+    FROM {source} AS w
+    LEFT JOIN execution AS e ON e.trace_id = w.trace_id AND e.span_id = w.execution
+    LEFT JOIN rerun AS r ON r.trace_id = w.trace_id
 """
+
+
+_CHARGED = _charged(f"({_LOCAL})")
 
 
 def wasted_spend(
@@ -106,7 +144,7 @@ def wasted_spend(
     return query(
         con,
         f"""
-        SELECT {_BY[by]}, count(*) AS spans,
+        SELECT {_BY[by]}, sum(spans)::BIGINT AS spans,
                coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,
                coalesce(sum(cost_usd), 0) AS cost_usd
@@ -120,21 +158,31 @@ def wasted_spend(
 
 
 def waste_by_level(
-    con: duckdb.DuckDBPyConnection, *, filters: Filters | None = None
+    con: duckdb.DuckDBPyConnection,
+    *,
+    filters: Filters | None = None,
+    per_trace: str | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """:func:`wasted_spend` in total, per agent and per edge from one pass over the usage
     spans (grouping sets), as the rows of each: ``{"total": [...], "agent": [...],
-    "edge": [...]}``, each most expensive first."""
+    "edge": [...]}``, each most expensive first.
+
+    ``per_trace`` names a relation holding :data:`PER_TRACE`'s rows of every trace (a grown
+    store keeps them, :mod:`auditor.stores.grown`): read instead of the usage spans, for
+    the same rows (unfiltered only)."""
+    if per_trace is not None and filters is not None and filters.active:
+        raise ValueError("per-trace rows hold every span: they take no filter")
+    charged = _CHARGED if per_trace is None else _charged(per_trace)
     rel = query(
         con,
         f"""
         SELECT CASE WHEN grouping(agent) = 0 THEN 'agent'
                     WHEN grouping(sender) = 0 THEN 'edge' ELSE 'total' END AS level,
-               cause, agent, sender, receiver, count(*) AS spans,
+               cause, agent, sender, receiver, sum(spans)::BIGINT AS spans,
                coalesce(sum(input_tokens), 0) AS input_tokens,
                coalesce(sum(output_tokens), 0) AS output_tokens,
                coalesce(sum(cost_usd), 0) AS cost_usd
-        FROM ({_CHARGED})
+        FROM ({charged})
         WHERE cause IS NOT NULL
         GROUP BY GROUPING SETS ((cause), (cause, agent), (cause, sender, receiver))
         """,

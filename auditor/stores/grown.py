@@ -20,7 +20,9 @@ every untouched trace where they lie, and derives only the touched traces' rows
 depends on its own trace alone (:func:`local`) runs over the touched traces only, and the
 findings the store's files kept for it (:mod:`auditor.stores.kept_parts`, with the same
 settings) stand for every other trace (:func:`findings`); a rule that compares traces
-(:data:`ACROSS_TRACES`, or of ``scope: set``), and the figures, run over them all.
+(:data:`ACROSS_TRACES`, or of ``scope: set``) runs over them all. The figures that read
+rows kept per trace (:mod:`auditor.figures.per_trace`, saved beside the store) read those
+of the untouched traces as saved and the touched traces' computed afresh (:func:`per_trace`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from auditor.database.statements import grown as grown_table
 from auditor.database.statements import run
 from auditor.errors import AuditError
+from auditor.figures.per_trace import PER_TRACE, READS
 from auditor.loading.segments import (
     PREFIX,
     SEGMENT,
@@ -47,6 +51,7 @@ from auditor.model.prepare import prepare
 from auditor.model.prices import price_usage, read_prices
 from auditor.stores.compact import TABLE_VERSION, is_single_file
 from auditor.stores.kept_parts import Parts
+from auditor.stores.saved import per_trace as saved_per_trace
 from auditor.stores.saved import restore as restore_saved
 
 if TYPE_CHECKING:
@@ -66,6 +71,7 @@ __all__ = [
     "findings",
     "is_appended",
     "local",
+    "per_trace",
     "release",
     "restore",
 ]
@@ -76,6 +82,8 @@ key executed again in another trace): run over every trace, never reused."""
 
 _ROWS: Final = "hs_touched_"
 """How the tables of the touched traces' derived rows are named (then the derived name)."""
+_PER_TRACE: Final = "hs_touched_per_trace_"
+"""How the tables of the touched traces' figure rows are named (then the relation's name)."""
 
 
 def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | None, int]:
@@ -170,6 +178,12 @@ def restore(
             run(cursor, f"DROP TABLE IF EXISTS main.{_ROWS}{name}")
             run(cursor, f"ALTER TABLE main.hs_derived_{name} RENAME TO {_ROWS}{name}")
             run(cursor, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS FROM main.{_ROWS}{name}")
+        kept_rows = saved_per_trace(con, base) if set(READS) <= set(wanted) else {}
+        for name in kept_rows:
+            # The touched traces' figure rows, from their derived rows alone.
+            grown_table(
+                cursor, f"CREATE OR REPLACE TABLE main.{_PER_TRACE}{name} AS {PER_TRACE[name]}"
+            )
     except BaseException:
         cursor.close()
         raise
@@ -184,7 +198,27 @@ def restore(
             f" ANTI JOIN main.{TOUCHED_IDS} AS t ON d.trace_id = t.trace_id"
             f" UNION ALL BY NAME SELECT * FROM main.{_ROWS}{name}",
         )
+    views = {}
+    for name, path in kept_rows.items():
+        # Kept for every stored trace; those the segments touch come from their new rows.
+        literal = "'" + path.replace("'", "''") + "'"
+        views[name] = f"hs_per_trace_{name}_all"
+        run(
+            con,
+            f"CREATE OR REPLACE TEMP VIEW {views[name]} AS SELECT d.* FROM read_parquet({literal})"
+            f" AS d ANTI JOIN main.{TOUCHED_IDS} AS t ON d.trace_id = t.trace_id"
+            f" UNION ALL BY NAME SELECT * FROM main.{_PER_TRACE}{name}",
+        )
+    if views:
+        _PER_TRACE_VIEWS[con] = views
     return wanted
+
+
+def per_trace(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The views of the figures' rows per trace (by their name in
+    :data:`auditor.figures.per_trace.PER_TRACE`) over every trace of the grown store ``con``
+    reads, which :func:`restore` made; empty when it made none (the figures read the spans)."""
+    return dict(_PER_TRACE_VIEWS.get(con, {}))
 
 
 @dataclass(frozen=True)
@@ -200,6 +234,9 @@ class _Touched:
 
 
 _STATES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, _Touched] = (
+    weakref.WeakKeyDictionary()
+)
+_PER_TRACE_VIEWS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, str]] = (
     weakref.WeakKeyDictionary()
 )
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from auditor.database.statements import grown, run, uncompressed
 from auditor.errors import AuditError
+from auditor.figures.per_trace import PER_TRACE
 from auditor.loading.sources import has_glob
 from auditor.model.derived import DERIVED, attach, derive, derived_names, forget, selects
 from auditor.model.macros import views_sql
@@ -34,7 +35,7 @@ from auditor.stores.compact import TABLE_VERSION
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KEPT", "SAVED", "fingerprint", "location", "restore", "save"]
+__all__ = ["KEPT", "SAVED", "fingerprint", "location", "per_trace", "restore", "save"]
 
 KEPT: Final = DERIVED
 """The derived tables a store keeps: every one, with the phase spans as wide as the rules
@@ -49,6 +50,8 @@ skipped by their statistics, unread."""
 
 _FORMAT: Final = 2
 _MANIFEST: Final = "manifest.json"
+_PER_TRACE: Final = "per_trace_"
+"""How the files of the figures' rows per trace are named (then the relation's name)."""
 
 
 def location(files: Sequence[str | os.PathLike[str]]) -> Path | None:
@@ -94,11 +97,19 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
                     " (FORMAT parquet, COMPRESSION zstd)",
                     {"out": str(partial / f"{name}.parquet")},
                 ).fetchall()
+            # The figures' rows per trace, from the tables just derived: once the store
+            # grows, its figures read them for every trace the new spans leave alone.
+            for name, sql in PER_TRACE.items():
+                con.execute(
+                    f"COPY ({sql}) TO $out (FORMAT parquet, COMPRESSION zstd)",
+                    {"out": str(partial / f"{_PER_TRACE}{name}.parquet")},
+                ).fetchall()
             manifest = {
                 "format": _FORMAT,
                 "version": _version(),
                 "files": fingerprint(files),
                 "tables": list(KEPT),
+                "per_trace": list(PER_TRACE),
                 "types": types,
                 "prices": _prices(con),
             }
@@ -134,22 +145,10 @@ def restore(
     file damaged inside fails the query that reads it (:func:`auditor.audit.audit` derives
     the tables then).
     ``con`` must be prepared."""
-    target = location(files) if files else None
-    if target is None:
+    found = _manifest(con, files)
+    if found is None:
         return ()
-    try:
-        manifest: dict[str, Any] = json.loads((target / _MANIFEST).read_text(encoding="utf-8"))
-        stamp = fingerprint(files)
-    except (OSError, ValueError):
-        return ()
-    if (
-        manifest.get("format") != _FORMAT
-        or manifest.get("version") != _version()
-        or manifest.get("files") != stamp
-        # Costs estimated from other prices (a --prices file) are not this audit's.
-        or manifest.get("prices") != _prices(con)
-    ):
-        return ()
+    target, manifest = found
     saved = set(manifest.get("tables") or ())
     wanted = tuple(n for n in KEPT if n in names and n in saved)
     if not all((target / f"{n}.parquet").is_file() for n in wanted):
@@ -190,6 +189,53 @@ def restore(
     return wanted
 
 
+def per_trace(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> dict[str, str]:
+    """The Parquet files of the figures' rows per trace
+    (:data:`auditor.figures.per_trace.PER_TRACE`) saved beside the store made of ``files``,
+    by name; empty unless every one was saved from these files, as :func:`restore` checks
+    the derived tables (and only their footers are read)."""
+    found = _manifest(con, files)
+    if found is None or found[1].get("per_trace") != list(PER_TRACE):
+        return {}
+    target = found[0]
+    paths = {name: str(target / f"{_PER_TRACE}{name}.parquet") for name in PER_TRACE}
+    import duckdb  # lazy: `import auditor` stays without DuckDB
+
+    try:
+        for path in paths.values():
+            run(con, "SELECT count(*) FROM parquet_metadata($path)", {"path": path})
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error:
+        return {}
+    return paths
+
+
+def _manifest(
+    con: duckdb.DuckDBPyConnection, files: Sequence[str]
+) -> tuple[Path, dict[str, Any]] | None:
+    """Where the tables saved beside the store made of ``files`` are, and their manifest;
+    None when nothing was saved, or it was saved from other files, by another version or
+    with other prices."""
+    target = location(files) if files else None
+    if target is None:
+        return None
+    try:
+        manifest: dict[str, Any] = json.loads((target / _MANIFEST).read_text(encoding="utf-8"))
+        stamp = fingerprint(files)
+    except (OSError, ValueError):
+        return None
+    if (
+        manifest.get("format") != _FORMAT
+        or manifest.get("version") != _version()
+        or manifest.get("files") != stamp
+        # Costs estimated from other prices (a --prices file) are not this audit's.
+        or manifest.get("prices") != _prices(con)
+    ):
+        return None
+    return target, manifest
+
+
 def _prices(con: duckdb.DuckDBPyConnection) -> str:
     """A digest of the price table ``con`` estimates costs with (``hs_prices``)."""
     rows = con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall()
@@ -226,5 +272,5 @@ def fingerprint(files: Sequence[str | os.PathLike[str]]) -> list[dict[str, Any]]
 
 def _version() -> str:
     """What the saved rows depend on: the table layout and the SQL deriving them."""
-    text = json.dumps([TABLE_VERSION, views_sql(), selects(True)], sort_keys=True)
+    text = json.dumps([TABLE_VERSION, views_sql(), selects(True), PER_TRACE], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

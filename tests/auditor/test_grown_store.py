@@ -20,6 +20,7 @@ import pytest
 
 from auditor import audit, load_traces
 from auditor.cli import main
+from auditor.figures.per_trace import PER_TRACE
 from auditor.report import render
 from auditor.rules import all_rules
 from auditor.stores import grown as grown_module
@@ -165,6 +166,9 @@ def _grown_and_whole(
     ).fetchall()
     touched = {"hs_touched_phases", "hs_touched_traces"} <= {r[0] for r in derived}
     assert touched == incremental
+    # And the figures read the rows kept per trace, the touched traces' computed afresh.
+    per_trace = {f"hs_touched_per_trace_{n}" for n in PER_TRACE}
+    assert (per_trace <= {r[0] for r in derived}) == incremental
     # A repeat audit (from the parts the first one kept) says the same.
     again = load_traces(store)
     assert _report(audit(again, store=True)) == _report(audit(load_traces([old_file, *new_files])))

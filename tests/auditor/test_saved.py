@@ -18,6 +18,7 @@ import pytest
 from auditor import figures, load_traces
 from auditor.audit import prepare
 from auditor.cli import main
+from auditor.figures.per_trace import PER_TRACE
 from auditor.model.derived import derive, derived_names
 from auditor.stores.saved import KEPT, SAVED, location, restore, save
 from tests.support.paths import REPO
@@ -85,6 +86,7 @@ def test_compact_saves_the_tables_and_a_store_reads_them_back(
     assert beside == tmp_path / ".store.parquet.derived"
     assert f"saved the derived tables in {beside}" in capsys.readouterr().err
     saved = {"manifest.json", "reports", "parts"} | {f"{n}.parquet" for n in KEPT}
+    saved |= {f"per_trace_{n}.parquet" for n in PER_TRACE}  # the figures' rows per trace
     # reports and parts: see test_saved_reports.py
     assert {p.name for p in beside.iterdir()} == saved
 
