@@ -4,6 +4,7 @@ own, their agents resolved again, and every other stored span read where it lies
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -17,7 +18,18 @@ if TYPE_CHECKING:
 
     import duckdb
 
-__all__ = ["PREFIX", "SEGMENT", "TOUCHED_IDS", "TOUCHED_SPANS", "is_appended", "merge", "merged"]
+__all__ = [
+    "CARRIED_FROM",
+    "PREFIX",
+    "SEGMENT",
+    "TOUCHED_IDS",
+    "TOUCHED_SPANS",
+    "carried",
+    "is_appended",
+    "merge",
+    "merged",
+    "stamp",
+]
 
 PREFIX: Final = "spans_added_"
 """How an appended segment's name starts (``compact`` names its own files ``spans_N``)."""
@@ -26,7 +38,10 @@ SEGMENT: Final = re.compile(re.escape(PREFIX) + r"(\d+)\.parquet$")
 TOUCHED_SPANS: Final = "hs_touched_spans"
 """The spans of every trace an appended segment touches, their agents resolved again."""
 TOUCHED_IDS: Final = "hs_touched_ids"
-"""The ids of those traces."""
+"""The ids of those traces (``trace_id``), each with the last segment touching it."""
+CARRIED_FROM: Final = "handoffscope_carried_from"
+"""The key of a segment's carried spans' metadata naming the files they were copied from
+(:func:`stamp`)."""
 
 
 def is_appended(path: str | os.PathLike[str]) -> bool:
@@ -39,27 +54,98 @@ def _literal(paths: Sequence[str]) -> str:
     return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
 
 
+def carried(segment: str | os.PathLike[str]) -> Path:
+    """Where the stored spans of the traces ``segment`` touches are copied when it is
+    appended (:func:`auditor.stores.grown.append`): a hidden file beside it, which neither
+    a directory walk nor the store's own files (``spans_*.parquet``) take in."""
+    path = Path(segment)
+    return path.with_name(f".{path.stem}.carried.parquet")
+
+
+def stamp(files: Sequence[str]) -> str:
+    """The names, sizes and modification times of ``files``: what a segment's carried spans
+    were copied from, told again before they are read."""
+    out = []
+    for path in sorted(Path(f) for f in files):
+        info = path.stat()
+        out.append([path.name, info.st_size, info.st_mtime_ns])
+    return json.dumps(out, separators=(",", ":"))
+
+
+def _before(paths: Sequence[str], segment: str) -> list[str]:
+    """The store files among ``paths`` that were there when ``segment`` was appended."""
+    number = _number(segment)
+    return [p for p in paths if not is_appended(p) or _number(p) < number]
+
+
+def _number(path: str) -> int:
+    found = SEGMENT.fullmatch(Path(path).name)
+    return -1 if found is None else int(found.group(1))
+
+
+def _carries(con: duckdb.DuckDBPyConnection, paths: Sequence[str], added: list[str]) -> bool:
+    """Whether every segment of ``added`` has its carried spans, copied from the very files
+    that precede it among ``paths``."""
+    import duckdb  # lazy: `import auditor` stays without DuckDB
+
+    for segment in added:
+        carry = carried(segment)
+        try:
+            expected = stamp(_before(paths, segment))
+            found = run(
+                con,
+                "SELECT value FROM parquet_kv_metadata($p) WHERE key = $k",
+                {"p": str(carry), "k": CARRIED_FROM},
+            )
+        except (OSError, duckdb.Error):
+            return False
+        if not found or bytes(found[0][0]).decode("utf-8", "replace") != expected:
+            return False
+    return True
+
+
 def merge(con: duckdb.DuckDBPyConnection, paths: Sequence[str]) -> bool:
     """Create ``con``'s ``spans`` view over the store files ``paths`` with appended segments
     among them: the touched traces read whole into a table and their agents resolved again,
     every other stored span read where it lies. Returns False (creating nothing) when no
-    segment is appended."""
-    added = [p for p in paths if is_appended(p)]
+    segment is appended.
+
+    A touched trace's spans are those of the last segment touching it and the spans that
+    segment carried (:func:`carried`, stored before it, copied when it was appended), read
+    without scanning the rest of the store: a trace's stored spans lie among every other
+    trace's. When a segment's carried spans are missing, or were copied from other files,
+    the touched traces are read from every file instead."""
+    added = sorted((p for p in paths if is_appended(p)), key=_number)
     if not added:
         return False
     run(
         con,
-        f"CREATE TABLE {TOUCHED_IDS} AS SELECT DISTINCT trace_id FROM read_parquet($added)"
-        " WHERE trace_id IS NOT NULL",
-        {"added": added},
+        f"CREATE TABLE {TOUCHED_IDS} AS SELECT trace_id, max(segment) AS segment FROM ("
+        + " UNION ALL ".join(
+            f"SELECT DISTINCT trace_id, {n} AS segment FROM read_parquet($s{n})"
+            for n in range(len(added))
+        )
+        + ") WHERE trace_id IS NOT NULL GROUP BY trace_id",
+        {f"s{n}": path for n, path in enumerate(added)},
     )
+    if _carries(con, paths, added):
+        # Each touched trace from the last segment touching it and what that one carried.
+        reads = [
+            f"SELECT s.* FROM read_parquet($r{n}) AS s SEMI JOIN {TOUCHED_IDS} AS t"
+            f" ON s.trace_id = t.trace_id AND t.segment = {n}"
+            for n in range(len(added))
+        ]
+        params: dict[str, object] = {
+            f"r{n}": [path, str(carried(path))] for n, path in enumerate(added)
+        }
+    else:
+        reads = [
+            "SELECT s.* FROM read_parquet($all) AS s"
+            f" SEMI JOIN {TOUCHED_IDS} AS t ON s.trace_id = t.trace_id"
+        ]
+        params = {"all": list(paths)}
     # Named spans while its agents are resolved: attribute() reads and updates `spans`.
-    grown(
-        con,
-        "CREATE TABLE spans AS SELECT s.* FROM read_parquet($all) AS s"
-        f" SEMI JOIN {TOUCHED_IDS} AS t ON s.trace_id = t.trace_id",
-        {"all": list(paths)},
-    )
+    grown(con, "CREATE TABLE spans AS " + " UNION ALL ".join(reads), params)
     attribute(con)
     run(con, f"ALTER TABLE spans RENAME TO {TOUCHED_SPANS}")
     # A span without a trace id belongs to no trace: it is read where it lies, as stored.

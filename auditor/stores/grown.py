@@ -4,7 +4,10 @@
 does not hold yet (same trace id and span id: a span sent again is kept once, the copy
 already stored winning, as the first copy read wins when loading) as one more Parquet file,
 an *appended segment* (``spans_added_NNNNNN.parquet``), and leaves every other file of the
-store as it was (:func:`append`). The derived tables ``compact`` saved beside the store
+store as it was (:func:`append`). Beside the segment it copies the spans the store held of
+the traces the segment touches (:func:`auditor.loading.segments.carried`, a hidden file):
+a trace's stored spans lie among every other trace's, so an audit finding them again
+would read every stored span. The derived tables ``compact`` saved beside the store
 (:mod:`auditor.stores.saved`) describe its files without those segments.
 
 Reading such a store (:func:`auditor.loading.segments.merge`) reads and shreds nothing but
@@ -38,12 +41,15 @@ from auditor.database.statements import run
 from auditor.errors import AuditError
 from auditor.figures.per_trace import PER_TRACE, READS
 from auditor.loading.segments import (
+    CARRIED_FROM,
     PREFIX,
     SEGMENT,
     TOUCHED_IDS,
     TOUCHED_SPANS,
+    carried,
     is_appended,
     merged,
+    stamp,
 )
 from auditor.loading.store_format import store_mismatch
 from auditor.model.derived import DERIVED, derive
@@ -133,8 +139,38 @@ def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | No
     if count == 0:
         partial.unlink(missing_ok=True)
         return None, 0
+    carry = _carry(trace_set.con, existing, partial, carried(target))
     os.replace(partial, target)
+    if carry is not None:
+        os.replace(carry, carried(target))
     return str(target), count
+
+
+def _carry(
+    con: duckdb.DuckDBPyConnection, stored: list[str], segment: Path, out: Path
+) -> Path | None:
+    """Copy the spans ``stored`` holds of the traces ``segment`` touches into a hidden file
+    to be renamed ``out``; return it (None when it could not be written: an audit then
+    finds those spans among every stored span, as it can). The file's metadata names the
+    files they were copied from, so that a store changed since is not read through it."""
+    import duckdb  # lazy: `import auditor` stays without DuckDB
+
+    partial = out.with_name(out.name + ".partial")
+    source = "'" + stamp(stored).replace("'", "''") + "'"
+    try:
+        run(
+            con,
+            "COPY (SELECT s.* FROM read_parquet($stored) AS s SEMI JOIN"
+            " (SELECT DISTINCT trace_id FROM read_parquet($segment)) AS t"
+            " ON s.trace_id = t.trace_id ORDER BY s.trace_id, s.start_unix_nano) TO $out"
+            " (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880,"
+            f" KV_METADATA {{handoffscope_table: '{TABLE_VERSION}', {CARRIED_FROM}: {source}}})",
+            {"stored": stored, "segment": str(segment), "out": str(partial)},
+        )
+    except (OSError, duckdb.Error):
+        partial.unlink(missing_ok=True)
+        return None
+    return partial
 
 
 def restore(

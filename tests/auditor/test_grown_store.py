@@ -21,6 +21,9 @@ import pytest
 from auditor import audit, load_traces
 from auditor.cli import main
 from auditor.figures.per_trace import PER_TRACE
+from auditor.loading import segments
+from auditor.loading.segments import _carries as carries_of
+from auditor.loading.segments import carried as carried_path
 from auditor.report import render
 from auditor.rules import all_rules
 from auditor.stores import grown as grown_module
@@ -125,10 +128,12 @@ def _grown_and_whole(
     incremental: bool = True,
     ahead: bool = True,
     appends: int = 1,
+    carried: bool = True,
 ) -> None:
     """Compact the old part (with ``ahead``, auditing it, which keeps each rule's findings
     beside it), append the new part (in ``appends`` segments), and audit the store as the
-    union is audited."""
+    union is audited; without ``carried``, each segment's copy of the stored spans of the
+    traces it touches is removed first (the audit finds them among every stored span)."""
     old, new = _split(requests, seed)
     assert old and new
     old_file = _write(tmp_path / "in" / "a-old.jsonl", old)
@@ -143,7 +148,22 @@ def _grown_and_whole(
         assert main(append) == 0
     assert len([p for p in store.glob("*.parquet") if is_appended(p)]) == appends
     assert any(is_appended(p) for p in store.glob("*.parquet"))
-    grown = load_traces(store)
+    carries = sorted(store.glob(".spans_added_*.carried.parquet"))
+    assert [p.name for p in carries] == [
+        carried_path(p).name for p in sorted(store.glob("spans_added_*.parquet"))
+    ]
+    if not carried:
+        for path in carries:
+            path.unlink()
+    read_through: list[bool] = []
+
+    def carries_spy(*args: Any) -> bool:
+        read_through.append(carries_of(*args))
+        return read_through[-1]
+
+    with patch.object(segments, "_carries", carries_spy):
+        grown = load_traces(store)
+    assert read_through == [carried]
     assert grown.con.execute("SELECT count(*) FROM hs_touched_ids").fetchone()[0] > 0
     whole = load_traces([old_file, *new_files])
     assert grown.span_count == whole.span_count
@@ -174,11 +194,16 @@ def _grown_and_whole(
     assert _report(audit(again, store=True)) == _report(audit(load_traces([old_file, *new_files])))
 
 
-@pytest.mark.parametrize(("seed", "ahead", "appends"), [(1, True, 1), (2, True, 2), (3, False, 1)])
+@pytest.mark.parametrize(
+    ("seed", "ahead", "appends", "carried"),
+    [(1, True, 1, True), (2, True, 2, True), (3, False, 1, False)],
+)
 def test_simulated_traces_split_at_random(
-    tmp_path: Path, seed: int, ahead: bool, appends: int
+    tmp_path: Path, seed: int, ahead: bool, appends: int, carried: bool
 ) -> None:
-    _grown_and_whole(tmp_path, _requests(SIMULATED), seed, ahead=ahead, appends=appends)
+    _grown_and_whole(
+        tmp_path, _requests(SIMULATED), seed, ahead=ahead, appends=appends, carried=carried
+    )
 
 
 @pytest.mark.parametrize(("seed", "ahead"), [(4, True), (5, False)])
@@ -216,6 +241,7 @@ def test_append_keeps_a_span_sent_again_once_and_adds_nothing_twice(
     assert main(["compact", str(both), "--out", str(store), "--append", "--no-audit"]) == 0
     assert main(["compact", str(both), "--out", str(store), "--append", "--no-audit"]) == 0
     assert sorted(p.name for p in store.glob("*.parquet")) == [
+        ".spans_added_000001.carried.parquet",  # the stored spans of the traces it touches
         "spans_0.parquet",
         "spans_added_000001.parquet",
     ]
