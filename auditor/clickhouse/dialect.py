@@ -170,7 +170,7 @@ def to_clickhouse(sql: str, spans: str, *, defs: Definitions | None = None) -> s
 
 def assemble(tree: exp.Expr, spans: str, defs: Definitions) -> str:
     """ClickHouse SQL for ``tree``, a query already rewritten by ``defs``: the definitions
-    it reads (and ``spans``) as CTEs in front of it."""
+    it reads (and ``spans``) as CTEs in front of it. ``tree`` is used up (changed)."""
     _expand_stars(tree, defs)
     _qualify_shadowed(tree, defs)
     needed = defs.dependencies(tree)
@@ -181,11 +181,13 @@ def assemble(tree: exp.Expr, spans: str, defs: Definitions) -> str:
         tree.set("with_", None)
         recursive = bool(own.args.get("recursive"))
         # A CTE keeps its column list (``walk(a, b) AS``): a recursive one names them so.
-        ctes += [(_generate(c.args["alias"]), _generate(c.this)) for c in own.expressions]
+        ctes += [
+            (_generate(c.args["alias"]), _generate(c.this, copy=False)) for c in own.expressions
+        ]
     head = ("WITH RECURSIVE " if recursive else "WITH ") + ",\n".join(
         f"{name} AS (\n{body}\n)" for name, body in ctes
     )
-    return f"{head}\n{_generate(tree)}{SETTINGS}"
+    return f"{head}\n{_generate(tree, copy=False)}{SETTINGS}"
 
 
 def _columns(
@@ -351,8 +353,10 @@ def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _generate(tree: exp.Expr) -> str:
-    return tree.sql(dialect="clickhouse", comments=False)
+def _generate(tree: exp.Expr, *, copy: bool = True) -> str:
+    """ClickHouse text of ``tree``; without ``copy``, the generator may change ``tree`` (for
+    a tree no one reads again: copying it is most of the cost of generating it)."""
+    return tree.sql(dialect="clickhouse", comments=False, copy=copy)
 
 
 def _unfiltered_argument(param: str) -> exp.Expr:

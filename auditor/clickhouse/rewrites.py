@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import cache
 from typing import Final
 
 import sqlglot
@@ -55,6 +56,12 @@ def _post_order(tree: exp.Expr, fn: Callable[[exp.Expr], exp.Expr]) -> exp.Expr:
 
 
 def clickhouse_expr(text: str) -> exp.Expr:
+    return _parsed(text).copy()
+
+
+@cache
+def _parsed(text: str) -> exp.Expr:
+    # The same few templates are built into every query of every audit: parsed once.
     return sqlglot.parse_one(text, read="clickhouse")
 
 
@@ -90,7 +97,8 @@ def _format(node: exp.Expr) -> exp.Expr:
 
 def _template(text: str, **args: exp.Expr) -> exp.Expr:
     """ClickHouse expression ``text`` with its columns ``_a``, ``_b`` ... set to ``args``."""
-    return substitute(clickhouse_expr(text), {f"_{k}": v for k, v in args.items()})
+    # substitute() transforms a copy: the parsed template stays as it was.
+    return substitute(_parsed(text), {f"_{k}": v for k, v in args.items()})
 
 
 _FLOAT_TEXT: Final = (
