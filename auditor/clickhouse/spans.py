@@ -40,6 +40,7 @@ __all__ = [
     "attributed",
     "copies_select",
     "derived_expressions",
+    "rows_select",
     "spans_select",
 ]
 
@@ -129,6 +130,11 @@ FROM {table}
 WHERE {_IN_RANGE} AND TraceId != '' AND SpanId != ''
 GROUP BY hs_trace, hs_span
 HAVING copies > 1"""
+
+
+def rows_select(table: str) -> str:
+    """A SELECT of how many rows of ``table`` (copies included) lie in the time range."""
+    return f"SELECT count() FROM {table} WHERE {_IN_RANGE}"
 
 
 def derived_expressions(*, or_null: bool = False) -> dict[str, tuple[str, str]]:

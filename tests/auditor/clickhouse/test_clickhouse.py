@@ -454,11 +454,11 @@ def test_the_command_audits_a_server_through_clickhouse_connect(served: Any, aud
     assert done.returncode == 1, done.stderr
     assert _close(json.loads(done.stdout), report_dict(_served_result(duck, url))) == []
     # What the server received: every request as the environment's user, and the range as
-    # bound parameters of the queries that read the exporter's table (its ids stored more
-    # than once, then its spans, once), never as text inside them.
+    # bound parameters of the queries that read the exporter's table (how many rows, its ids
+    # stored more than once, then its spans, once), never as text inside them.
     assert {r.user for r in front.requests} == {SERVER_USER}
     reading = [r for r in front.requests if "hs_since_ns" in r.query]
-    assert len(reading) == 2
+    assert len(reading) == 3
     assert all("FROM `otel`.`cases`" in r.query for r in reading)
     want = TimeRange(since=first, until=last + timedelta(seconds=1)).parameters()
     for r in reading:
