@@ -110,9 +110,12 @@ def edge_spend(
             LEFT JOIN conversations AS c ON c.trace_id = f.trace_id
         ),
         usage AS (
+            -- Only a framework handoff's conversation is read for its turn: the usage of
+            -- the others is no turn's (and a store of handoffscope's own spans has none).
             SELECT u.*, coalesce(c.conversation, u.trace_id) AS conversation
             FROM hs_usage({FILTER_ARGS}) AS u
             LEFT JOIN conversations AS c ON c.trace_id = u.trace_id
+            WHERE coalesce(c.conversation, u.trace_id) IN (SELECT conversation FROM fw)
         ),
         passing AS (
             -- Where a turn handed over ends, for evidence of the turn passing: where the

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Final
 from auditor.database.statements import grown as grown_table
 from auditor.database.statements import run
 from auditor.errors import AuditError
-from auditor.figures.per_trace import PER_TRACE, READS
+from auditor.figures.per_trace import PER_TRACE, READS, STANDS_FOR
 from auditor.loading.segments import (
     CARRIED_FROM,
     PREFIX,
@@ -245,6 +245,10 @@ def restore(
             f" AS d ANTI JOIN main.{TOUCHED_IDS} AS t ON d.trace_id = t.trace_id"
             f" UNION ALL BY NAME SELECT * FROM main.{_PER_TRACE}{name}",
         )
+    for name, view in STANDS_FOR.items():
+        if name in views:
+            # Read by the framework figures and the rules across traces: once per store.
+            run(con, f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {views[name]}")
     if views:
         _PER_TRACE_VIEWS[con] = views
     return wanted
