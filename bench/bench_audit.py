@@ -676,7 +676,27 @@ def json_summary(measured: dict[str, dict[str, Any]], load: tuple[float, ...]) -
             f" / shred with events {audit['vs_shred_events']:.2f}x,"
             f" / scan {audit['vs_parse']:.2f}x ({audit['vs_parse_cpu']:.2f}x CPU)"
         )
+        lines.append(f"  {_least_cpu(m)}")
     return "\n".join(lines)
+
+
+def _least_cpu(m: dict[str, Any]) -> str:
+    """The least CPU seconds of each side over the rounds, and the audits' ratios to the
+    shred's: on a loaded machine the run that was fastest on the clock is not always the
+    one that took least CPU, and CPU is what the load does not inflate."""
+    least = {
+        name: min(r["cpu_seconds"] for r in runs if "cpu_seconds" in r)
+        for name, runs in m["runs"].items()
+        if any("cpu_seconds" in r for r in runs)
+    }
+    shred = least.get("shred")
+    parts = [f"{name} {cpu:.1f}" for name, cpu in least.items()]
+    ratios = [
+        f"{name} / shred {least[name] / shred:.2f}x"
+        for name in ("audit", "before")
+        if name in least and shred
+    ]
+    return "least CPU s: " + ", ".join(parts) + ("; " + ", ".join(ratios) if ratios else "")
 
 
 def _failed(error: str) -> str:
