@@ -356,8 +356,13 @@ def _query(
         for number, rule in enumerate(rules):
             step(f"rule {rule.id}", done=number, total=len(rules))
             # A store grown by segments: the kept findings of the traces they leave alone.
-            found_grown = grown.findings(con, rule, settings, run_rule=run_rule)
-            findings = run_rule(con, rule, settings) if found_grown is None else found_grown
+            found_grown = grown.findings(
+                con, rule, settings, run_rule=run_rule, parts=parts, text=json_text
+            )
+            if found_grown is not None:
+                found[rule.id] = found_grown
+                continue
+            findings = run_rule(con, rule, settings)
             if parts is None:
                 found[rule.id] = RuleFindings(rule, findings)
             else:

@@ -34,12 +34,14 @@ import os
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from auditor.database.statements import grown as grown_table
 from auditor.database.statements import run
 from auditor.errors import AuditError
 from auditor.figures.per_trace import PER_TRACE, READS, STANDS_FOR
+from auditor.findings.finding import FINDING_FIELDS, Finding
+from auditor.findings.rule_findings import RuleFindings
 from auditor.loading.segments import (
     CARRIED_FROM,
     PREFIX,
@@ -55,8 +57,9 @@ from auditor.loading.store_format import store_mismatch
 from auditor.model.derived import DERIVED, derive
 from auditor.model.prepare import prepare
 from auditor.model.prices import price_usage, read_prices
+from auditor.report.json_report import findings_text
 from auditor.stores.compact import TABLE_VERSION, is_single_file
-from auditor.stores.kept_parts import Parts
+from auditor.stores.kept_parts import Parts, columns_of, items_of
 from auditor.stores.saved import per_trace as saved_per_trace
 from auditor.stores.saved import restore as restore_saved
 
@@ -65,7 +68,6 @@ if TYPE_CHECKING:
 
     import duckdb
 
-    from auditor.findings.finding import Finding
     from auditor.loading.load import TraceSet
     from auditor.rules import Rule
     from auditor.settings import AuditSettings
@@ -292,30 +294,80 @@ def findings(
     settings: AuditSettings,
     *,
     run_rule: Callable[[duckdb.DuckDBPyConnection, Rule, AuditSettings], list[Finding]],
-) -> list[Finding] | None:
+    parts: Parts | None = None,
+    text: bool = True,
+) -> RuleFindings | None:
     """``rule``'s findings over the grown store ``con`` reads (after :func:`restore`): those
     kept for the store's other files, with these settings, of every untouched trace, and the
     rule run (by ``run_rule``, the audit's) over the touched traces alone; in the order the
-    rule's run gives them. None when they cannot be had so (the rule is not :func:`local`,
-    reads a table not derived for the touched traces, or nothing was kept for it): run it
-    over every trace then."""
+    rule's run gives them, kept in ``parts`` (the grown store's, with their JSON report text
+    if ``text``). None when they cannot be had so (the rule is not :func:`local`, reads a
+    table not derived for the touched traces, or nothing was kept for it): run it over
+    every trace then.
+
+    The kept findings are merged as kept (columns, and each one's report text) without
+    being made into objects or written as text again: a rule may have a hundred thousand."""
     state = _STATES.get(con)
     if state is None or not local(rule):
         return None
     if any(f"hs_{n}_all" in rule.sql and n not in state.derived for n in DERIVED):
         return None
-    parts = Parts.of(state.base, settings)
-    kept = None if parts is None else parts.findings(rule)
-    if kept is None:
+    kept_parts = Parts.of(state.base, settings)
+    if kept_parts is None:
         return None
+    kept = kept_parts.columns(rule) if parts is not None and text else None
+    if kept is None:
+        kept_findings = kept_parts.findings(rule)
+        if kept_findings is None:
+            return None
+        fresh = run_rule(state.cursor, rule, settings)
+        combined = [f for f in kept_findings.findings if f.trace_id not in state.ids]
+        combined += fresh
+        combined.sort(key=_order)  # as run_rule orders them
+        if parts is None:
+            return RuleFindings(rule, combined)
+        return parts.keep_findings(rule, combined, text=text)
     fresh = run_rule(state.cursor, rule, settings)
-    combined = [f for f in kept.findings if f.trace_id not in state.ids]
-    combined += fresh
-    # As run_rule orders them.
-    combined.sort(
-        key=lambda f: (f.trace_id or "", f.task_id or "", f.receiver or "", f.attempt or 0)
+    fresh_items = items_of(findings_text(fresh), len(fresh))
+    if fresh_items is None:  # text orjson cannot write: the report encodes them by json
+        objects = [*_objects(rule, kept[0], state.ids), *fresh]
+        objects.sort(key=_order)
+        return parts.keep_findings(rule, objects, text=text)  # type: ignore[union-attr]
+    columns, items = kept
+    rows = [i for i, trace in enumerate(columns[_TRACE]) if trace not in state.ids]
+    merged = [
+        [column[i] for i in rows] + more
+        for column, more in zip(columns, columns_of(fresh), strict=True)
+    ]
+    every = [items[i] for i in rows] + fresh_items
+    # As run_rule orders them; stable, so kept findings come first among equals as before.
+    trace, task, receiver, attempt = (merged[i] for i in (_TRACE, _TASK, _RECEIVER, _ATTEMPT))
+    order = sorted(
+        range(len(every)),
+        key=lambda i: (trace[i] or "", task[i] or "", receiver[i] or "", attempt[i] or 0),
     )
-    return combined
+    assert parts is not None
+    return parts.keep_columns(
+        rule, [[column[i] for i in order] for column in merged], [every[i] for i in order]
+    )
+
+
+def _objects(rule: Rule, columns: list[list[Any]], drop: frozenset[str]) -> list[Finding]:
+    """The findings of ``rule`` in ``columns`` (as a part keeps them), but those of the
+    traces ``drop``."""
+    rows = [i for i, trace in enumerate(columns[_TRACE]) if trace not in drop]
+    return [Finding(rule.id, rule.severity, *(column[i] for column in columns)) for i in rows]
+
+
+def _order(f: Finding) -> tuple[str, str, str, int]:
+    return (f.trace_id or "", f.task_id or "", f.receiver or "", f.attempt or 0)
+
+
+_FIELDS: Final = FINDING_FIELDS[2:]
+"""The fields a part keeps a column of, in order."""
+_TRACE, _TASK, _RECEIVER, _ATTEMPT = (
+    _FIELDS.index(n) for n in ("trace_id", "task_id", "receiver", "attempt")
+)
 
 
 def release(con: duckdb.DuckDBPyConnection) -> None:

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from auditor.rules import Rule
     from auditor.settings import AuditSettings
 
-__all__ = ["FIRST", "MOST", "Parts"]
+__all__ = ["FIRST", "MOST", "Parts", "columns_of", "items_of"]
 
 MOST: Final = 200
 """How many parts a store keeps (the newest; older ones are removed)."""
@@ -132,18 +132,77 @@ class Parts:
         body = _columns(findings)
         # A rule with no more findings than that keeps its columns twice, as they are.
         first = body if len(findings) <= FIRST else _columns(findings[:FIRST])
-        if body is not None and first is not None:
-            written = json_text or b""
-            head = {
-                "count": len(findings),
-                "columns": len(body),
-                "text": None if json_text is None else len(written),
-                "first": len(first),
-                "crc32": zlib.crc32(first, zlib.crc32(written, zlib.crc32(body))),
-            }
-            line = json.dumps(head).encode() + b"\n"
-            self._write_bytes(self._rule_key(rule), [line, body, written, first])
+        self._keep(rule, len(findings), body, json_text, first)
         return RuleFindings(rule, findings, json_text=json_text)
+
+    def columns(self, rule: Rule) -> tuple[list[list[Any]], list[bytes]] | None:
+        """``rule``'s findings as kept: their columns (one list per field of a
+        :class:`~auditor.Finding` after its rule and severity) and the JSON report's text
+        of each; None when none are kept with their text (or the part is damaged)."""
+        path, key = self._path(self._rule_key(rule))
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return None
+        found = _split(data, key)
+        if found is None:
+            return None
+        count, body, text, _ = found
+        items = items_of(text, count)
+        try:
+            columns = json.loads(bytes(body))
+        except ValueError:
+            return None
+        if items is None or not _shaped(columns, count):
+            return None
+        return columns, items
+
+    def keep_columns(
+        self, rule: Rule, columns: list[list[Any]], items: list[bytes]
+    ) -> RuleFindings:
+        """Keep the findings of ``rule`` given as :meth:`columns` gives them (their
+        columns, and each one's text); return them as a report takes them, made into
+        objects only when asked for."""
+        count = len(items)
+        json_text = b"[]" if not items else b"[\n    " + b",\n    ".join(items) + b"\n  ]"
+        body = _dumped(columns)
+        first = body if count <= FIRST else _dumped([c[:FIRST] for c in columns])
+        self._keep(rule, count, body, json_text, first)
+
+        def load() -> list[Finding]:
+            return list(map(Finding, repeat(rule.id), repeat(rule.severity), *columns))
+
+        def load_first() -> list[Finding]:
+            return load()[:FIRST]
+
+        held = min(count, FIRST)
+        return RuleFindings(
+            rule, count=count, load=load, json_text=json_text, first=(load_first, held)
+        )
+
+    def _keep(
+        self,
+        rule: Rule,
+        count: int,
+        body: bytes | None,
+        json_text: bytes | None,
+        first: bytes | None,
+    ) -> None:
+        """Write ``rule``'s part: ``count`` findings as the columns ``body``, their report
+        text and the columns ``first`` of the first :data:`FIRST` (nothing without
+        columns)."""
+        if body is None or first is None:
+            return
+        written = json_text or b""
+        head = {
+            "count": count,
+            "columns": len(body),
+            "text": None if json_text is None else len(written),
+            "first": len(first),
+            "crc32": zlib.crc32(first, zlib.crc32(written, zlib.crc32(body))),
+        }
+        line = json.dumps(head).encode() + b"\n"
+        self._write_bytes(self._rule_key(rule), [line, body, written, first])
 
     def figures(self) -> dict[str, list[dict[str, Any]]] | None:
         """The figures' rows as kept (:func:`auditor.figures.figure_rows`); None when not."""
@@ -210,12 +269,52 @@ class Parts:
             return  # a store in a folder that cannot be written to keeps nothing
 
 
+def columns_of(findings: list[Finding]) -> list[list[Any]]:
+    """``findings`` as columns: one list per field but the rule's id and severity (which
+    the rule gives back), as a part keeps them."""
+    names = FINDING_FIELDS[2:]
+    return [list(c) for c in zip(*map(attrgetter(*names), findings), strict=True)] or [
+        [] for _ in names
+    ]
+
+
+def items_of(text: bytes | memoryview | None, count: int) -> list[bytes] | None:
+    """The text of each finding in ``text`` (a list of ``count`` as
+    :func:`auditor.report.json_report.findings_text` writes it); None when it is not one."""
+    return None if text is None else _items(text, count)
+
+
+def _items(text: bytes | memoryview, count: int) -> list[bytes] | None:
+    if count == 0:
+        return [] if bytes(text) == b"[]" else None
+    decode = _list_decoder()
+    if decode is None:  # pragma: no cover - msgspec comes with the [cli] extra
+        return None
+    try:
+        values = decode(memoryview(text))
+    except ValueError:  # msgspec.DecodeError is a ValueError
+        return None
+    return [bytes(v) for v in values] if len(values) == count else None
+
+
+def _shaped(columns: Any, count: int) -> bool:
+    """Whether ``columns`` is a part's columns of ``count`` findings."""
+    return (
+        isinstance(columns, list)
+        and len(columns) == len(FINDING_FIELDS) - 2
+        and all(isinstance(column, list) and len(column) == count for column in columns)
+    )
+
+
 def _columns(findings: list[Finding]) -> bytes | None:
     """``findings`` as JSON columns (one list per field); None when JSON cannot carry them
     exactly (they are computed again next time)."""
-    # A finding's own fields but its rule's id and severity, which the rule gives back.
+    return _dumped(columns_of(findings))
+
+
+def _dumped(columns: list[list[Any]]) -> bytes | None:
+    """``columns`` (:func:`columns_of`) as JSON; None when JSON cannot carry them exactly."""
     names = FINDING_FIELDS[2:]
-    columns = list(zip(*map(attrgetter(*names), findings), strict=True)) or [()] * len(names)
     values = columns[names.index("value")]
     try:
         import orjson  # optional: the [cli] extra

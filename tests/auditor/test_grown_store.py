@@ -25,6 +25,7 @@ from auditor.loading import segments
 from auditor.loading.segments import _carries as carries_of
 from auditor.loading.segments import carried as carried_path
 from auditor.report import render
+from auditor.report.json_report import findings_text
 from auditor.rules import all_rules
 from auditor.stores import grown as grown_module
 from auditor.stores.grown import ACROSS_TRACES, findings, is_appended, local
@@ -176,7 +177,12 @@ def _grown_and_whole(
         return out
 
     with patch.object(grown_module, "findings", spy):
-        assert _report(audit(grown, store=True)) == _report(audit(whole))
+        result = audit(grown, store=True)
+        assert _report(result) == _report(audit(whole))
+    # The kept findings merged as kept: the report text, byte for byte, of the objects.
+    for piece in result.by_rule:
+        if piece.json_text is not None:
+            assert bytes(piece.json_text) == findings_text(piece.findings)
     # Each rule local to a trace ran over the touched traces alone, given findings kept.
     expected = {r.id for r in all_rules() if local(r)} if incremental and ahead else set()
     assert set(reused) == expected
