@@ -103,12 +103,7 @@ class Parts:
         """``rule``'s findings as kept, in the order it returned them; None when none are
         (or the part is damaged). They become objects only when asked for: a JSON report
         takes their text as kept, checked to be a list of as many JSON values."""
-        path, key = self._path(self._rule_key(rule))
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        found = _split(data, key)
+        path, found = self._part(rule)
         if found is None:
             return None
         count, columns, text, first = found
@@ -121,6 +116,18 @@ class Parts:
             return _findings(rule, first, held, path)
 
         return RuleFindings(rule, count=count, load=load, json_text=text, first=(load_first, held))
+
+    def _part(
+        self, rule: Rule
+    ) -> tuple[Path, tuple[int, memoryview, memoryview | None, memoryview] | None]:
+        """Where ``rule``'s part is, and what :func:`_split` makes of it (None when it
+        cannot be read, or is not whole)."""
+        path, key = self._path(self._rule_key(rule))
+        try:
+            data = path.read_bytes()
+        except OSError:
+            return path, None
+        return path, _split(data, key)
 
     def keep_findings(
         self, rule: Rule, findings: list[Finding], *, text: bool = True
@@ -139,12 +146,7 @@ class Parts:
         """``rule``'s findings as kept: their columns (one list per field of a
         :class:`~auditor.Finding` after its rule and severity) and the JSON report's text
         of each; None when none are kept with their text (or the part is damaged)."""
-        path, key = self._path(self._rule_key(rule))
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        found = _split(data, key)
+        found = self._part(rule)[1]
         if found is None:
             return None
         count, body, text, _ = found
