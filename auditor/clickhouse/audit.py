@@ -345,7 +345,7 @@ class ClickHouseConnection:
                 raise AuditError(
                     f"ClickHouse refused a query: {first_line(e)}", title="query failed"
                 ) from e
-        return _Result(columns, [tuple(_plain(v) for v in row) for row in rows])
+        return _Result(columns, _plain_rows(rows))
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> _Result:
         """The same as :meth:`sql` (rules call ``execute``)."""
@@ -357,6 +357,28 @@ def _plain(value: Any) -> Any:
     if isinstance(value, datetime) and value.tzinfo is not None:
         return value.astimezone(UTC).replace(tzinfo=None)
     return value
+
+
+def _plain_rows(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``rows`` with their zoned timestamps as DuckDB returns them (:func:`_plain`). A column
+    holds one type, so its first value that is not NULL tells whether it holds timestamps:
+    the other columns (most of a hundred thousand findings' values) are left as they are."""
+    if not rows:
+        return rows
+    zoned = [
+        i
+        for i in range(len(rows[0]))
+        if isinstance(next((r[i] for r in rows if r[i] is not None), None), datetime)
+    ]
+    if not zoned:
+        return rows
+    out = []
+    for row in rows:
+        values = list(row)
+        for i in zoned:
+            values[i] = _plain(values[i])
+        out.append(tuple(values))
+    return out
 
 
 def bindable(params: dict[str, Any]) -> dict[str, Any]:

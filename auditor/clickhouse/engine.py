@@ -129,7 +129,10 @@ class ChdbEngine:
 
         result = self._session.query(sql, "ArrowStream", params=params or {})
         table = pa.ipc.open_stream(result.bytes()).read_all()
-        return list(table.column_names), [tuple(r.values()) for r in table.to_pylist()]
+        # Column by column: half the time of a dict per row, over a hundred thousand findings.
+        return list(table.column_names), list(
+            zip(*(c.to_pylist() for c in table.columns), strict=True)
+        )
 
     def query_arrow(self, sql: str, params: dict[str, Any] | None = None) -> pyarrow.Table:
         """Run one SELECT; its result as an Arrow table (column types kept)."""
