@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -121,6 +122,19 @@ def _report(result: Any) -> dict[str, Any]:
     return report
 
 
+def _loaded(store: Path) -> tuple[Any, list[bool]]:
+    """The store loaded, and whether it read the touched traces' stored spans from the copies
+    its segments carry (once per load)."""
+    read_through: list[bool] = []
+
+    def carries_spy(*args: Any) -> bool:
+        read_through.append(carries_of(*args))
+        return read_through[-1]
+
+    with patch.object(segments, "_carries", carries_spy):
+        return load_traces(store), read_through
+
+
 def _grown_and_whole(
     tmp_path: Path,
     requests: list[dict[str, Any]],
@@ -156,14 +170,7 @@ def _grown_and_whole(
     if not carried:
         for path in carries:
             path.unlink()
-    read_through: list[bool] = []
-
-    def carries_spy(*args: Any) -> bool:
-        read_through.append(carries_of(*args))
-        return read_through[-1]
-
-    with patch.object(segments, "_carries", carries_spy):
-        grown = load_traces(store)
+    grown, read_through = _loaded(store)
     assert read_through == [carried]
     assert grown.con.execute("SELECT count(*) FROM hs_touched_ids").fetchone()[0] > 0
     whole = load_traces([old_file, *new_files])
@@ -258,6 +265,14 @@ def test_append_keeps_a_span_sent_again_once_and_adds_nothing_twice(
         " GROUP BY ALL HAVING count(*) > 1)"
     ).fetchone()
     assert copies == (0,)
+    touched = grown.con.execute("SELECT count(*) FROM hs_touched_spans").fetchall()
+    # A stored file changed since the append: its carried copy is not read, the store is.
+    stored = store / "spans_0.parquet"
+    os.utime(stored, ns=(stored.stat().st_atime_ns, stored.stat().st_mtime_ns + 10**9))
+    again, read_through = _loaded(store)
+    assert read_through == [False]
+    assert again.span_count == grown.span_count
+    assert again.con.execute("SELECT count(*) FROM hs_touched_spans").fetchall() == touched
 
 
 @pytest.mark.parametrize(
