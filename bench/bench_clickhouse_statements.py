@@ -52,7 +52,7 @@ def _label(sql: str) -> str:
     created = re.findall(r"CREATE TEMPORARY TABLE (\w+)", sql)
     if created:
         return created[0]
-    return "... " + " ".join(sql.split())[-90:].split(" SETTINGS ")[0]
+    return "... " + " ".join(sql.split()).rsplit(" SETTINGS ", 1)[0][-90:]
 
 
 def main(argv: list[str] | None = None) -> int:
