@@ -59,7 +59,8 @@ from auditor.model.prepare import prepare
 from auditor.model.prices import price_usage, read_prices
 from auditor.report.json_report import findings_text
 from auditor.stores.compact import TABLE_VERSION, is_single_file
-from auditor.stores.kept_parts import Parts, columns_of, items_of
+from auditor.stores.finding_columns import columns_of, items_of
+from auditor.stores.kept_parts import Parts
 from auditor.stores.saved import per_trace as saved_per_trace
 from auditor.stores.saved import restore as restore_saved
 

@@ -42,9 +42,7 @@ import tempfile
 import zlib
 from datetime import date, datetime
 from decimal import Decimal
-from functools import cache
 from itertools import repeat
-from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -53,16 +51,23 @@ from auditor.findings.finding import FINDING_FIELDS, Finding
 from auditor.findings.rule_findings import RuleFindings
 from auditor.report.json_report import findings_text
 from auditor.report.values import no_gc
+from auditor.stores.finding_columns import (
+    columns_of,
+    dumped,
+    items_of,
+    list_decoder,
+    shaped,
+)
 from auditor.stores.kept import prices_digest, store_key
 from auditor.stores.saved import location
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
     from auditor.rules import Rule
     from auditor.settings import AuditSettings
 
-__all__ = ["FIRST", "MOST", "Parts", "columns_of", "items_of"]
+__all__ = ["FIRST", "MOST", "Parts"]
 
 MOST: Final = 200
 """How many parts a store keeps (the newest; older ones are removed)."""
@@ -155,7 +160,7 @@ class Parts:
             columns = json.loads(bytes(body))
         except ValueError:
             return None
-        if items is None or not _shaped(columns, count):
+        if items is None or not shaped(columns, count):
             return None
         return columns, items
 
@@ -167,8 +172,8 @@ class Parts:
         objects only when asked for."""
         count = len(items)
         json_text = b"[]" if not items else b"[\n    " + b",\n    ".join(items) + b"\n  ]"
-        body = _dumped(columns)
-        first = body if count <= FIRST else _dumped([c[:FIRST] for c in columns])
+        body = dumped(columns)
+        first = body if count <= FIRST else dumped([c[:FIRST] for c in columns])
         self._keep(rule, count, body, json_text, first)
 
         def load() -> list[Finding]:
@@ -271,65 +276,10 @@ class Parts:
             return  # a store in a folder that cannot be written to keeps nothing
 
 
-def columns_of(findings: list[Finding]) -> list[list[Any]]:
-    """``findings`` as columns: one list per field but the rule's id and severity (which
-    the rule gives back), as a part keeps them."""
-    names = FINDING_FIELDS[2:]
-    return [list(c) for c in zip(*map(attrgetter(*names), findings), strict=True)] or [
-        [] for _ in names
-    ]
-
-
-def items_of(text: bytes | memoryview | None, count: int) -> list[bytes] | None:
-    """The text of each finding in ``text`` (a list of ``count`` as
-    :func:`auditor.report.json_report.findings_text` writes it); None when it is not one."""
-    return None if text is None else _items(text, count)
-
-
-def _items(text: bytes | memoryview, count: int) -> list[bytes] | None:
-    if count == 0:
-        return [] if bytes(text) == b"[]" else None
-    decode = _list_decoder()
-    if decode is None:  # pragma: no cover - msgspec comes with the [cli] extra
-        return None
-    try:
-        values = decode(memoryview(text))
-    except ValueError:  # msgspec.DecodeError is a ValueError
-        return None
-    return [bytes(v) for v in values] if len(values) == count else None
-
-
-def _shaped(columns: Any, count: int) -> bool:
-    """Whether ``columns`` is a part's columns of ``count`` findings."""
-    return (
-        isinstance(columns, list)
-        and len(columns) == len(FINDING_FIELDS) - 2
-        and all(isinstance(column, list) and len(column) == count for column in columns)
-    )
-
-
 def _columns(findings: list[Finding]) -> bytes | None:
     """``findings`` as JSON columns (one list per field); None when JSON cannot carry them
     exactly (they are computed again next time)."""
-    return _dumped(columns_of(findings))
-
-
-def _dumped(columns: list[list[Any]]) -> bytes | None:
-    """``columns`` (:func:`columns_of`) as JSON; None when JSON cannot carry them exactly."""
-    names = FINDING_FIELDS[2:]
-    values = columns[names.index("value")]
-    try:
-        import orjson  # optional: the [cli] extra
-
-        # orjson writes them several times faster, but NaN and infinities as null.
-        if all(type(v) is not float or v - v == 0 for v in values):
-            return orjson.dumps(columns)
-    except (ModuleNotFoundError, TypeError):  # orjson.JSONEncodeError is a TypeError
-        pass  # an integer beyond 64 bits, text that is not Unicode
-    try:
-        return json.dumps(columns, separators=(",", ":")).encode("utf-8")
-    except (TypeError, ValueError):
-        return None
+    return dumped(columns_of(findings))
 
 
 def _split(data: bytes, key: str) -> tuple[int, memoryview, memoryview | None, memoryview] | None:
@@ -381,7 +331,7 @@ def _findings_text(data: memoryview, count: int, ascii: bool) -> memoryview | No
         return data if data == b"[]" else None
     if data[:6] != b"[\n    " or data[-4:] != b"\n  ]":
         return None  # the items are spliced from between these
-    decode = _list_decoder()
+    decode = list_decoder()
     if decode is None:  # pragma: no cover - msgspec comes with the [cli] extra
         return None
     try:
@@ -392,16 +342,6 @@ def _findings_text(data: memoryview, count: int, ascii: bool) -> memoryview | No
     except (ValueError, UnicodeDecodeError):  # msgspec.DecodeError is a ValueError
         return None
     return data if len(values) == count else None
-
-
-@cache
-def _list_decoder() -> Callable[[memoryview], list[Any]] | None:
-    try:
-        import msgspec  # optional: the [cli] extra
-    except ModuleNotFoundError:  # pragma: no cover - msgspec comes with the [cli] extra
-        return None
-    decoder = msgspec.json.Decoder(list[msgspec.Raw])
-    return decoder.decode
 
 
 def _findings(rule: Rule, columns: memoryview, count: int, path: Path) -> list[Finding]:
