@@ -324,19 +324,19 @@ def _matches(value: str, patterns: tuple[str, ...]) -> str:
     return parts[0] if len(parts) == 1 else "concat(" + ", ".join(parts) + ")"
 
 
-def _value_sql(kv: str, large: LargeValues | None) -> str:
-    """SQL for the text of the OTLP KeyValue ``kv``'s value, a large value of a key read only
-    through patterns (:attr:`LargeValues.patterns`) reduced to their matches."""
-    text = _value_text(f"{kv}.value")
+def _kept_values(large: LargeValues | None) -> str:
+    """SQL for the span's attribute values (``attr_v``) as ``attributes`` keeps them: a large
+    value of a key read only through patterns (:attr:`LargeValues.patterns`) reduced to their
+    matches. Such keys have no column of their own, so only the map reads them; it is built
+    for the spans that carry a key without one, and only those pay for the test."""
     if large is None or not large.patterns:
-        return text
-    string = f"{kv}.value.stringValue"
+        return "attr_v"
     cases = " ".join(
-        f"WHEN {_quoted(key)} THEN {_matches(string, patterns)}" for key, patterns in large.patterns
+        f"WHEN {_quoted(key)} THEN {_matches('pv', patterns)}" for key, patterns in large.patterns
     )
     return (
-        f"CASE WHEN strlen({string}) > {int(large.chars)}"
-        f" THEN CASE {kv}.key {cases} ELSE {text} END ELSE {text} END"
+        f"list_transform(attr_v, lambda pv, pi: CASE WHEN strlen(pv) > {int(large.chars)}"
+        f" THEN CASE attr_k[pi] {cases} ELSE pv END ELSE pv END)"
     )
 
 
@@ -394,6 +394,8 @@ def flatten_sql(
     attribute (only the attributes without a column of their own go into ``attributes``).
     """
     structure = DOCUMENT_STRUCTURE if legacy else CURRENT_STRUCTURE
+    if large is not None and {key for key, _ in large.patterns} & set(LOOKED_UP):
+        raise ValueError("a key with a column of its own is kept whole, not as its matches")
     scopes = "rs.scopeSpans"
     if legacy:
         # The legacy scopes when scopeSpans is missing, empty or not a list (NULL here):
@@ -423,7 +425,7 @@ def flatten_sql(
     )
     rest = (
         f"map(coalesce(list_filter(attr_k, lambda rk, ri: {kept}), []),"
-        f" coalesce(list_filter(attr_v, lambda rv, ri: {kept}), []))"
+        f" coalesce(list_filter({_kept_values(large)}, lambda rv, ri: {kept}), []))"
     )
     # A span of the trace schema usually carries only keys with a column of their own, each
     # once: when as many typed keys were found as the span has attributes, none is left for
@@ -467,7 +469,7 @@ WITH documents AS (
 ), flat AS (
     SELECT *,
            list_transform(sp.attributes, lambda ka: {key}) AS attr_k,
-           list_transform(sp.attributes, lambda va: {_value_sql("va", large)}) AS attr_v,
+           list_transform(sp.attributes, lambda va: {_value_text("va.value")}) AS attr_v,
            {_int("sp.startTimeUnixNano")} AS start_ns, {_int("sp.endTimeUnixNano")} AS end_ns
     FROM spans_only
 ), located AS (
