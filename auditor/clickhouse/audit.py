@@ -24,6 +24,7 @@ from auditor.clickhouse.dialect import (
     DialectError,
     assemble,
     definitions,
+    projection,
     to_clickhouse,
 )
 from auditor.clickhouse.engine import (
@@ -253,20 +254,47 @@ class ClickHouseConnection:
         these definitions then read."""
         spans = spans or self._spans
         # Kept under positional names (arrays named `handoff.*` would be read as the parts
-        # of one Nested column), read back under their own; the names from an empty table
-        # of the query (a server sends no header for no rows).
+        # of one Nested column), read back under their own; the names as SQLGlot tells
+        # them, or else from an empty table of the query (a server sends no header for no
+        # rows).
         rows = f"{stage.table}_rows"
-        text = assemble(stage.query.copy(), spans, self._defs)
-        if not self._create(rows, text, empty=True):
-            return False
-        _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
-        columns = [str(r[0]) for r in described]
-        if not self._create(rows, assemble(numbered(stage, columns), spans, self._defs)):
-            return False
+        columns = self._guessed(stage, rows, spans)
+        if columns is None:
+            text = assemble(stage.query.copy(), spans, self._defs)
+            if not self._create(rows, text, empty=True):
+                return False
+            _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
+            columns = [str(r[0]) for r in described]
+            if not self._create(rows, assemble(numbered(stage, columns), spans, self._defs)):
+                return False
         self._defs = self._defs.with_tables(
             {rows: [f"c{i}" for i in range(len(columns))]}
         ).with_definition(stage.table, reader(rows, columns))
         return True
+
+    def _guessed(self, stage: Stage, rows: str, spans: str) -> list[str] | None:
+        """Keep ``stage`` in one statement under the column names SQLGlot tells for it: its
+        names, or None (nothing kept) when they cannot be told or are not exactly the
+        query's (a name it lacks makes the statement fail, a column it misses comes out
+        under its own name): the empty table and DESCRIBE then tell them, at the cost of
+        planning the query twice."""
+        names = projection(stage.query, self._defs)
+        if not names or "" in names or len(set(names)) != len(names):
+            return None
+        text = assemble(numbered(stage, names, rest=True), spans, self._defs)
+        try:
+            self.engine.command(f"DROP TEMPORARY TABLE IF EXISTS {rows}")
+            self.engine.command(
+                f"CREATE TEMPORARY TABLE {rows} ENGINE = {self._table_engine} "
+                f"AS {text}{_CREATE_SETTINGS}",
+                used(text, self.time_range.parameters()),
+            )
+            _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
+        except Exception:
+            return None
+        if [str(r[0]) for r in described] != [f"c{i}" for i in range(len(names))]:
+            return None
+        return names
 
     def _price(self) -> None:
         """Price the models the usage spans name, each (model, provider) resolved once, as

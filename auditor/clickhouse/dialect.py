@@ -49,6 +49,7 @@ __all__ = [
     "Definitions",
     "assemble",
     "definitions",
+    "projection",
     "to_clickhouse",
 ]
 
@@ -188,6 +189,12 @@ def assemble(tree: exp.Expr, spans: str, defs: Definitions) -> str:
         f"{name} AS (\n{body}\n)" for name, body in ctes
     )
     return f"{head}\n{_generate(tree, copy=False)}{SETTINGS}"
+
+
+def projection(query: exp.Expr, defs: Definitions) -> list[str] | None:
+    """The column names of the rewritten ``query`` as far as they can be told before
+    ClickHouse plans it (None when they cannot): a guess that the caller checks."""
+    return _projection(query, defs, frozenset())
 
 
 def _columns(

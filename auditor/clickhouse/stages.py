@@ -102,15 +102,17 @@ def split(tree: exp.Expr, prefix: str) -> tuple[list[Stage], exp.Expr]:
     return stages, tree
 
 
-def numbered(stage: Stage, columns: list[str]) -> exp.Expr:
+def numbered(stage: Stage, columns: list[str], *, rest: bool = False) -> exp.Expr:
     """The query of ``stage`` with its ``columns`` under positional names (``c0``, ``c1``
     ...): a table may not hold arrays named ``handoff.*``, which ClickHouse reads as the
-    parts of one Nested column."""
+    parts of one Nested column. With ``rest``, any other column of the query follows under
+    its own name (``* EXCEPT``), so that a table holding more than ``c0`` ... shows that
+    ``columns`` were not all of them."""
     query = stage.query.copy()
-    query.set(
-        "expressions",
-        [exp.alias_(exp.column(c, quoted=True), f"c{i}") for i, c in enumerate(columns)],
-    )
+    positional = [exp.alias_(exp.column(c, quoted=True), f"c{i}") for i, c in enumerate(columns)]
+    if rest:
+        positional.append(exp.Star(except_=[exp.column(c, quoted=True) for c in columns]))
+    query.set("expressions", positional)
     return query
 
 

@@ -6,7 +6,7 @@ import sqlglot
 from sqlglot import exp
 
 from auditor.clickhouse.dialect import definitions
-from auditor.clickhouse.stages import split, staged
+from auditor.clickhouse.stages import numbered, split, staged
 
 
 def _tables(tree: exp.Expr) -> list[str]:
@@ -57,3 +57,19 @@ def test_the_framework_handoffs_view_reads_its_stages() -> None:
     for stage in stages:
         inner = [c.alias_or_name for c in stage.query.args["with_"].expressions]
         assert len(inner) == len(set(inner))
+
+
+def test_a_stage_numbered_from_guessed_names_keeps_any_column_the_guess_missed() -> None:
+    """A stage kept under the names SQLGlot tells for it lists every other column of its
+    query under its own name, so a table holding more than c0, c1 ... shows the guess
+    incomplete (the audit then asks ClickHouse for the names)."""
+    tree = sqlglot.parse_one(
+        """WITH twice AS (SELECT a AS "handoff.id", b FROM spans)
+           SELECT * FROM twice AS x JOIN twice AS y USING ("handoff.id")""",
+        read="duckdb",
+    )
+    (stage,), _ = split(tree, "hs_q")
+    guessed = numbered(stage, ["handoff.id"], rest=True).sql("clickhouse")
+    assert 'SELECT "handoff.id" AS c0, * EXCEPT ("handoff.id") FROM twice' in guessed
+    told = numbered(stage, ["handoff.id", "b"]).sql("clickhouse")
+    assert 'SELECT "handoff.id" AS c0, "b" AS c1 FROM twice' in told and "EXCEPT" not in told
