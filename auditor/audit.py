@@ -335,7 +335,14 @@ def _run(
     except Exception as e:
         if not kept or not _failed_query(e):
             raise
-    # A saved file damaged inside (its footer was sound): derive the tables instead.
+        failed = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+    # A saved file damaged inside (its footer was sound): derive the tables instead, from the
+    # spans alone (a grown store's rows kept per trace are as damaged as any).
+    grown.forget(con)
+    trace_set.notes.append(
+        f"a table kept beside the store could not be read ({failed}); "
+        "the audit computed it from the spans"
+    )
     return query(kept=())
 
 

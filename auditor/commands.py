@@ -242,6 +242,10 @@ def audit(
         with progress("auditing"):
             # The table and Markdown show a few findings: their parts need no JSON text.
             result = run_audit(traces, settings, store=files is not None, json_text=fmt == "json")
+        if not quiet:
+            # A file kept beside a store that could not be read: the report is whole, slower.
+            for note in traces.notes:
+                click.echo(f"handoffscope: {note}", err=True)
         # The report reads none of it: DuckDB's memory is free before rendering takes more.
         traces.con.close()
     result.explained = explain

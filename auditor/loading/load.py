@@ -60,6 +60,9 @@ class TraceSet:
     """Spans dropped because the same (trace id, span id) had already been read."""
     skipped: list[str] = field(default_factory=list)
     """Files met while walking a directory that hold JSON but no OTLP data (e.g. manifests)."""
+    notes: list[str] = field(default_factory=list)
+    """What was read another way than planned, worth a line to the user: a file kept beside
+    a store that could not be read, its rows computed from the spans instead."""
 
     @property
     def span_count(self) -> int:
@@ -266,9 +269,11 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
         return None
     listed = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
     # A view's definition cannot take bound parameters; the paths are quoted literals.
-    if not merge(con, paths):  # segments appended to the store: their traces read whole
+    notes: list[str] = []
+    # Segments appended to the store: their traces read whole.
+    if not merge(con, paths, notes):
         run(con, f"CREATE VIEW spans AS SELECT * FROM read_parquet([{listed}])")
-    ts = TraceSet(con=con, files=paths)
+    ts = TraceSet(con=con, files=paths, notes=notes)
     if ts.span_count == 0:
         raise AuditError(_nothing_usable(paths, sources, ts), title="no trace data")
     return ts

@@ -104,7 +104,9 @@ def _carries(con: duckdb.DuckDBPyConnection, paths: Sequence[str], added: list[s
     return True
 
 
-def merge(con: duckdb.DuckDBPyConnection, paths: Sequence[str]) -> bool:
+def merge(
+    con: duckdb.DuckDBPyConnection, paths: Sequence[str], notes: list[str] | None = None
+) -> bool:
     """Create ``con``'s ``spans`` view over the store files ``paths`` with appended segments
     among them: the touched traces read whole into a table and their agents resolved again,
     every other stored span read where it lies. Returns False (creating nothing) when no
@@ -114,10 +116,13 @@ def merge(con: duckdb.DuckDBPyConnection, paths: Sequence[str]) -> bool:
     segment carried (:func:`carried`, stored before it, copied when it was appended), read
     without scanning the rest of the store: a trace's stored spans lie among every other
     trace's. When a segment's carried spans are missing, or were copied from other files,
-    the touched traces are read from every file instead."""
+    the touched traces are read from every file instead; so too when one cannot be read
+    (damaged inside, its footer sound), with a line saying so added to ``notes``."""
     added = sorted((p for p in paths if is_appended(p)), key=_number)
     if not added:
         return False
+    import duckdb  # lazy: `import auditor` stays without DuckDB
+
     run(
         con,
         f"CREATE TABLE {TOUCHED_IDS} AS SELECT trace_id, max(segment) AS segment FROM ("
@@ -128,6 +133,11 @@ def merge(con: duckdb.DuckDBPyConnection, paths: Sequence[str]) -> bool:
         + ") WHERE trace_id IS NOT NULL GROUP BY trace_id",
         {f"s{n}": path for n, path in enumerate(added)},
     )
+    every = (
+        f"SELECT s.* FROM read_parquet($all) AS s SEMI JOIN {TOUCHED_IDS} AS t"
+        " ON s.trace_id = t.trace_id"
+    )
+    # Named spans while its agents are resolved: attribute() reads and updates `spans`.
     if _carries(con, paths, added):
         # Each touched trace from the last segment touching it and what that one carried.
         reads = [
@@ -135,17 +145,26 @@ def merge(con: duckdb.DuckDBPyConnection, paths: Sequence[str]) -> bool:
             f" ON s.trace_id = t.trace_id AND t.segment = {n}"
             for n in range(len(added))
         ]
-        params: dict[str, object] = {
-            f"r{n}": [path, str(carried(path))] for n, path in enumerate(added)
-        }
+        try:
+            grown(
+                con,
+                "CREATE TABLE spans AS " + " UNION ALL ".join(reads),
+                {f"r{n}": [path, str(carried(path))] for n, path in enumerate(added)},
+            )
+        except duckdb.InterruptException:
+            raise  # Ctrl-C, not a damaged file: the command line reports it (exit 130)
+        except duckdb.Error as e:
+            # A copy damaged on disk costs a read of the store, never its spans.
+            run(con, "DROP TABLE IF EXISTS spans")
+            grown(con, "CREATE TABLE spans AS " + every, {"all": list(paths)})
+            if notes is not None:
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+                notes.append(
+                    f"the copies of stored spans beside the appended segments could not be"
+                    f" read ({first}); the touched traces were read from every stored file"
+                )
     else:
-        reads = [
-            "SELECT s.* FROM read_parquet($all) AS s"
-            f" SEMI JOIN {TOUCHED_IDS} AS t ON s.trace_id = t.trace_id"
-        ]
-        params = {"all": list(paths)}
-    # Named spans while its agents are resolved: attribute() reads and updates `spans`.
-    grown(con, "CREATE TABLE spans AS " + " UNION ALL ".join(reads), params)
+        grown(con, "CREATE TABLE spans AS " + every, {"all": list(paths)})
     attribute(con)
     run(con, f"ALTER TABLE spans RENAME TO {TOUCHED_SPANS}")
     # A span without a trace id belongs to no trace: it is read where it lies, as stored.

@@ -78,6 +78,7 @@ __all__ = [
     "PREFIX",
     "append",
     "findings",
+    "forget",
     "is_appended",
     "local",
     "per_trace",
@@ -93,6 +94,8 @@ _ROWS: Final = "hs_touched_"
 """How the tables of the touched traces' derived rows are named (then the derived name)."""
 _PER_TRACE: Final = "hs_touched_per_trace_"
 """How the tables of the touched traces' figure rows are named (then the relation's name)."""
+_COMPUTED: Final = "_computed"
+"""What a view the kept rows per trace stand for is renamed with meanwhile (after its name)."""
 
 
 def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | None, int]:
@@ -250,11 +253,33 @@ def restore(
         )
     for name, view in STANDS_FOR.items():
         if name in views:
-            # Read by the framework figures and the rules across traces: once per store.
-            run(con, f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {views[name]}")
+            # Read by the framework figures and the rules across traces: once per store. The
+            # view computing them is kept aside, for an audit that cannot read the kept rows.
+            run(con, f"DROP VIEW IF EXISTS {view}{_COMPUTED}")
+            run(con, f"ALTER VIEW {view} RENAME TO {view}{_COMPUTED}")
+            run(con, f"CREATE TEMP VIEW {view} AS SELECT * FROM {views[name]}")
     if views:
         _PER_TRACE_VIEWS[con] = views
     return wanted
+
+
+def forget(con: duckdb.DuckDBPyConnection) -> None:
+    """Undo what :func:`restore` pointed at the rows kept beside the grown store ``con``
+    reads, so that it reads its spans alone: for an audit that found a kept file damaged
+    inside (its footer sound) as it read it. The derived views are the caller's to point
+    (:func:`auditor.model.derived.for_rules` does)."""
+    release(con)
+    if _PER_TRACE_VIEWS.pop(con, None) is None:
+        return
+    for view in STANDS_FOR.values():
+        computed = run(
+            con,
+            "SELECT count(*) FROM duckdb_views() WHERE view_name = ? AND temporary",
+            [view + _COMPUTED],
+        )
+        if computed[0][0]:
+            run(con, f"DROP VIEW IF EXISTS {view}")
+            run(con, f"ALTER VIEW {view}{_COMPUTED} RENAME TO {view}")
 
 
 def per_trace(con: duckdb.DuckDBPyConnection) -> dict[str, str]:

@@ -113,7 +113,11 @@ def _write(path: Path, requests: list[dict[str, Any]]) -> Path:
 def _report(result: Any) -> dict[str, Any]:
     """The JSON report without what says how the data was read (files, load problems and
     the copies dropped while loading, which a store dropped when it was written)."""
-    report = json.loads(render(result, "json"))
+    return _compared(json.loads(render(result, "json")))
+
+
+def _compared(report: dict[str, Any]) -> dict[str, Any]:
+    """A JSON report as :func:`_report` gives it."""
     for key in ("files", "problems"):
         report.pop(key)
     for key in ("files", "problems", "duplicate_spans"):
