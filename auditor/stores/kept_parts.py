@@ -16,7 +16,8 @@ Each part is kept under a key of everything it depends on:
 * for a rule, its id and the values of the parameters its SQL binds, and nothing else.
 
 A part is read back (:meth:`Parts.findings`, :meth:`Parts.figures`) only under the same key,
-which the file itself repeats; a part that cannot be read is computed afresh. Only the newest
+which the file itself repeats, and only if its CRC-32 is sound; a part that cannot be read
+is computed afresh. Only the newest
 :data:`MOST` parts are kept. Parts are JSON, never code: a store may come from elsewhere.
 
 A rule's part holds its findings twice: as JSON columns (one list per field), made into
@@ -76,7 +77,7 @@ FIRST: Final = 32
 """How many of a rule's first findings its part also keeps alone (a table report shows 8,
 a Markdown one 20)."""
 
-_FORMAT: Final = 3
+_FORMAT: Final = 4
 _FOLDER: Final = "parts"
 _SUFFIX: Final = ".part"
 _TYPE: Final = "\0type"  # no column of a figure is called that
@@ -241,7 +242,12 @@ class Parts:
             with path.open("rb") as handle:
                 if handle.readline().decode("utf-8", "replace").rstrip("\n") != text:
                     return None
-                return json.loads(handle.read(), object_hook=_decoded)
+                crc = handle.readline()
+                body = handle.read()
+                # A digit changed on disk still reads as JSON: the CRC-32 tells.
+                if not crc.rstrip(b"\n").isdigit() or int(crc) != zlib.crc32(body):
+                    return None
+                return json.loads(body, object_hook=_decoded)
         except (OSError, ValueError):
             return None
 
@@ -251,7 +257,7 @@ class Parts:
             body = json.dumps(value, default=_encoded, separators=(",", ":")).encode()
         except (TypeError, ValueError):
             return  # a value JSON cannot carry exactly: computed again next time
-        self._write_bytes(key, [body])
+        self._write_bytes(key, [b"%d\n" % zlib.crc32(body), body])
 
     def _write_bytes(self, key: dict[str, Any], body: list[bytes]) -> None:
         """Keep the bytes ``body`` (written one after another) under ``key``."""

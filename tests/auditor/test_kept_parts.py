@@ -253,9 +253,9 @@ def test_a_table_audit_keeps_findings_without_json_text_and_json_reports_them_al
     args = ["audit", str(store), "--validation-timeout", "50ms", "--quiet"]
     assert main([*args, "--output", str(table)]) == 1
     # The rules the new timeout ran again kept their findings without the JSON text.
-    heads = [
-        json.loads(part.read_bytes().split(b"\n", 2)[1]) for part in _beside(store).glob("*.part")
-    ]
+    lines = [part.read_bytes().split(b"\n", 2)[1] for part in _beside(store).glob("*.part")]
+    # A rule's part has a head of fields; the figures' part, its CRC-32.
+    heads = [head for head in map(json.loads, lines) if isinstance(head, dict)]
     rerun = [h for h in heads if "rule" not in h and h.get("text", 0) is None]
     assert any(h["count"] > 0 for h in rerun)
     assert all(h["text"] is not None for h in heads if h not in rerun and "text" in h)
@@ -352,6 +352,20 @@ def test_a_damaged_or_tampered_part_is_not_read(damage: str, tmp_path: Path) -> 
     assert _parts(tmp_path).findings(rule) is not None
     _tamper(damage, path)
     assert _parts(tmp_path).findings(rule) is None
+
+
+def test_the_figures_kept_with_a_digit_changed_on_disk_are_not_read(tmp_path: Path) -> None:
+    rows = {"summary": [{"spans": 1285, "cost_usd": 0.25}]}
+    _parts(tmp_path).keep_figures(rows)
+    assert _parts(tmp_path).figures() == rows
+    (path,) = tmp_path.iterdir()
+    data = path.read_bytes()
+    at = data.rindex(b"1285")
+    # Still JSON, and another figure: only the digest tells.
+    path.write_bytes(data[:at] + b"7" + data[at + 1 :])
+    assert _parts(tmp_path).figures() is None
+    path.write_bytes(data[: len(data) // 2])
+    assert _parts(tmp_path).figures() is None
 
 
 @pytest.mark.parametrize("damage", ["a letter changed", "text breaking out of the list"])
