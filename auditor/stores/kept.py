@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import fields
 from functools import cache
@@ -56,7 +57,7 @@ __all__ = [
 MOST: Final = 8
 """How many reports a store keeps (the newest; older ones are removed)."""
 
-_FORMAT: Final = 1
+_FORMAT: Final = 2
 _FOLDER: Final = "reports"
 _SUFFIX: Final = ".report"
 _AUDITOR: Final = Path(__file__).resolve().parents[1]
@@ -124,20 +125,41 @@ def prices_digest(settings: AuditSettings) -> str | None:
 
 def open_report(where: Path) -> tuple[BinaryIO, int] | None:
     """The report kept at ``where``, open for reading, and the exit code it came with; None
-    when there is none (or it cannot be read). The report is copied out as it was written,
-    never decoded: a hundred thousand findings take tens of megabytes."""
+    when there is none (or it cannot be read, or is not whole: its length and CRC-32 are
+    checked first). The report is copied out as it was written, never decoded: a hundred
+    thousand findings take tens of megabytes."""
     try:
         handle = where.open("rb")
     except OSError:
         return None
     try:
         words = handle.readline(64).split()
+        start = handle.tell()
+        # Checked whole before a byte goes out: a report cut short or changed on disk would
+        # be written out as it is.
+        sound = (
+            len(words) == 4
+            and words[0] == b"exit"
+            and all(w.isdigit() for w in words[1:])
+            and _digest(handle) == (int(words[2]), int(words[3]))
+        )
+        if sound:
+            handle.seek(start)
     except OSError:
-        words = []
-    if len(words) != 2 or words[0] != b"exit" or not words[1].isdigit():
+        sound = False
+    if not sound:
         handle.close()
         return None
     return handle, int(words[1])
+
+
+def _digest(handle: BinaryIO) -> tuple[int, int]:
+    """The length and CRC-32 of what is left to read of ``handle``."""
+    length = crc = 0
+    while chunk := handle.read(1 << 20):
+        length += len(chunk)
+        crc = zlib.crc32(chunk, crc)
+    return length, crc
 
 
 def keep(where: Path, text: str | Sequence[bytes | memoryview], exit_code: int) -> bool:
@@ -151,9 +173,14 @@ def keep(where: Path, text: str | Sequence[bytes | memoryview], exit_code: int) 
         # Written whole, then renamed: a concurrent audit reads the old report or the new.
         handle, partial = tempfile.mkstemp(dir=folder, suffix=".partial")
         try:
+            chunks = [text.encode("utf-8")] if isinstance(text, str) else text
+            length = crc = 0
+            for chunk in chunks:
+                length += chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+                crc = zlib.crc32(chunk, crc)
             with os.fdopen(handle, "wb") as out:
-                out.write(f"exit {exit_code}\n".encode())
-                out.writelines([text.encode("utf-8")] if isinstance(text, str) else text)
+                out.write(f"exit {exit_code} {length} {crc}\n".encode())
+                out.writelines(chunks)
             os.replace(partial, where)
         except BaseException:
             Path(partial).unlink(missing_ok=True)
