@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditor import AuditResult, all_rules, audit, load_traces
-from auditor.report import FORMATS, render
+from auditor.report import FORMATS, render, render_chunks
 from auditor.report.json_report import report_dict
 from auditor.report.markdown import cell
 from auditor.report.values import count, money, ms, percent
@@ -67,6 +67,18 @@ def test_golden(name: str, fmt: str, results: dict[str, AuditResult]) -> None:
         golden.write_text(text, encoding="utf-8")
     assert golden.exists(), f"no golden file {golden}: run with HANDOFFSCOPE_REGEN_GOLDEN=1"
     assert text == golden.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", ["fault-mix", "cases", "upstream"])
+def test_json_chunks_are_the_golden_report(name: str, results: dict[str, AuditResult]) -> None:
+    # What `audit --format json` writes, chunk after chunk, is the text render returns.
+    if name not in results:
+        pytest.skip("sample_traces/ has no scenarios yet")
+    chunks = render_chunks(results[name], "json")
+    assert len(chunks) > 1  # spliced, not the plain json module's one text
+    written = b"".join(chunks)
+    assert written == (GOLDEN / f"{name}.json").read_bytes()
+    assert written.decode("utf-8") == render(results[name], "json")
 
 
 def test_json_report_follows_the_documented_schema(results: dict[str, AuditResult]) -> None:
