@@ -136,22 +136,26 @@ def child_shred_events(path: str) -> dict[str, Any]:
 
 def child_audit(path: str) -> dict[str, Any]:
     from auditor import audit, load_traces
-    from auditor.report import render
+    from auditor.report import render_chunks
 
     started = time.perf_counter()
     traces = load_traces(path)
     loaded = time.perf_counter()
     result = audit(traces)
     audited = time.perf_counter()
-    report = render(result, "json")  # the whole audit: the JSON report too
+    spans = traces.span_count
+    # The whole audit, the JSON report too, as `handoffscope audit --format json` writes it:
+    # DuckDB closed first, the report's UTF-8 in chunks, never joined into one text.
+    traces.con.close()
+    report = render_chunks(result, "json")
     done = time.perf_counter()
     return {
         "seconds": done - started,
         "load_seconds": loaded - started,
         "audit_seconds": audited - loaded,
         "report_seconds": done - audited,
-        "report_bytes": len(report.encode()),
-        "spans": traces.span_count,
+        "report_bytes": sum(len(chunk) for chunk in report),
+        "spans": spans,
         "findings": len(result.findings),
     }
 
