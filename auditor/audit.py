@@ -28,7 +28,7 @@ from auditor.settings import AuditSettings
 from auditor.stores import grown
 from auditor.stores.kept import keep, slot, store_files
 from auditor.stores.kept_parts import Parts
-from auditor.stores.saved import KEPT, restore
+from auditor.stores.saved import KEPT, note_unreadable, restore
 from collector.progress import step
 
 if TYPE_CHECKING:
@@ -316,8 +316,9 @@ def _run(
         price_usage(con, read_prices(settings.prices))
     # An audit reads each saved table once or twice: read them where they lie, each query
     # only the columns and row groups it needs, rather than read them all in first.
-    kept = restore(con, trace_set.files, wanted, lazy=True) or grown.restore(
-        con, trace_set.files, wanted, prices=settings.prices
+    notes = trace_set.notes
+    kept = restore(con, trace_set.files, wanted, lazy=True, notes=notes) or grown.restore(
+        con, trace_set.files, wanted, prices=settings.prices, notes=notes
     )
     query = partial(
         _query,
@@ -335,14 +336,11 @@ def _run(
     except Exception as e:
         if not kept or not _failed_query(e):
             raise
-        failed = str(e).strip().splitlines()[0][:300] if str(e).strip() else type(e).__name__
+        failed = e
     # A saved file damaged inside (its footer was sound): derive the tables instead, from the
     # spans alone (a grown store's rows kept per trace are as damaged as any).
     grown.forget(con)
-    trace_set.notes.append(
-        f"a table kept beside the store could not be read ({failed}); "
-        "the audit computed it from the spans"
-    )
+    note_unreadable(notes, failed)
     return query(kept=())
 
 

@@ -185,13 +185,15 @@ def restore(
     names: Sequence[str],
     *,
     prices: str | None = None,
+    notes: list[str] | None = None,
 ) -> tuple[str, ...]:
     """Point ``con``'s views of the derived tables ``names`` at the rows of the grown store
     ``files``: those saved beside it for every trace no appended segment touches, read
     where they lie, and those of the touched traces, derived from their spans alone (with
     the prices file ``prices``, as the audit prices them). Returns the names pointed so:
     none when no segment is appended, when ``con`` did not read the store through
-    :func:`merge`, or when the saved tables are not those of the other files.
+    :func:`merge`, or when the saved tables are not those of the other files. A kept file
+    that cannot be read adds a line saying so to ``notes``.
 
     ``con`` must be prepared as :func:`auditor.stores.saved.restore` needs it."""
     base = [f for f in files if not is_appended(f)]
@@ -205,7 +207,7 @@ def restore(
     )
     if loose[0][0]:
         return ()
-    wanted = restore_saved(con, base, names, lazy=True)
+    wanted = restore_saved(con, base, names, lazy=True, notes=notes)
     if not wanted:
         return ()
     cursor = con.cursor()
@@ -220,7 +222,7 @@ def restore(
             run(cursor, f"DROP TABLE IF EXISTS main.{_ROWS}{name}")
             run(cursor, f"ALTER TABLE main.hs_derived_{name} RENAME TO {_ROWS}{name}")
             run(cursor, f"CREATE OR REPLACE TEMP VIEW hs_{name}_all AS FROM main.{_ROWS}{name}")
-        kept_rows = saved_per_trace(con, base) if set(READS) <= set(wanted) else {}
+        kept_rows = saved_per_trace(con, base, notes) if set(READS) <= set(wanted) else {}
         for name in kept_rows:
             # The touched traces' figure rows, from their derived rows alone.
             grown_table(

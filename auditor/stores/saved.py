@@ -35,7 +35,16 @@ from auditor.stores.compact import TABLE_VERSION
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KEPT", "SAVED", "fingerprint", "location", "per_trace", "restore", "save"]
+__all__ = [
+    "KEPT",
+    "SAVED",
+    "fingerprint",
+    "location",
+    "note_unreadable",
+    "per_trace",
+    "restore",
+    "save",
+]
 
 KEPT: Final = DERIVED
 """The derived tables a store keeps: every one, with the phase spans as wide as the rules
@@ -132,6 +141,7 @@ def restore(
     names: Sequence[str] = SAVED,
     *,
     lazy: bool = False,
+    notes: list[str] | None = None,
 ) -> tuple[str, ...]:
     """Read the saved tables ``names`` of the store made of ``files`` into ``con``'s database
     and point its views at them (:func:`auditor.model.derived.attach`). Returns the names read:
@@ -143,7 +153,7 @@ def restore(
     reads each table once or twice (an audit); one that queries them again and again (the
     dashboard) is quicker with them read in. Only each file's footer is checked then, so a
     file damaged inside fails the query that reads it (:func:`auditor.audit.audit` derives
-    the tables then).
+    the tables then). A saved file that cannot be read adds a line saying so to ``notes``.
     ``con`` must be prepared."""
     found = _manifest(con, files)
     if found is None:
@@ -171,10 +181,11 @@ def restore(
                 )
     except duckdb.InterruptException:
         raise  # Ctrl-C, not a damaged file: the command line reports it (exit 130)
-    except duckdb.Error:
+    except duckdb.Error as e:
         # A damaged file beside the store must not cost the store: derive them instead.
         for name in wanted:
             con.execute(f"DROP TABLE IF EXISTS hs_derived_{name}").fetchall()
+        note_unreadable(notes, e)
         return ()
     if not lazy:
         return attach(con, names=wanted)
@@ -189,11 +200,14 @@ def restore(
     return wanted
 
 
-def per_trace(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> dict[str, str]:
+def per_trace(
+    con: duckdb.DuckDBPyConnection, files: Sequence[str], notes: list[str] | None = None
+) -> dict[str, str]:
     """The Parquet files of the figures' rows per trace
     (:data:`auditor.figures.per_trace.PER_TRACE`) saved beside the store made of ``files``,
     by name; empty unless every one was saved from these files, as :func:`restore` checks
-    the derived tables (and only their footers are read)."""
+    the derived tables (and only their footers are read; one that cannot be read adds a
+    line to ``notes``)."""
     found = _manifest(con, files)
     if found is None or found[1].get("per_trace") != list(PER_TRACE):
         return {}
@@ -206,9 +220,20 @@ def per_trace(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> dict[str,
             run(con, "SELECT count(*) FROM parquet_metadata($path)", {"path": path})
     except duckdb.InterruptException:
         raise
-    except duckdb.Error:
+    except duckdb.Error as e:
+        note_unreadable(notes, e)
         return {}
     return paths
+
+
+def note_unreadable(notes: list[str] | None, error: Exception) -> None:
+    """Add to ``notes`` that a file saved beside a store could not be read (``error``)."""
+    if notes is not None:
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        notes.append(
+            f"a table kept beside the store could not be read ({first}); "
+            "the audit computed it from the spans"
+        )
 
 
 def _manifest(

@@ -112,11 +112,15 @@ def test_kept_files_damaged_inside_are_computed_from_the_spans(
 def test_kept_files_cut_short_are_not_read(
     grown: Grown, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Cut short, a file's footer is gone: it is passed over before anything is read of it.
+    # Cut short, a file's footer is gone: it is passed over before anything is read of it,
+    # a saved table with a line saying so; the copy as if it had never been written.
     with _damaged(grown, "cut", f"{SAVED}/per_trace_waste.parquet", CARRIED):
         report, err = _audit(grown.store, tmp_path / "report.json", capsys)
     assert report == grown.whole
-    assert "could not be read" not in err
+    lines = [line for line in err.splitlines() if "could not be read" in line]
+    assert len(lines) == 1, err
+    assert "a table kept beside the store" in lines[0]
+    assert "per_trace_waste.parquet" in lines[0]
 
 
 def test_damaged_findings_and_what_a_killed_write_leaves_are_not_read(
