@@ -85,7 +85,7 @@ def _number(path: str) -> int:
 
 def _carries(con: duckdb.DuckDBPyConnection, paths: Sequence[str], added: list[str]) -> bool:
     """Whether every segment of ``added`` has its carried spans, copied from the very files
-    that precede it among ``paths``."""
+    that precede it among ``paths``, in the segment's own table layout."""
     import duckdb  # lazy: `import auditor` stays without DuckDB
 
     for segment in added:
@@ -94,12 +94,17 @@ def _carries(con: duckdb.DuckDBPyConnection, paths: Sequence[str], added: list[s
             expected = stamp(_before(paths, segment))
             found = run(
                 con,
-                "SELECT value FROM parquet_kv_metadata($p) WHERE key = $k",
-                {"p": str(carry), "k": CARRIED_FROM},
+                "SELECT file_name = $p, key, value FROM parquet_kv_metadata([$p, $s])"
+                " WHERE key IN ($k, 'handoffscope_table')",
+                {"p": str(carry), "s": segment, "k": CARRIED_FROM},
             )
         except (OSError, duckdb.Error):
             return False
-        if not found or bytes(found[0][0]).decode("utf-8", "replace") != expected:
+        values = {(c, bytes(k)): bytes(v) for c, k, v in found}
+        layout = b"handoffscope_table"
+        if values.get((True, CARRIED_FROM.encode())) != expected.encode("utf-8") or values.get(
+            (True, layout)
+        ) != values.get((False, layout)):
             return False
     return True
 

@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from auditor import audit, load_traces
 from auditor.cli import main
+from auditor.loading.segments import CARRIED_FROM
 from tests.auditor.test_grown_store import (
     FRAMEWORKS,
     _compared,
+    _loaded,
     _report,
     _requests,
     _split,
@@ -121,6 +124,31 @@ def test_kept_files_cut_short_are_not_read(
     assert len(lines) == 1, err
     assert "a table kept beside the store" in lines[0]
     assert "per_trace_waste.parquet" in lines[0]
+
+
+def test_a_copy_in_another_table_layout_is_not_read(grown: Grown, tmp_path: Path) -> None:
+    # Copied from the very files, but written by another version of the store's table.
+    carried = grown.store / CARRIED
+    original = carried.read_bytes()
+    con = duckdb.connect()
+    stamp = con.execute(
+        "SELECT value FROM parquet_kv_metadata($p) WHERE key = $k",
+        {"p": str(carried), "k": CARRIED_FROM},
+    ).fetchall()[0][0]
+    other = tmp_path / "other.parquet"
+    con.execute(
+        "COPY (FROM read_parquet($p)) TO $out (FORMAT parquet, KV_METADATA"
+        f" {{handoffscope_table: '0', {CARRIED_FROM}: $stamp}})",
+        {"p": str(carried), "out": str(other), "stamp": bytes(stamp).decode()},
+    )
+    con.close()
+    try:
+        shutil.copyfile(other, carried)
+        trace_set, read_through = _loaded(grown.store)
+        assert read_through == [False]
+        assert trace_set.span_count == load_traces([grown.old, grown.new]).span_count
+    finally:
+        carried.write_bytes(original)
 
 
 def test_damaged_findings_and_what_a_killed_write_leaves_are_not_read(
