@@ -365,13 +365,16 @@ def compact(
     if append:
         with progress("compacting"):
             step(f"appending the new of {traces.span_count:,} spans")
-            segment, count = append_segment(traces, out)
+            notes: list[str] = []
+            segment, count = append_segment(traces, out, notes)
         click.echo(
             f"handoffscope: appended {count:,} new spans to {out} as {segment}"
             if segment
             else f"handoffscope: {out} holds every span already; nothing appended",
             err=True,
         )
+        for note in notes:
+            click.echo(f"handoffscope: {note}", err=True)
         if not audit_ahead or segment is None:
             return 0
         traces.con.close()

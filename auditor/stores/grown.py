@@ -98,10 +98,13 @@ _COMPUTED: Final = "_computed"
 """What a view the kept rows per trace stand for is renamed with meanwhile (after its name)."""
 
 
-def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | None, int]:
+def append(
+    trace_set: TraceSet, store: str | os.PathLike[str], notes: list[str] | None = None
+) -> tuple[str | None, int]:
     """Write the spans of ``trace_set`` that the folder store ``store`` does not hold as a
     new segment of it; return the segment's path (None when every span was there already)
-    and how many spans it holds."""
+    and how many spans it holds. A copy of the touched traces' stored spans that could not
+    be written beside it (a full disk) adds a line saying so to ``notes``."""
     import duckdb  # lazy: `import auditor` stays without DuckDB
 
     folder = Path(store)
@@ -145,7 +148,7 @@ def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | No
     if count == 0:
         partial.unlink(missing_ok=True)
         return None, 0
-    carry = _carry(trace_set.con, existing, partial, carried(target))
+    carry = _carry(trace_set.con, existing, partial, carried(target), notes)
     os.replace(partial, target)
     if carry is not None:
         os.replace(carry, carried(target))
@@ -153,7 +156,11 @@ def append(trace_set: TraceSet, store: str | os.PathLike[str]) -> tuple[str | No
 
 
 def _carry(
-    con: duckdb.DuckDBPyConnection, stored: list[str], segment: Path, out: Path
+    con: duckdb.DuckDBPyConnection,
+    stored: list[str],
+    segment: Path,
+    out: Path,
+    notes: list[str] | None,
 ) -> Path | None:
     """Copy the spans ``stored`` holds of the traces ``segment`` touches into a hidden file
     to be renamed ``out``; return it (None when it could not be written: an audit then
@@ -173,8 +180,14 @@ def _carry(
             f" KV_METADATA {{handoffscope_table: '{TABLE_VERSION}', {CARRIED_FROM}: {source}}})",
             {"stored": stored, "segment": str(segment), "out": str(partial)},
         )
-    except (OSError, duckdb.Error):
+    except (OSError, duckdb.Error) as e:
         partial.unlink(missing_ok=True)
+        if notes is not None:
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            notes.append(
+                f"no copy of the touched traces' stored spans was written beside the segment"
+                f" ({first}); its audit reads them from every stored file"
+            )
         return None
     return partial
 

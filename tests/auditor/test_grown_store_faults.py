@@ -245,6 +245,8 @@ def test_a_full_disk_never_costs_the_appended_spans(
     assert code == 0, err
     assert (store / SEGMENT).is_file()
     assert not (store / CARRIED).exists()
+    (line,) = [line for line in err.splitlines() if "no copy" in line]
+    assert "No space left on device" in line
     # Audited on the full disk, where nothing can be kept beside it: the same report.
     report, _ = _audit(store, tmp_path / "full.json", capsys)
     assert report == grown.whole
