@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from auditor.database.statements import grown, run
+from auditor.errors import first_line, interrupted
 from auditor.model.attribution import attribute
 
 if TYPE_CHECKING:
@@ -98,7 +99,9 @@ def _carries(con: duckdb.DuckDBPyConnection, paths: Sequence[str], added: list[s
                 " WHERE key IN ($k, 'handoffscope_table')",
                 {"p": str(carry), "s": segment, "k": CARRIED_FROM},
             )
-        except (OSError, duckdb.Error):
+        except (OSError, duckdb.Error) as e:
+            if interrupted(e):
+                raise  # Ctrl-C: the command line reports it (exit 130)
             return False
         values = {(c, bytes(k)): bytes(v) for c, k, v in found}
         layout = b"handoffscope_table"
@@ -163,10 +166,9 @@ def merge(
             run(con, "DROP TABLE IF EXISTS spans")
             grown(con, "CREATE TABLE spans AS " + every, {"all": list(paths)})
             if notes is not None:
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
                 notes.append(
                     f"the copies of stored spans beside the appended segments could not be"
-                    f" read ({first}); the touched traces were read from every stored file"
+                    f" read ({first_line(e)}); the touched traces were read from every stored file"
                 )
     else:
         grown(con, "CREATE TABLE spans AS " + every, {"all": list(paths)})

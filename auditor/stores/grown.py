@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from auditor.database.statements import grown as grown_table
 from auditor.database.statements import run
-from auditor.errors import AuditError
+from auditor.errors import AuditError, first_line, interrupted
 from auditor.figures.per_trace import PER_TRACE, READS, STANDS_FOR
 from auditor.findings.finding import FINDING_FIELDS, Finding
 from auditor.findings.rule_findings import RuleFindings
@@ -182,11 +182,12 @@ def _carry(
         )
     except (OSError, duckdb.Error) as e:
         partial.unlink(missing_ok=True)
+        if interrupted(e):
+            raise  # Ctrl-C, not a full disk: the command line reports it (exit 130)
         if notes is not None:
-            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
             notes.append(
                 f"no copy of the touched traces' stored spans was written beside the segment"
-                f" ({first}); its audit reads them from every stored file"
+                f" ({first_line(e)}); its audit reads them from every stored file"
             )
         return None
     return partial

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.database.statements import grown, run, uncompressed
-from auditor.errors import AuditError
+from auditor.errors import AuditError, first_line
 from auditor.figures.per_trace import PER_TRACE
 from auditor.loading.sources import has_glob
 from auditor.model.derived import DERIVED, attach, derive, derived_names, forget, selects
@@ -229,9 +229,8 @@ def per_trace(
 def note_unreadable(notes: list[str] | None, error: Exception) -> None:
     """Add to ``notes`` that a file saved beside a store could not be read (``error``)."""
     if notes is not None:
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
         notes.append(
-            f"a table kept beside the store could not be read ({first}); "
+            f"a table kept beside the store could not be read ({first_line(error)}); "
             "the audit computed it from the spans"
         )
 
