@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from tests.auditor.test_grown_store import (
     _split,
     _write,
 )
+from tests.support.disks import mount_tmpfs, unmount
 
 ROOT = os.geteuid() == 0
 SAVED = ".spans_0.parquet.derived"
@@ -188,21 +188,17 @@ def test_damaged_findings_and_what_a_killed_write_leaves_are_not_read(
             path.unlink(missing_ok=True)
 
 
-def _mount(*args: str) -> bool:
-    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
-
-
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """A small tmpfs to fill."""
     where = tmp_path / "disk"
     where.mkdir()
-    if not _mount("-t", "tmpfs", "-o", "size=8m", "tmpfs", str(where)):
+    if not mount_tmpfs(where, "8m"):
         pytest.skip("mounting a tmpfs failed")
     try:
         yield where
     finally:
-        subprocess.run(["umount", "-l", str(where)], capture_output=True)
+        unmount(where)
 
 
 def _leave_free(folder: Path, free: int) -> None:

@@ -36,12 +36,9 @@ from collector import (
 )
 from collector.testing import SpanCapture
 from tests.support import http_serve
+from tests.support.disks import mount, mount_tmpfs, unmount
 
 ROOT = os.geteuid() == 0
-
-
-def _mount(*args: str) -> bool:
-    return subprocess.run(["mount", *args], capture_output=True).returncode == 0
 
 
 @pytest.fixture
@@ -49,13 +46,13 @@ def disk(tmp_path: Path) -> Iterator[Path]:
     """A 2 MiB tmpfs (root), else a plain folder: the tests then inject the failure."""
     where = tmp_path / "disk"
     where.mkdir()
-    mounted = ROOT and _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(where))
+    mounted = ROOT and mount_tmpfs(where, "2m")
     try:
         yield where
     finally:
         if mounted:
-            _mount("-o", "remount,rw", str(where))
-            subprocess.run(["umount", "-l", str(where)], capture_output=True)
+            mount("-o", "remount,rw", str(where))
+            unmount(where)
 
 
 def is_tmpfs(path: Path) -> bool:
@@ -102,7 +99,7 @@ def break_disk(folder: Path, store: SQLiteStore, mode: str) -> Path | None:
     if mode == "full":
         return fill(folder)
     store.close()  # a file system with files open for writing cannot turn read-only
-    assert _mount("-o", "remount,ro", str(folder))
+    assert mount("-o", "remount,ro", str(folder))
     return None
 
 
@@ -113,7 +110,7 @@ def repair(folder: Path, store: SQLiteStore, filler: Path | None, mode: str) -> 
         assert filler is not None
         filler.unlink()
     else:
-        assert _mount("-o", "remount,rw", str(folder))
+        assert mount("-o", "remount,rw", str(folder))
 
 
 def hand_off(recv: Receiver, sender: Sender | None = None):
