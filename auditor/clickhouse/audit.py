@@ -88,6 +88,7 @@ COMPRESS_PAST: Final = 1_000_000
 are held compressed."""
 # The errors that mean the user may not create temporary tables (readonly=1, a missing grant).
 _NOT_ALLOWED: Final = ("(READONLY)", "(ACCESS_DENIED)")
+_MEMORY_EXCEEDED: Final = "(MEMORY_LIMIT_EXCEEDED)"
 NO_TEMPORARY_TABLES: Final = (
     "the ClickHouse user may not create temporary tables (readonly=1, or no CREATE TEMPORARY"
     " TABLE grant). The audit computes its helper relations once per session as temporary"
@@ -290,7 +291,12 @@ class ClickHouseConnection:
                 used(text, self.time_range.parameters()),
             )
             _, described = self.engine.query(f"DESCRIBE TABLE {rows}")
-        except Exception:
+        except Exception as e:
+            if _MEMORY_EXCEEDED in str(e):
+                # Not a wrong guess: the same query would run out again the other way.
+                raise AuditError(
+                    f"ClickHouse could not compute {rows}: {first_line(e)}", title="query failed"
+                ) from e
             return None
         if [str(r[0]) for r in described] != [f"c{i}" for i in range(len(names))]:
             return None
