@@ -30,6 +30,7 @@ from auditor.figures.per_trace import PER_TRACE
 from auditor.loading.sources import has_glob
 from auditor.model.derived import DERIVED, attach, derive, derived_names, forget, selects
 from auditor.model.macros import views_sql
+from auditor.model.prices import PAIRS_SQL
 from auditor.stores.compact import TABLE_VERSION
 
 if TYPE_CHECKING:
@@ -121,6 +122,7 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
                 "per_trace": list(PER_TRACE),
                 "types": types,
                 "prices": _prices(con),
+                "price_pairs": _price_pairs(con),
             }
             (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
             # Replaced whole: a reader sees the old tables or the new ones, never a mix.
@@ -254,16 +256,55 @@ def _manifest(
         or manifest.get("version") != _version()
         or manifest.get("files") != stamp
         # Costs estimated from other prices (a --prices file) are not this audit's.
-        or manifest.get("prices") != _prices(con)
+        or not _same_prices(con, manifest)
     ):
         return None
     return target, manifest
+
+
+def _same_prices(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) -> bool:
+    """Whether ``con`` prices the saved tables' spans as they were priced when saved.
+
+    A store that grew by spans of a model it never held has a larger price table, but the
+    saved rows join only the rows of their own (model, provider): they still hold when each
+    pair they priced, or found no price for, has the same rows now."""
+    if manifest.get("prices") == _prices(con):
+        return True
+    saved = manifest.get("price_pairs")
+    if not isinstance(saved, dict):
+        return False
+    now = _by_pair(con)
+    return all(now.get(pair, _NO_ROWS) == digest for pair, digest in saved.items())
 
 
 def _prices(con: duckdb.DuckDBPyConnection) -> str:
     """A digest of the price table ``con`` estimates costs with (``hs_prices``)."""
     rows = con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall()
     return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
+
+
+_NO_ROWS: Final = hashlib.sha256(repr([]).encode()).hexdigest()[:16]
+"""The digest of a pair nothing prices."""
+
+
+def _by_pair(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """A digest of ``con``'s price rows of each (model, provider), keyed by :func:`_pair`."""
+    rows: dict[str, list[tuple[Any, ...]]] = {}
+    for row in con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall():
+        rows.setdefault(_pair(row[0], row[1]), []).append(row)
+    return {pair: hashlib.sha256(repr(r).encode()).hexdigest()[:16] for pair, r in rows.items()}
+
+
+def _price_pairs(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """The digest of the price rows of every (model, provider) ``con``'s spans are priced
+    by, those nothing prices included (:data:`_NO_ROWS`): what the saved rows depend on."""
+    now = _by_pair(con)
+    pairs = {_pair(m, p) for m, p in con.execute(PAIRS_SQL).fetchall() if m}
+    return {pair: now.get(pair, _NO_ROWS) for pair in sorted(pairs)}
+
+
+def _pair(model: str, provider: str | None) -> str:
+    return json.dumps([model, provider])
 
 
 def _columns(types: list[list[str]] | None) -> str:

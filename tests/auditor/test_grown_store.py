@@ -25,6 +25,8 @@ from auditor.figures.per_trace import PER_TRACE
 from auditor.loading import segments
 from auditor.loading.segments import _carries as carries_of
 from auditor.loading.segments import carried as carried_path
+from auditor.model.price_source import resolve_prices
+from auditor.model.prices import PAIRS_SQL
 from auditor.report import render
 from auditor.report.json_report import findings_text
 from auditor.rules import all_rules
@@ -148,13 +150,18 @@ def _grown_and_whole(
     ahead: bool = True,
     appends: int = 1,
     carried: bool = True,
-) -> None:
+    new_model: tuple[str, str] | None = None,
+) -> Any:
     """Compact the old part (with ``ahead``, auditing it, which keeps each rule's findings
     beside it), append the new part (in ``appends`` segments), and audit the store as the
     union is audited; without ``carried``, each segment's copy of the stored spans of the
-    traces it touches is removed first (the audit finds them among every stored span)."""
+    traces it touches is removed first (the audit finds them among every stored span).
+    With ``new_model`` (a model and its new name), the new part's traces that the old part
+    does not hold call the model by that name. Returns the grown store as loaded."""
     old, new = _split(requests, seed)
     assert old and new
+    if new_model is not None:
+        _rename_model(old, new, *new_model)
     old_file = _write(tmp_path / "in" / "a-old.jsonl", old)
     new_files = [
         _write(tmp_path / "in" / f"b-new-{n}.jsonl", new[n::appends]) for n in range(appends)
@@ -209,6 +216,30 @@ def _grown_and_whole(
     # A repeat audit (from the parts the first one kept) says the same.
     again = load_traces(store)
     assert _report(audit(again, store=True)) == _report(audit(load_traces([old_file, *new_files])))
+    return grown
+
+
+def _rename_model(
+    old: list[dict[str, Any]], new: list[dict[str, Any]], model: str, name: str
+) -> None:
+    """Rename ``model`` to ``name`` in the spans of ``new``'s traces that ``old`` has none of."""
+    stored = {s.get("traceId") for r in old for s in _spans(r)}
+    for request in new:
+        for span in _spans(request):
+            if span.get("traceId") in stored:
+                continue
+            for kv in span.get("attributes") or []:
+                if kv["value"].get("stringValue") == model:
+                    kv["value"] = {"stringValue": name}
+
+
+def _spans(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        span
+        for resource in request["resourceSpans"]
+        for scope in resource.get("scopeSpans") or []
+        for span in scope.get("spans") or []
+    ]
 
 
 @pytest.mark.parametrize(
@@ -226,6 +257,22 @@ def test_simulated_traces_split_at_random(
 @pytest.mark.parametrize(("seed", "ahead"), [(4, True), (5, False)])
 def test_framework_fixtures_split_at_random(tmp_path: Path, seed: int, ahead: bool) -> None:
     _grown_and_whole(tmp_path, _requests(FRAMEWORKS), seed, ahead=ahead)
+
+
+def test_a_model_new_to_the_store_leaves_the_audit_incremental(tmp_path: Path) -> None:
+    # The new spans bring a model the store never priced: the price table grows, but the
+    # saved rows of the untouched traces were priced from rows that did not change.
+    grown = _grown_and_whole(
+        tmp_path, _requests(FRAMEWORKS), 8, new_model=("gpt-4o", "gpt-4o-mini")
+    )
+    pairs = [(m, p) for m, p in grown.con.execute(PAIRS_SQL).fetchall() if m]
+    rows, _ = resolve_prices(pairs)
+    assert {"gpt-4o-mini", "gpt-4o"} <= {row.model for row in rows}
+    stored = grown.con.execute(
+        "SELECT count(*) FROM read_parquet($p) WHERE \"gen_ai.request.model\" = 'gpt-4o-mini'",
+        {"p": str(tmp_path / "store" / "spans_0.parquet")},
+    ).fetchone()
+    assert stored == (0,)
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.id)

@@ -253,3 +253,29 @@ def test_a_saved_table_damaged_inside_is_derived_instead(
     expected = audit(load_traces(store), settings)
     assert [f.to_dict() for f in found.findings] == [f.to_dict() for f in expected.findings]
     assert _tree(found.figures.to_dict()) == _tree(expected.figures.to_dict())
+
+
+def test_other_prices_for_a_model_the_store_holds_derive_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Tokens without a cost of their own, priced by genai-prices when compacted: a contract
+    # price for their model makes the saved rows another audit's, one for a model the store
+    # never calls leaves them as they were.
+    from auditor import audit
+    from auditor.model import derived
+    from auditor.settings import AuditSettings
+
+    traces = ROOT / "tests" / "fixtures" / "frameworks" / "openai-agents-openinference"
+    traces /= "traces.jsonl"
+    store = tmp_path / "store.parquet"
+    assert main(["compact", str(traces), "--out", str(store), "--no-audit", "-q"]) == 0
+    asked = _asked(monkeypatch, derived)
+    for model, derives in (("gpt-4o", True), ("claude-opus-4", False)):
+        prices = tmp_path / f"{model}.toml"
+        prices.write_text(f'[models]\n"{model}" = [7.0, 21.0]\n', encoding="utf-8")
+        settings = AuditSettings(prices=str(prices))
+        asked.clear()
+        found = audit(load_traces(store), settings)
+        assert asked == ([derived.DERIVED] if derives else [()])
+        expected = audit(load_traces(traces), settings)
+        assert _tree(found.figures.to_dict()) == _tree(expected.figures.to_dict())
