@@ -10,7 +10,8 @@ report depends on (:func:`slot`):
 * the store's files, as listed in the report, with their sizes, modification and change
   times;
 * the code: handoffscope's version and a digest of every file of the ``auditor`` and
-  ``collector`` packages (rules, views, figures, report formats), and DuckDB's version;
+  ``collector`` packages (rules, views, figures, report formats), DuckDB's version and
+  genai-prices' (whose snapshot prices tokens without a cost);
 * the settings: every threshold, rule choice, exemption and ``fail-on``, and the content of
   the prices file;
 * the format, and for the table its width, colour and the terminal's colour variables.
@@ -212,10 +213,11 @@ def _settings(settings: AuditSettings) -> dict[str, object]:
 
 @cache
 def code_digest() -> str:
-    """A digest of the code a report depends on: handoffscope's version, DuckDB's build
-    (:func:`_duckdb_build`) and every file of the ``auditor`` and ``collector`` packages."""
+    """A digest of the code a report depends on: handoffscope's version, the builds of DuckDB
+    and of genai-prices (:func:`builds`) and every file of the ``auditor`` and ``collector``
+    packages."""
     digest = hashlib.sha256()
-    for version in (collector.__version__, _duckdb_build()):
+    for version in (collector.__version__, *builds()):
         digest.update(version.encode() + b"\0")
     for root in (_AUDITOR, Path(collector.__file__ or "").parent):
         for path in sorted(root.rglob("*")):
@@ -226,17 +228,29 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
-def _duckdb_build() -> str:
-    """Which DuckDB audits: the version its installed distribution names, and the size of its
-    compiled module. Found without importing DuckDB (a repeated audit answered from its kept
-    report never needs it) or importlib.metadata (whose import alone costs a tenth of such an
-    audit)."""
-    spec = find_spec("_duckdb")
-    if spec is not None and spec.origin is not None:
-        module = Path(spec.origin)
-        found = list(module.parent.glob("duckdb-*.dist-info"))
-        if len(found) == 1:
-            return f"{found[0].name}:{module.stat().st_size}"
-    from importlib import metadata  # pragma: no cover - not how DuckDB installs
+def builds() -> tuple[str, str]:
+    """Which DuckDB audits and which genai-prices prices its tokens: a new release of the
+    price snapshot prices the same tokens anew, so a report kept before it is not its answer."""
+    return _build("_duckdb", "duckdb"), _build("genai_prices", "genai_prices")
 
-    return metadata.version("duckdb")  # pragma: no cover
+
+def _build(module: str, distribution: str) -> str:
+    """The installed distribution of ``module`` (its dist-info folder's name, version
+    included) and the size of the module's file. Found without importing it (a repeated audit
+    answered from its kept report needs neither DuckDB nor the prices) or importlib.metadata
+    (whose import alone costs a tenth of such an audit)."""
+    spec = find_spec(module)
+    if spec is None or spec.origin is None:
+        return f"{distribution}: not installed"
+    origin = Path(spec.origin)
+    # A compiled module lies in site-packages; a package's origin is its __init__.py.
+    folder = origin.parent.parent if spec.submodule_search_locations else origin.parent
+    found = list(folder.glob(f"{distribution}-*.dist-info"))
+    if len(found) == 1:
+        return f"{found[0].name}:{origin.stat().st_size}"
+    from importlib import metadata  # pragma: no cover - not how either installs
+
+    try:  # pragma: no cover
+        return f"{distribution}-{metadata.version(distribution)}"
+    except metadata.PackageNotFoundError:  # pragma: no cover
+        return f"{distribution}: not installed"

@@ -414,17 +414,19 @@ def test_an_audit_of_trace_files_keeps_no_parts(source: Path, tmp_path: Path) ->
     assert not list(source.rglob("parts"))
 
 
-def test_the_code_digest_names_the_installed_duckdb_without_importing_it() -> None:
+def test_the_code_digest_names_duckdb_and_the_prices_without_importing_them() -> None:
+    # A new genai-prices release prices the same tokens anew: a kept report is not its answer.
     import subprocess
     import sys
     from importlib import metadata
 
     code = (
         "import sys; from auditor.stores import kept; kept.code_digest();"
-        " print(kept._duckdb_build()); print(sorted({'duckdb', 'importlib.metadata'}"
-        " & set(sys.modules)))"
+        " print(*kept.builds(), sep=chr(10));"
+        " print(sorted({'duckdb', 'genai_prices', 'importlib.metadata'} & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    build, loaded = done.stdout.splitlines()
-    assert build.startswith(f"duckdb-{metadata.version('duckdb')}.dist-info:")
-    assert loaded == "[]"  # a repeated audit answers from its kept report without either
+    duckdb_build, prices_build, loaded = done.stdout.splitlines()
+    assert duckdb_build.startswith(f"duckdb-{metadata.version('duckdb')}.dist-info:")
+    assert prices_build.startswith(f"genai_prices-{metadata.version('genai-prices')}.dist-info:")
+    assert loaded == "[]"  # a repeated audit answers from its kept report without any
