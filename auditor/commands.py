@@ -25,8 +25,8 @@ from auditor.report import FORMATS, render, render_chunks
 from auditor.rules import all_rules, select_rules
 from auditor.settings import FAIL_ON, find_pyproject, resolve
 from auditor.stores import kept
+from auditor.stores.appended import append as append_segment
 from auditor.stores.compact import check_target, is_single_file, write_parquet
-from auditor.stores.grown import append as append_segment
 from auditor.stores.saved import save
 from collector.errors import HandoffscopeError
 from collector.progress import progress, step

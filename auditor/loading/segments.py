@@ -46,7 +46,7 @@ CARRIED_FROM: Final = "handoffscope_carried_from"
 
 
 def is_appended(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a segment :func:`auditor.stores.grown.append` added to a store."""
+    """Whether ``path`` is a segment :func:`auditor.stores.appended.append` added to a store."""
     return SEGMENT.fullmatch(Path(path).name) is not None
 
 
@@ -57,7 +57,7 @@ def _literal(paths: Sequence[str]) -> str:
 
 def carried(segment: str | os.PathLike[str]) -> Path:
     """Where the stored spans of the traces ``segment`` touches are copied when it is
-    appended (:func:`auditor.stores.grown.append`): a hidden file beside it, which neither
+    appended (:func:`auditor.stores.appended.append`): a hidden file beside it, which neither
     a directory walk nor the store's own files (``spans_*.parquet``) take in."""
     path = Path(segment)
     return path.with_name(f".{path.stem}.carried.parquet")

@@ -1,14 +1,10 @@
 """A compacted store that grew: segments of new spans appended after it was compacted.
 
 ``handoffscope compact NEW --out STORE --append`` adds the spans of ``NEW`` that ``STORE``
-does not hold yet (same trace id and span id: a span sent again is kept once, the copy
-already stored winning, as the first copy read wins when loading) as one more Parquet file,
-an *appended segment* (``spans_added_NNNNNN.parquet``), and leaves every other file of the
-store as it was (:func:`append`). Beside the segment it copies the spans the store held of
-the traces the segment touches (:func:`auditor.loading.segments.carried`, a hidden file):
-a trace's stored spans lie among every other trace's, so an audit finding them again
-would read every stored span. The derived tables ``compact`` saved beside the store
-(:mod:`auditor.stores.saved`) describe its files without those segments.
+does not hold yet as one more Parquet file, an *appended segment*, with a copy of the spans
+the store held of the traces it touches (:mod:`auditor.stores.appended`). The derived tables
+``compact`` saved beside the store (:mod:`auditor.stores.saved`) describe its files without
+those segments.
 
 Reading such a store (:func:`auditor.loading.segments.merge`) reads and shreds nothing but
 the appended segments and the traces they touch. Each derived row, and each span's agent,
@@ -30,35 +26,26 @@ of the untouched traces as saved and the touched traces' computed afresh (:func:
 
 from __future__ import annotations
 
-import os
 import weakref
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from auditor.database.statements import grown as grown_table
 from auditor.database.statements import run
-from auditor.errors import AuditError, first_line, interrupted
 from auditor.figures.per_trace import PER_TRACE, READS, STANDS_FOR
 from auditor.findings.finding import FINDING_FIELDS, Finding
 from auditor.findings.rule_findings import RuleFindings
 from auditor.loading.segments import (
-    CARRIED_FROM,
     PREFIX,
-    SEGMENT,
     TOUCHED_IDS,
     TOUCHED_SPANS,
-    carried,
     is_appended,
     merged,
-    stamp,
 )
-from auditor.loading.store_format import store_mismatch
 from auditor.model.derived import DERIVED, derive
 from auditor.model.prepare import prepare
 from auditor.model.prices import price_usage, read_prices
 from auditor.report.json_report import findings_text
-from auditor.stores.compact import TABLE_VERSION, is_single_file
 from auditor.stores.finding_columns import columns_of, items_of
 from auditor.stores.kept_parts import Parts
 from auditor.stores.saved import per_trace as saved_per_trace
@@ -69,14 +56,12 @@ if TYPE_CHECKING:
 
     import duckdb
 
-    from auditor.loading.load import TraceSet
     from auditor.rules import Rule
     from auditor.settings import AuditSettings
 
 __all__ = [
     "ACROSS_TRACES",
     "PREFIX",
-    "append",
     "findings",
     "forget",
     "is_appended",
@@ -96,101 +81,6 @@ _PER_TRACE: Final = "hs_touched_per_trace_"
 """How the tables of the touched traces' figure rows are named (then the relation's name)."""
 _COMPUTED: Final = "_computed"
 """What a view the kept rows per trace stand for is renamed with meanwhile (after its name)."""
-
-
-def append(
-    trace_set: TraceSet, store: str | os.PathLike[str], notes: list[str] | None = None
-) -> tuple[str | None, int]:
-    """Write the spans of ``trace_set`` that the folder store ``store`` does not hold as a
-    new segment of it; return the segment's path (None when every span was there already)
-    and how many spans it holds. A copy of the touched traces' stored spans that could not
-    be written beside it (a full disk) adds a line saying so to ``notes``."""
-    import duckdb  # lazy: `import auditor` stays without DuckDB
-
-    folder = Path(store)
-    if is_single_file(folder) or not folder.is_dir():
-        raise AuditError(
-            f"{store}: --append adds to a folder store (compact TRACES --out FOLDER); "
-            "a single .parquet file cannot grow, so compact everything into a folder",
-            title="not a folder store",
-        )
-    existing = sorted(str(p) for p in folder.glob("spans_*.parquet"))
-    if not existing:
-        raise AuditError(
-            f"{store}: holds no store files (spans_*.parquet) to append to; "
-            "compact into it without --append first",
-            title="not a folder store",
-        )
-    problem = store_mismatch(trace_set.con, existing)
-    if problem is not None:
-        raise AuditError(f"{store}: {problem}", title="not a store")
-    numbers = [int(m.group(1)) for p in existing if (m := SEGMENT.fullmatch(Path(p).name))]
-    target = folder / f"{PREFIX}{max(numbers, default=0) + 1:06d}.parquet"
-    # Hidden while written (a directory walk and the store's glob skip it), then renamed.
-    partial = folder / f".{target.name}.partial"
-    try:
-        run(
-            trace_set.con,
-            "COPY (SELECT s.* FROM spans AS s ANTI JOIN"
-            " (SELECT trace_id, span_id FROM read_parquet($stored)) AS k"
-            " ON s.trace_id = k.trace_id AND s.span_id = k.span_id"
-            " ORDER BY s.trace_id, s.start_unix_nano) TO $out"
-            " (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880,"
-            f" KV_METADATA {{handoffscope_table: '{TABLE_VERSION}'}})",
-            {"stored": existing, "out": str(partial)},
-        )
-        count = int(
-            run(trace_set.con, "SELECT count(*) FROM read_parquet($p)", {"p": str(partial)})[0][0]
-        )
-    except duckdb.Error as e:
-        partial.unlink(missing_ok=True)
-        raise AuditError(f"{store}: could not append ({e})", title="write failed") from e
-    if count == 0:
-        partial.unlink(missing_ok=True)
-        return None, 0
-    carry = _carry(trace_set.con, existing, partial, carried(target), notes)
-    os.replace(partial, target)
-    if carry is not None:
-        os.replace(carry, carried(target))
-    return str(target), count
-
-
-def _carry(
-    con: duckdb.DuckDBPyConnection,
-    stored: list[str],
-    segment: Path,
-    out: Path,
-    notes: list[str] | None,
-) -> Path | None:
-    """Copy the spans ``stored`` holds of the traces ``segment`` touches into a hidden file
-    to be renamed ``out``; return it (None when it could not be written: an audit then
-    finds those spans among every stored span, as it can). The file's metadata names the
-    files they were copied from, so that a store changed since is not read through it."""
-    import duckdb  # lazy: `import auditor` stays without DuckDB
-
-    partial = out.with_name(out.name + ".partial")
-    source = "'" + stamp(stored).replace("'", "''") + "'"
-    try:
-        run(
-            con,
-            "COPY (SELECT s.* FROM read_parquet($stored) AS s SEMI JOIN"
-            " (SELECT DISTINCT trace_id FROM read_parquet($segment)) AS t"
-            " ON s.trace_id = t.trace_id ORDER BY s.trace_id, s.start_unix_nano) TO $out"
-            " (FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE 122880,"
-            f" KV_METADATA {{handoffscope_table: '{TABLE_VERSION}', {CARRIED_FROM}: {source}}})",
-            {"stored": stored, "segment": str(segment), "out": str(partial)},
-        )
-    except (OSError, duckdb.Error) as e:
-        partial.unlink(missing_ok=True)
-        if interrupted(e):
-            raise  # Ctrl-C, not a full disk: the command line reports it (exit 130)
-        if notes is not None:
-            notes.append(
-                f"no copy of the touched traces' stored spans was written beside the segment"
-                f" ({first_line(e)}); its audit reads them from every stored file"
-            )
-        return None
-    return partial
 
 
 def restore(
