@@ -309,18 +309,29 @@ class LargeValues:
     """Keys read only through regular expressions, each with its patterns: a large value of
     such a key is kept as the first match of each pattern, in order, each followed by a
     double quote (:func:`_matches`); the patterns' captures must end before one."""
+    words: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Patterns (of :attr:`patterns`) each with words one of which every match of it holds:
+    a value holding none of them is not searched with the pattern."""
 
 
-def _matches(value: str, patterns: tuple[str, ...]) -> str:
+def _matches(
+    value: str, patterns: tuple[str, ...], words: tuple[tuple[str, tuple[str, ...]], ...] = ()
+) -> str:
     """SQL: the first match of each of ``patterns`` in ``value``, each followed by ``"``.
 
     Each pattern read back from this text finds what it finds in ``value``: its first match
     comes first (or is absent), and the quote after a match ends a capture there, as the
-    character after it in ``value`` did."""
-    parts = [
-        f"coalesce(nullif(regexp_extract({value}, {_quoted(p)}, 0), '') || '\"', '')"
-        for p in patterns
-    ]
+    character after it in ``value`` did. A pattern given ``words`` (one of which every match
+    holds) only searches a value holding one: looking for a word costs a fraction of the
+    pattern's search of a large value, and most values hold none."""
+    needed = dict(words)
+    parts = []
+    for p in patterns:
+        part = f"coalesce(nullif(regexp_extract({value}, {_quoted(p)}, 0), '') || '\"', '')"
+        if needed.get(p):
+            held = " OR ".join(f"contains({value}, {_quoted(w)})" for w in needed[p])
+            part = f"CASE WHEN {held} THEN {part} ELSE '' END"
+        parts.append(part)
     return parts[0] if len(parts) == 1 else "concat(" + ", ".join(parts) + ")"
 
 
@@ -332,7 +343,8 @@ def _kept_values(large: LargeValues | None) -> str:
     if large is None or not large.patterns:
         return "attr_v"
     cases = " ".join(
-        f"WHEN {_quoted(key)} THEN {_matches('pv', patterns)}" for key, patterns in large.patterns
+        f"WHEN {_quoted(key)} THEN {_matches('pv', patterns, large.words)}"
+        for key, patterns in large.patterns
     )
     return (
         f"list_transform(attr_v, lambda pv, pi: CASE WHEN strlen(pv) > {int(large.chars)}"

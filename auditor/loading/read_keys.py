@@ -30,7 +30,14 @@ from auditor.model import conventions, usage_keys
 from auditor.model.attribution import PATTERN_READS
 from collector import schema
 
-__all__ = ["LARGE_VALUE_CHARS", "LEFT_OUT", "READ_KEYS", "READ_PREFIXES", "read_names"]
+__all__ = [
+    "LARGE_VALUE_CHARS",
+    "LEFT_OUT",
+    "READ_KEYS",
+    "READ_PREFIXES",
+    "read_names",
+    "required_words",
+]
 
 LARGE_VALUE_CHARS: Final = 1024
 """A string attribute longer than this (in bytes) is left out unless something reads its key:
@@ -70,13 +77,62 @@ def read_names(*modules: ModuleType) -> frozenset[str]:
     )
 
 
+_WORDS: Final = re.compile(r"\(\?:(\w+(?:\|\w+)*)\)")
+"""A group of plain words as alternatives: ``(?:coworker|member_id)``."""
+
+
+def required_words(pattern: str) -> tuple[str, ...]:
+    """Words one of which every match of ``pattern`` holds: the alternatives of its first
+    group of plain words (``(?:coworker|member_id)``) when every match passes through that
+    group: the group is inside no other, is not optional nor repeated from zero, and the
+    pattern has no alternative at its top and no flags. None (``()``) otherwise: the
+    pattern is then searched in every value."""
+    if re.search(r"\(\?[^:]", pattern):
+        return ()  # flags (case-insensitive?), lookarounds, named groups: not plain
+    depth, found, position, in_class = 0, (), 0, False
+    while position < len(pattern):
+        char = pattern[position]
+        if char == "\\":
+            position += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            if pattern[position + 1 : position + 2] == "]":
+                position += 1  # a class that starts with ]
+        elif char == "|" and depth == 0:
+            return ()
+        elif char == "(":
+            words = _WORDS.match(pattern, position)
+            if depth == 0 and not found and words is not None:
+                if pattern[words.end() : words.end() + 1] not in ("?", "*", "{"):
+                    found = tuple(words.group(1).split("|"))
+                position = words.end()
+                continue
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        position += 1
+    return found
+
+
 _NAMES: Final = read_names(conventions, usage_keys, schema) | frozenset(LOOKED_UP)
 READ_KEYS: Final = tuple(sorted(n for n in _NAMES if not n.endswith(".")))
 """Attribute keys kept in ``spans.attributes`` whatever the size of their value."""
 READ_PREFIXES: Final = tuple(sorted(n for n in _NAMES if n.endswith(".")))
 """Prefixes of keys kept whatever the size of their value (a name ending in ``.``)."""
-LEFT_OUT: Final = LargeValues(LARGE_VALUE_CHARS, READ_KEYS, READ_PREFIXES, PATTERN_READS)
+LEFT_OUT: Final = LargeValues(
+    LARGE_VALUE_CHARS,
+    READ_KEYS,
+    READ_PREFIXES,
+    PATTERN_READS,
+    tuple(
+        (pattern, required_words(pattern))
+        for pattern in dict.fromkeys(p for _, patterns in PATTERN_READS for p in patterns)
+    ),
+)
 """What the load leaves out of ``spans.attributes``, for :func:`flatten_sql`'s ``large``: a
 large value of a key the model reads only through patterns (a span's input and output text,
 a tool call's arguments: :data:`auditor.model.attribution.PATTERN_READS`) keeps only what
-they match."""
+they match, and is searched only by the patterns whose words it holds."""

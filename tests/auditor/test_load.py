@@ -841,7 +841,7 @@ def test_what_is_kept_of_a_large_value_reads_as_the_whole_value() -> None:
     import duckdb
 
     from auditor.database.span_table import _matches
-    from auditor.loading.read_keys import LARGE_VALUE_CHARS
+    from auditor.loading.read_keys import LARGE_VALUE_CHARS, LEFT_OUT
     from auditor.model.attribution import PATTERN_READS
 
     pad = "p" * LARGE_VALUE_CHARS
@@ -849,13 +849,44 @@ def test_what_is_kept_of_a_large_value_reads_as_the_whole_value() -> None:
     con = duckdb.connect()
     con.execute("CREATE TABLE v AS SELECT unnest($1::VARCHAR[]) AS v", [values])
     matched = 0
+    # Every pattern that reads these keys is searched only in values holding its words.
+    assert {p for _, ps in PATTERN_READS for p in ps} == {p for p, w in LEFT_OUT.words if w}
     for key, patterns in PATTERN_READS:
         for pattern in patterns:
-            rows = con.execute(
-                f"SELECT regexp_extract(v, $1, 1), regexp_extract({_matches('v', patterns)}, $1, 1)"
-                " FROM v",
-                [pattern],
-            ).fetchall()
-            assert [kept for _, kept in rows] == [whole for whole, _ in rows], key
+            for words in ((), LEFT_OUT.words):
+                kept = _matches("v", patterns, words)
+                rows = con.execute(
+                    f"SELECT regexp_extract(v, $1, 1), regexp_extract({kept}, $1, 1) FROM v",
+                    [pattern],
+                ).fetchall()
+                assert [kept for _, kept in rows] == [whole for whole, _ in rows], key
             matched += sum(whole != "" for whole, _ in rows)
     assert matched > 40  # the texts do hold what the patterns read
+
+
+@pytest.mark.parametrize(
+    ("pattern", "words"),
+    [
+        (r'\\?"(?:coworker|member_id)\\?"\s*:', ("coworker", "member_id")),
+        (r"\b(?:current_agent_name)\s*=", ("current_agent_name",)),
+        (r"[(|](?:ab|cd)+z", ("ab", "cd")),  # a class or an escape holds no alternative
+        (r"\((?:ab)\)|x", ()),  # an alternative at the top: x matches without the words
+        (r"(?:ab|cd)?z", ()),  # the group may be skipped
+        (r"(?:ab){0,2}z", ()),
+        (r"y((?:ab|cd))", ()),  # inside another group (which could be optional)
+        (r"(?i)(?:ab|cd)", ()),  # flags: AB matches too
+        (r"(?:a.b|cd)", ()),  # not plain words
+    ],
+)
+def test_a_pattern_is_searched_only_in_values_holding_its_words(
+    pattern: str, words: tuple[str, ...]
+) -> None:
+    import re
+
+    from auditor.loading.read_keys import required_words
+
+    assert required_words(pattern) == words
+    # A match always holds one of the words.
+    for text in ("x", "z", "abz", "ABz", "cdcdz", "(ab)", "yab", '"coworker":', "a.b"):
+        if words and re.search(pattern, text):
+            assert any(w in text for w in words), (pattern, text)
