@@ -35,6 +35,16 @@ CREATE OR REPLACE TEMP MACRO hs_in_filter(since_ns, until_ns, agents, start_ns, 
 CREATE OR REPLACE TEMP MACRO hs_handoff_key(trace_id, handoff_id, task_id, sender, receiver) AS
     concat_ws('/', trace_id, coalesce(handoff_id, concat_ws('/', task_id, sender, receiver)));
 
+-- A pair as one number that orders as the pair does, for arg_min's key: a time (Unix ns; a
+-- NULL time after every other, as in a pair) and a rank 0-3, or a flag (a boolean) and a
+-- time. ClickHouse compares a pair as a generic value: arg_min over the pair took it about
+-- three times as long; DuckDB is a little faster too.
+CREATE OR REPLACE TEMP MACRO hs_ns_then_rank(ns, rank) AS
+    coalesce(ns::HUGEINT, 9223372036854775808::HUGEINT) * 4 + rank;
+CREATE OR REPLACE TEMP MACRO hs_flag_then_ns(flag, ns) AS
+    flag::HUGEINT * 4294967296 * 4294967296 * 4
+    + coalesce(ns::HUGEINT, 9223372036854775808::HUGEINT);
+
 CREATE OR REPLACE TEMP MACRO hs_spans(since_ns, until_ns, agents) AS TABLE
 SELECT *
 FROM spans
@@ -510,8 +520,8 @@ WITH keyed AS (
 )
 SELECT
     handoff_key,
-    arg_min(trace_id, (name <> 'handoff', start_unix_nano)) AS trace_id,
-    arg_min(span_id, (name <> 'handoff', start_unix_nano)) AS span_id,
+    arg_min(trace_id, hs_flag_then_ns(name <> 'handoff', start_unix_nano)) AS trace_id,
+    arg_min(span_id, hs_flag_then_ns(name <> 'handoff', start_unix_nano)) AS span_id,
     any_value("handoff.task_id") AS task_id,
     any_value("handoff.sender") AS sender,
     any_value("handoff.receiver") AS receiver,

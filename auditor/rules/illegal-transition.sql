@@ -25,12 +25,12 @@ WITH moves AS NOT MATERIALIZED (
     FROM hs_transitions_all
 ), terminal AS (
     SELECT handoff_key, attempt_no,
-           arg_min(to_state, (at_ns, step)) AS first_end,
+           arg_min(to_state, hs_ns_then_rank(at_ns, step)) AS first_end,
            -- The first end's moment as two scalars: a comparison of (at_ns, step) pairs
            -- cost ClickHouse most of this rule's join over every move.
-           arg_min(at_ns, (at_ns, step)) AS first_end_ns,
-           arg_min(step, (at_ns, step)) AS first_end_step,
-           arg_min(span_name, (at_ns, step)) AS first_end_span
+           arg_min(at_ns, hs_ns_then_rank(at_ns, step)) AS first_end_ns,
+           arg_min(step, hs_ns_then_rank(at_ns, step)) AS first_end_step,
+           arg_min(span_name, hs_ns_then_rank(at_ns, step)) AS first_end_span
     FROM moves
     WHERE to_state IN ('committed', 'void')
     GROUP BY handoff_key, attempt_no
