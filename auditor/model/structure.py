@@ -26,13 +26,18 @@ NOT_JUDGED_EXIT: Final = 3
 """The exit code of an audit whose findings pass but which saw agents it could not judge."""
 
 _AGENTS: Final = f"""
+-- What each span names itself, read once: filtered outside a materialised CTE, DuckDB would
+-- evaluate the agent macros once in the filter and again for the rows that pass.
+WITH own AS MATERIALIZED (
+    SELECT trace_id, hs_fw_agent({CALL_ARGS}) AS agent, hs_fw_named_by({CALL_ARGS}) AS kind,
+           "gen_ai.agent.name" AS key_agent, agent AS span_agent
+    FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans)
+)
 SELECT trace_id, agent, list_sort(list_distinct(list(kind))) AS evidence
 FROM (
-    SELECT trace_id, hs_fw_agent({CALL_ARGS}) AS agent, hs_fw_named_by({CALL_ARGS}) AS kind
-    FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans)
+    SELECT trace_id, agent, kind FROM own
     UNION ALL
-    SELECT trace_id, "gen_ai.agent.name", 'genai: gen_ai.agent.name'
-    FROM spans WHERE span_id IN (SELECT span_id FROM hs_fw_spans) AND agent = "gen_ai.agent.name"
+    SELECT trace_id, key_agent, 'genai: gen_ai.agent.name' FROM own WHERE span_agent = key_agent
     UNION ALL
     -- A run named by its class only, renamed after the tool its agent's model asked for.
     SELECT trace_id, agent, 'the tool a model call asked for' FROM hs_fw_spans
@@ -138,20 +143,30 @@ def explain(con: duckdb.DuckDBPyConnection) -> Structure | None:
     traces: dict[str, dict[str, Any]] = {}
 
     def trace(trace_id: str) -> dict[str, Any]:
-        return traces.setdefault(
-            trace_id,
-            {"trace_id": trace_id, "agents": [], "edges": [], "uncharged": [], "unrecognised": []},
-        )
+        # Looked up before a new one is built: called once per agent, edge and span listed.
+        found = traces.get(trace_id)
+        if found is None:
+            found = traces[trace_id] = {
+                "trace_id": trace_id,
+                "agents": [],
+                "edges": [],
+                "uncharged": [],
+                "unrecognised": [],
+            }
+        return found
 
+    # Each trace's agents by their loosely compared name (the first listed of each).
+    by_loose: dict[tuple[str, str], dict[str, Any]] = {}
     for trace_id, agent, evidence in run(con, _AGENTS):
-        agents = trace(trace_id)["agents"]
         # A tool's argument names an agent loosely (a member id for "Research Agent"): one
         # agent, under the name its run gave it.
-        same = next((a for a in agents if _loose(a["agent"]) == _loose(agent)), None)
+        key = (trace_id, _loose(agent))
+        same = by_loose.get(key)
         # A handoff names the agent only when nothing else does.
         evidence = [e for e in evidence if e != _HANDOFF] or list(evidence)
         if same is None:
-            agents.append({"agent": agent, "evidence": evidence})
+            by_loose[key] = entry = {"agent": agent, "evidence": evidence}
+            trace(trace_id)["agents"].append(entry)
         elif evidence == [_HANDOFF]:
             continue
         elif evidence == [_ARGUMENTS]:
