@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+import gc
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
@@ -235,6 +237,22 @@ def audit(
     ``json_text`` (a report in another format is to be written), the findings kept are not
     also written as the JSON report's text; a later JSON report encodes them.
     """
+    # What an audit builds in Python (findings, figures' rows, the structure's agents) holds
+    # no reference cycle, yet each object counts towards the cycle collector's next pass
+    # over every live object: paused, a framework corpus's audit took about 0.5 CPU s less
+    # (the explanation alone 0.3).
+    if not gc.isenabled():
+        return _audit(trace_set, settings, store=store, json_text=json_text)
+    gc.disable()
+    try:
+        return _audit(trace_set, settings, store=store, json_text=json_text)
+    finally:
+        gc.enable()
+
+
+def _audit(
+    trace_set: TraceSet, settings: AuditSettings | None, *, store: bool, json_text: bool
+) -> AuditResult:
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
     parts = Parts.of(trace_set.files, settings) if store and not trace_set.problems else None
@@ -357,7 +375,10 @@ def _query(
     kept: tuple[str, ...],
 ) -> dict[str, list[dict[str, Any]]] | None:
     step("deriving handoffs, attempts and workflow runs")
-    with derived.for_rules(con, rules, figures=figures, kept=kept):
+    # Other instrumentations' spans, read by several tables and figures: held once, unless
+    # a store's saved tables are read (they read few of them, or a grown store's kept rows).
+    held = derived.fw_spans_held(con) if figures and not kept else nullcontext()
+    with held, derived.for_rules(con, rules, figures=figures, kept=kept):
         for number, rule in enumerate(rules):
             step(f"rule {rule.id}", done=number, total=len(rules))
             # A store grown by segments: the kept findings of the traces they leave alone.

@@ -46,6 +46,7 @@ __all__ = [
     "derived_names",
     "for_rules",
     "forget",
+    "fw_spans_held",
     "selects",
 ]
 
@@ -294,6 +295,32 @@ def for_rules(
 
 def _reads(rule: Rule, name: str) -> bool:
     return f"hs_{name}_all" in rule.sql
+
+
+_FW_SPANS: Final = "hs_fw_spans"
+_FW_HELD: Final = "hs_derived_fw_spans"
+
+
+@contextmanager
+def fw_spans_held(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Hold the spans of other instrumentations (``hs_fw_spans``, with the conventions'
+    macros evaluated per span) in a temporary table for the duration of the block.
+
+    The framework handoffs, the edges' spend and the explanation of the structure each read
+    the view, and every read evaluated the macros over every span again (as the ClickHouse
+    audit, which keeps it as a table, does not). ``con`` must be prepared, its view the one
+    :mod:`auditor.model.attribution` defines (not a grown store's kept rows).
+    """
+    computed = f"{_FW_SPANS}_over_spans"
+    grown(con, f"CREATE OR REPLACE TEMP TABLE {_FW_HELD} AS SELECT * FROM {_FW_SPANS}")
+    run(con, f"ALTER VIEW {_FW_SPANS} RENAME TO {computed}")
+    try:
+        run(con, f"CREATE TEMP VIEW {_FW_SPANS} AS SELECT * FROM {_FW_HELD}")
+        yield
+    finally:
+        run(con, f"DROP VIEW IF EXISTS {_FW_SPANS}")
+        run(con, f"ALTER VIEW {computed} RENAME TO {_FW_SPANS}")
+        run(con, f"DROP TABLE IF EXISTS temp.{_FW_HELD}")
 
 
 def _computed(name: str) -> str:
