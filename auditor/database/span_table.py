@@ -283,8 +283,11 @@ def _lookup(key: str) -> str:
 
     ``attr_pN`` holds, once per span, where the Nth key of :data:`LOOKED_UP` first occurs
     among its attribute keys: one lookup per key instead of one per column that reads it
-    (a column such as ``input_tokens`` reads many)."""
-    return f"attr_v[{_position(LOOKED_UP.index(key) + 1)}]"
+    (a column such as ``input_tokens`` reads many). A span carries few of these keys, and
+    DuckDB takes as long to index a list by a NULL position as by a number: the value is
+    only picked out where the key is there."""
+    position = _position(LOOKED_UP.index(key) + 1)
+    return f"CASE WHEN {position} IS NOT NULL THEN attr_v[{position}] END"
 
 
 def _position(number: int) -> str:
