@@ -111,12 +111,16 @@ def _template(text: str, **args: exp.Expr) -> exp.Expr:
     return substitute(_parsed(text), {f"_{k}": v for k, v in args.items()})
 
 
+# The value goes in once, as the one item of an array the lambda reads: written into each of
+# the eight places that read it, a value that is itself a format() came out 64 times over,
+# each copy transpiled, sent and planned.
 _FLOAT_TEXT: Final = (
-    "if(startsWith(toTypeName(_v), 'Float') OR startsWith(toTypeName(_v), 'Nullable(Float'),"
-    " if(isFinite(toFloat64OrNull(toString(_v)))"
-    " AND toFloat64OrNull(toString(_v)) = round(toFloat64OrNull(toString(_v)))"
-    " AND abs(toFloat64OrNull(toString(_v))) < 1e15, concat(toString(_v), '.0'),"
-    " toString(_v)), toString(_v))"
+    "arrayElement(arrayMap(hs_v -> if(startsWith(toTypeName(hs_v), 'Float')"
+    " OR startsWith(toTypeName(hs_v), 'Nullable(Float'),"
+    " if(isFinite(toFloat64OrNull(toString(hs_v)))"
+    " AND toFloat64OrNull(toString(hs_v)) = round(toFloat64OrNull(toString(hs_v)))"
+    " AND abs(toFloat64OrNull(toString(hs_v))) < 1e15, concat(toString(hs_v), '.0'),"
+    " toString(hs_v)), toString(hs_v)), [_v]), 1)"
 )
 _NOT_NULL_ITEMS: Final = "arrayMap(x -> assumeNotNull(x), arrayFilter(x -> x IS NOT NULL, _l))"
 
@@ -266,10 +270,44 @@ def _array_join(node: exp.Join) -> exp.Expr:
     return exp.Join(this=item, kind="ARRAY")
 
 
+def _first_per_partition(select: exp.Select) -> exp.Select:
+    """``QUALIFY row_number() OVER (PARTITION BY k ORDER BY o) = 1`` as ClickHouse's ``ORDER
+    BY o LIMIT 1 BY k``: the same row of each partition (ties as arbitrary as in a window),
+    a sort instead of a window over every row. Any other QUALIFY is left as it is."""
+    condition = select.args["qualify"].this
+    if not isinstance(condition, exp.EQ):
+        return select
+    window, one = condition.this, condition.expression
+    if isinstance(one, exp.Window):
+        window, one = one, window
+    if (
+        not isinstance(window, exp.Window)
+        or not isinstance(window.this, exp.RowNumber)
+        or not isinstance(one, exp.Literal)
+        or one.is_string
+        or one.this != "1"
+        or not window.args.get("partition_by")
+        or not window.args.get("order")
+        or window.args.get("spec")
+        or any(select.args.get(k) for k in ("order", "limit", "offset", "distinct"))
+        or isinstance(select.parent, exp.SetOperation)
+    ):
+        return select
+    select.set("qualify", None)
+    select.set("order", window.args["order"])
+    select.set(
+        "limit",
+        exp.Limit(expression=exp.Literal.number(1), expressions=window.args["partition_by"]),
+    )
+    return select
+
+
 def rewrite(tree: exp.Expr) -> exp.Expr:
     """Rewrite the DuckDB-only constructs of ``tree`` (see the module docstring)."""
 
     def swap(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Select) and node.args.get("qualify"):
+            node = _first_per_partition(node)
         if isinstance(node, exp.Join) and isinstance(node.this, exp.Unnest):
             return _array_join(node)
         if isinstance(node, exp.Select) and node.args.get("joins"):
