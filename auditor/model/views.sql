@@ -631,7 +631,14 @@ WITH RECURSIVE reports AS (
            hs_usage_reasoning(attributes, "gen_ai.request.model", "gen_ai.provider.name")
                AS reasoning_tokens,
            hs_usage_provider(attributes, "gen_ai.request.model", "gen_ai.provider.name")
-               AS price_provider
+               AS price_provider,
+           -- Read from the attributes here, not after the join below: the join would carry
+           -- every report's attributes map through its hash table.
+           hs_usage_price_model(attributes, "gen_ai.request.model", "gen_ai.provider.name")
+               AS price_model,
+           hs_fw_model(attributes, name, "gen_ai.agent.name", "gen_ai.request.model",
+                       "gen_ai.operation.name", "gen_ai.agent.handoff.source.name",
+                       "gen_ai.agent.handoff.target.name") AS model
     FROM hs_spans(since_ns, until_ns, agents)
     WHERE input_tokens IS NOT NULL OR output_tokens IS NOT NULL OR cost_usd IS NOT NULL
 ), links AS MATERIALIZED (
@@ -680,7 +687,7 @@ WITH RECURSIVE reports AS (
     WHERE d.is_report
     GROUP BY ALL
 ), counted AS (
-    SELECT r.*,
+    SELECT r.* EXCLUDE (price_model, model),
            -- The input total with the cached tokens inside it, as genai-prices counts it.
            CASE WHEN hs_usage_input_excludes_cache(r.scope_name, r.price_provider)
                 THEN r.input_tokens + coalesce(r.cache_read_tokens, 0)
@@ -688,12 +695,7 @@ WITH RECURSIVE reports AS (
                 ELSE r.input_tokens END AS input_total,
            b.span_id IS NOT NULL AS covers_reports,
            b.input_below, b.output_below, b.cost_below, b.cache_read_below,
-           b.cache_write_below, b.reasoning_below,
-           hs_usage_price_model(r.attributes, r."gen_ai.request.model",
-                                r."gen_ai.provider.name") AS price_model,
-           hs_fw_model(r.attributes, r.name, r."gen_ai.agent.name", r."gen_ai.request.model",
-                       r."gen_ai.operation.name", r."gen_ai.agent.handoff.source.name",
-                       r."gen_ai.agent.handoff.target.name") AS model
+           b.cache_write_below, b.reasoning_below, r.price_model, r.model
     FROM reports AS r
     LEFT JOIN below AS b
         ON b.trace_id IS NOT DISTINCT FROM r.trace_id AND b.span_id = r.span_id
