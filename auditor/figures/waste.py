@@ -62,7 +62,8 @@ _LOCAL = f"""
                      max(attempt_no) AS last_attempt
               FROM hs_handoffs({FILTER_ARGS}) JOIN hs_attempts({FILTER_ARGS}) USING (handoff_key)
               GROUP BY handoff_key) AS h USING (handoff_key)
-        WHERE a.handoff_key IN (SELECT handoff_key FROM phase)
+        -- Only the attempts of a phase span are read (joined to it below): a filter to the
+        -- phases' handoffs here hashed every phase span's key again for no row less.
     )
     SELECT u.trace_id, u.agent, p.sender, p.receiver,
            -- A commit that executed an idempotency key: a duplicate when another trace's
