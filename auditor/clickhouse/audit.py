@@ -45,7 +45,8 @@ from auditor.clickhouse.spans import (
 from auditor.clickhouse.stages import Stage, numbered, reader, split, staged
 from auditor.database.span_table import SPAN_COLUMNS
 from auditor.errors import AuditError, first_line
-from auditor.figures import compute_figures
+from auditor.figures import compute_figures, figure_rows
+from auditor.figures.per_trace import PER_TRACE
 from auditor.model.attribution import resolve_sql
 from auditor.model.derived import selects
 from auditor.model.prepare import mark_prepared
@@ -336,6 +337,19 @@ class ClickHouseConnection:
             ) from e
         return True
 
+    def kept_uncharged(self) -> dict[str, str]:
+        """The usage spans charged to no agent, kept as a table for the figures
+        (:data:`auditor.figures.per_trace.PER_TRACE`'s ``uncharged``): the summary reads them
+        three times and the agents' spend once, and ClickHouse computes a relation again at
+        each reference (each a join of every usage span with its trace). The same rows as
+        the query's own; empty (the figures compute them) where the user may not."""
+        with self._once(PER_TRACE["uncharged"], self._spans) as text:
+            if not self._create("hs_uncharged_kept", text):
+                return {}
+        columns, _ = self.engine.query("SELECT * FROM hs_uncharged_kept LIMIT 0")
+        self._defs = self._defs.with_tables({"hs_uncharged_kept": columns})
+        return {"uncharged": "hs_uncharged_kept"}
+
     def duplicates(self) -> int:
         """How many rows in the time range are copies of a span already counted."""
         text = f"SELECT sum(copies - 1) FROM {self._copies} AS c"
@@ -448,7 +462,8 @@ def audit_engine(
     findings: list[Finding] = []
     for rule in rules:
         findings.extend(run_rule(con, rule, settings))  # type: ignore[arg-type]
-    figures = compute_figures(con, settings=settings)  # type: ignore[arg-type]
+    found = figure_rows(con, per_trace=con.kept_uncharged())  # type: ignore[arg-type]
+    figures = compute_figures(None, settings=settings, found=found)
     figures.summary.update(files=0, skipped_files=0, problems=0, duplicate_spans=con.duplicates())
     return AuditResult(
         findings=findings,
