@@ -7,8 +7,10 @@ missing optional dependency affects only the command that needs it.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
+import os
 import sys
 from typing import Any
 
@@ -94,6 +96,19 @@ if click is not None:
                 if interrupted(e):
                     # Click turns KeyboardInterrupt into Abort, which main() reports as 130.
                     raise KeyboardInterrupt from e
+                if isinstance(e, BrokenPipeError) and e.filename is None:
+                    # The reader of stdout went away (`| head`): end quietly, as a process
+                    # SIGPIPE stops would, not with Click's exit 1, which reads as findings.
+                    _drop_stdout()
+                    ctx.exit(EXIT_BROKEN_PIPE)
+                if isinstance(e, OSError) and _lost_output(e):
+                    click.echo(
+                        f"handoffscope: could not write its output ({e.strerror});"
+                        " make room where it goes, or send it elsewhere",
+                        err=True,
+                    )
+                    _drop_stdout()
+                    ctx.exit(2)
                 if not isinstance(e, HandoffscopeError) and not out_of_memory(e):
                     raise
                 click.echo(f"handoffscope: {_one_line(e)}", err=True)
@@ -128,6 +143,33 @@ def out_of_memory(error: BaseException) -> bool:
     return duckdb is not None and isinstance(error, duckdb.OutOfMemoryException)
 
 
+EXIT_BROKEN_PIPE = 141
+"""The exit code when stdout's reader closed it early: 128 + SIGPIPE, as a shell reports a
+process that signal stopped."""
+
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _lost_output(error: OSError) -> bool:
+    """Whether ``error`` is a write to an unnamed stream (stdout) that failed: a full disk
+    under ``> report``, not a file the command opened (those name themselves)."""
+    return error.filename is None and error.errno in _WRITE_ERRORS
+
+
+def _drop_stdout() -> None:
+    """Point stdout's descriptor at the null device, so that what it still buffers is
+    dropped at exit instead of failing again with an "Exception ignored" note."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream without a descriptor
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+
+
 def _one_line(error: BaseException) -> str:
     if not out_of_memory(error):
         return str(error)
@@ -137,7 +179,7 @@ def _one_line(error: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 clean, 1 findings, 2 error, 130
-    interrupted)."""
+    interrupted, 141 when stdout's reader closed it early)."""
     if click is None:
         print(INSTALL_HINT, file=sys.stderr)
         return 2
@@ -163,7 +205,19 @@ def main(argv: list[str] | None = None) -> int:
             raise
         click.echo("Aborted.", err=True)
         return 130
+    finally:
+        _flush_stdout()
     return result if isinstance(result, int) else 0
+
+
+def _flush_stdout() -> None:
+    """Flush stdout now, while a failure can still be said in one line: a report whose
+    write failed (exit 2 already says so) keeps its bytes buffered, and Python's own flush
+    at exit would print a traceback-like note about them."""
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        _drop_stdout()
 
 
 if __name__ == "__main__":  # pragma: no cover

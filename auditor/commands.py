@@ -268,15 +268,26 @@ def _emit(text: str | list[bytes | memoryview] | BinaryIO, *, output: str | None
     """The report (text, its UTF-8 in chunks, or a kept report's file) to stdout, or to
     ``--output``."""
     if output is None:
-        if isinstance(text, str):
-            click.echo(text, nl=False)
-        elif isinstance(text, list):
-            sys.stdout.flush()
-            sys.stdout.buffer.writelines(text)
-            sys.stdout.buffer.flush()
-        else:
-            sys.stdout.flush()
-            shutil.copyfileobj(text, sys.stdout.buffer, _CHUNK)
+        try:
+            if isinstance(text, str):
+                click.echo(text, nl=False)
+            elif isinstance(text, list):
+                sys.stdout.flush()
+                sys.stdout.buffer.writelines(text)
+                sys.stdout.buffer.flush()
+            else:
+                sys.stdout.flush()
+                shutil.copyfileobj(text, sys.stdout.buffer, _CHUNK)
+        except BrokenPipeError:
+            raise  # the reader went away (`| head`): auditor.cli ends quietly
+        except OSError as e:
+            # A full disk under `> audit.json`: exit 2 naming the stream, not a traceback,
+            # and not the findings' exit 1 for a report that was lost.
+            raise AuditError(
+                f"standard output: could not write the report ({e.strerror or e}); make room"
+                " where it is redirected, or write it with -o FILE",
+                title="write failed",
+            ) from e
     else:
         _write_report(Path(output), text)
         click.echo(f"handoffscope: wrote the {fmt} report to {output}", err=True)
@@ -358,6 +369,13 @@ def compact(
 
     if append and force:
         raise click.UsageError("--append adds to TARGET; --force would replace it")
+    if append and not is_single_file(out) and not Path(out).exists():
+        # Said before reading: the store's own check would call a mistyped folder a file.
+        raise AuditError(
+            f"{out}: no store there to append to; make it first with `handoffscope compact"
+            f" TRACES --out {out}` (without --append), or check the folder's name",
+            title="not a folder store",
+        )
     check_target(out, paths)  # before reading: replacing an input would destroy it
     with progress("loading traces"):
         traces = load_traces(paths)

@@ -1,0 +1,106 @@
+"""Where the command line's output goes wrong: a full disk under ``> report``, a reader that
+closes the pipe early, and ``compact --append`` to a folder that is not there. Each is one
+line on stderr and a documented exit code, never a traceback or the findings' exit 1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import auditor
+from auditor.cli import main
+from auditor.commands import _emit
+from auditor.errors import AuditError
+from tests.support.paths import TESTS
+
+CLEAN_CASE = TESTS / "cases" / "missing-handoff-metadata" / "pass.json"  # no finding at all
+FULL = Path("/dev/full")  # every write fails with ENOSPC, as on a full disk
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No HANDOFFSCOPE_* variable and no pyproject.toml leak in from the developer's setup."""
+    for var in auditor.settings.ENV_VARS.values():
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@contextlib.contextmanager
+def full_stdout(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """stdout is a file on a full disk (set in the test: capsys replaces it before)."""
+    if not FULL.exists():
+        pytest.skip("no /dev/full on this system")
+    stream = FULL.open("w")
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "stdout", stream)
+            yield
+    finally:
+        with contextlib.suppress(OSError):  # what it still buffers fails again: dropped
+            stream.close()
+
+
+@contextlib.contextmanager
+def closed_pipe(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """stdout is a pipe whose reader has gone (`handoffscope audit ... | head`)."""
+    read, write = os.pipe()
+    os.close(read)
+    stream = os.fdopen(write, "w")
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(sys, "stdout", stream)
+            yield
+    finally:
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+@pytest.mark.parametrize("report", [[b'{"format": 1}'], "a table\n"])
+def test_a_report_stdout_cannot_take_is_an_audit_error_naming_stdout(
+    report: list[bytes | memoryview] | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A report that is lost must not pass (exit 0) nor read as findings (exit 1): the
+    AuditError is exit 2 (the JSON report as bytes, the others as text)."""
+    with full_stdout(monkeypatch), pytest.raises(AuditError) as raised:
+        _emit(report, output=None, fmt="json")
+    message = str(raised.value)
+    assert message.startswith(
+        "standard output: could not write the report (No space left on device)"
+    ), message
+    assert "-o FILE" in message
+
+
+def test_other_output_stdout_cannot_take_is_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with full_stdout(monkeypatch):
+        code = main(["audit", "--list-rules"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("handoffscope: could not write its output (No space left on device)")
+
+
+def test_a_reader_that_closed_the_pipe_ends_quietly_with_141(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """128 + SIGPIPE, as for any tool in a pipeline, rather than Click's exit 1."""
+    with closed_pipe(monkeypatch):
+        code = main(["audit", "--list-rules"])
+    assert code == 141
+    assert capsys.readouterr().err == ""
+
+
+def test_append_to_a_missing_folder_says_to_make_the_store_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "store"
+    assert main(["compact", str(CLEAN_CASE), "--out", f"{out}/", "--append"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"handoffscope: {out}/: no store there to append to;"), err
+    assert "single .parquet file" not in err
+    assert not out.exists()
