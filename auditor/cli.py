@@ -109,7 +109,9 @@ if click is not None:
                     )
                     _drop_stdout()
                     ctx.exit(2)
-                if not isinstance(e, HandoffscopeError) and not out_of_memory(e):
+                if not isinstance(e, HandoffscopeError) and not (
+                    out_of_memory(e) or unreadable_file(e)
+                ):
                     raise
                 click.echo(f"handoffscope: {_one_line(e)}", err=True)
                 ctx.exit(2)
@@ -170,11 +172,27 @@ def _drop_stdout() -> None:
         os.close(null)
 
 
-def _one_line(error: BaseException) -> str:
-    if not out_of_memory(error):
-        return str(error)
+FILE_HINT = (
+    "A file it names may be damaged, cut short or out of reach: restore or remove it (a"
+    " store can be written again with compact --force), then run the command again."
+)
 
-    return f"{first_line(error)}. {MEMORY_HINT}"
+
+def unreadable_file(error: BaseException) -> bool:
+    """Whether ``error`` is DuckDB failing on a file no reader caught (a Parquet file of a
+    store cut short by a copy, say): one line naming the file, never a traceback."""
+    duckdb = sys.modules.get("duckdb")  # never loaded: it raised nothing
+    return duckdb is not None and isinstance(
+        error, duckdb.InvalidInputException | duckdb.IOException
+    )
+
+
+def _one_line(error: BaseException) -> str:
+    if out_of_memory(error):
+        return f"{first_line(error)}. {MEMORY_HINT}"
+    if unreadable_file(error):
+        return f"{first_line(error)}. {FILE_HINT}"
+    return str(error)
 
 
 def main(argv: list[str] | None = None) -> int:

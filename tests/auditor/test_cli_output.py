@@ -10,9 +10,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 import auditor
+from auditor import commands
 from auditor.cli import main
 from auditor.commands import _emit
 from auditor.errors import AuditError
@@ -104,3 +106,21 @@ def test_append_to_a_missing_folder_says_to_make_the_store_first(
     assert err.startswith(f"handoffscope: {out}/: no store there to append to;"), err
     assert "single .parquet file" not in err
     assert not out.exists()
+
+
+def test_a_file_duckdb_cannot_read_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What DuckDB raises on a store's segment cut short by a copy, where no reader caught
+    it (``audit STORE/`` with ``spans_added_000001.parquet`` truncated): exit 2 and the file,
+    not a traceback."""
+    damaged = "Invalid Input Error: No magic bytes found at end of file 'store/spans_1.parquet'"
+
+    def load(paths: object) -> None:
+        raise duckdb.InvalidInputException(damaged + "\n\nLINE 1: SELECT ...")
+
+    monkeypatch.setattr(commands, "load_traces", load)
+    assert main(["audit", str(CLEAN_CASE)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"handoffscope: {damaged}. A file it names may be damaged"), err
+    assert "LINE 1" not in err
