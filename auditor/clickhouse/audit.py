@@ -156,7 +156,7 @@ class ClickHouseConnection:
         self._exported = spans_select(
             table, stored=self.stored, parts=self._parts, or_null=self._or_null
         )
-        self._defs = definitions()
+        self._defs = definitions().with_one_lookup() if self._or_null else definitions()
         # The agents as DuckDB's load resolves them (auditor.model.attribution), from the same
         # query: here a subquery of every query's `spans` (derive() makes it a table).
         resolved = to_clickhouse(resolve_sql(), self._exported, defs=self._defs)

@@ -71,6 +71,9 @@ class Definitions:
     """The macros and views of ``views.sql``, parsed: what a query may read besides spans."""
 
     def __init__(self, text: str) -> None:
+        self.one_lookup = False
+        """Whether a map's value is looked up once (``arrayElementOrNull``, on servers that
+        have it): :meth:`with_one_lookup`."""
         self.known: dict[str, list[str]] = {}
         self.scalar: dict[str, tuple[list[str], exp.Expr]] = {}
         self.tables: dict[str, exp.Expr] = {}
@@ -120,6 +123,15 @@ class Definitions:
         clone = copy.copy(self)
         clone.rewritten = {**self.rewritten, name: tree}
         clone.generated = {**self.generated, name: _generate(tree)}
+        return clone
+
+    def with_one_lookup(self) -> Definitions:
+        """These definitions, for a server that has ``arrayElementOrNull``: DuckDB's
+        ``m['k']`` (NULL when ``k`` is missing) becomes one lookup of the map instead of
+        ``mapContains`` and then the lookup, the same values (as the parse of the exporter's
+        maps reads them)."""
+        clone = copy.copy(self)
+        clone.one_lookup = True
         return clone
 
     def with_tables(self, tables: dict[str, list[str]]) -> Definitions:
@@ -190,7 +202,14 @@ def assemble(tree: exp.Expr, spans: str, defs: Definitions) -> str:
     head = ("WITH RECURSIVE " if recursive else "WITH ") + ",\n".join(
         f"{name} AS (\n{body}\n)" for name, body in ctes
     )
-    return f"{head}\n{_generate(tree, copy=False)}{SETTINGS}"
+    text = f"{head}\n{_generate(tree, copy=False)}{SETTINGS}"
+    return _LOOKUP.sub(r"arrayElementOrNull(\1, \2)", text) if defs.one_lookup else text
+
+
+# A map lookup as rewrites.py writes it (NULL for a missing key, as in DuckDB), over a column.
+_LOOKUP: Final = re.compile(
+    r"CASE WHEN mapContains\(([\w.\"]+), ('(?:[^'\\]|\\.|'')*')\) THEN \1\[\2\] ELSE NULL END"
+)
 
 
 def projection(query: exp.Expr, defs: Definitions) -> list[str] | None:
