@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -228,8 +229,10 @@ def audit(
     else:
         if table or since or until:
             raise click.UsageError("--table, --since and --until apply to ClickHouse sources")
+        _refuse_input_as_output(output, paths)  # a file named on the command line: at once
         # A compacted store audited before with the same settings and code: its kept report.
         files = kept.store_files(paths)
+        _refuse_input_as_output(output, files or ())
         kept_at = None if files is None else kept.slot(files, settings, fmt, width, color)
         found = None if kept_at is None or explain else kept.open_report(kept_at)
         if found is not None:
@@ -238,6 +241,7 @@ def audit(
             return found[1]
         with progress("loading traces"):
             traces = load_traces(paths)
+        _refuse_input_as_output(output, traces.files)  # one found in a folder or by a glob
         _report_problems(traces.problems, quiet=quiet, rest="everything else was audited")
         with progress("auditing"):
             # The table and Markdown show a few findings: their parts need no JSON text.
@@ -312,6 +316,21 @@ def _write_report(path: Path, text: str | list[bytes | memoryview] | BinaryIO) -
             f"{path}: could not write the report ({e.strerror or e}); choose another --output",
             title="write failed",
         ) from e
+
+
+def _refuse_input_as_output(output: str | None, inputs: Iterable[str]) -> None:
+    """Raise :class:`AuditError` when ``--output`` names one of the trace files ``inputs``:
+    the report would replace the traces it was made from."""
+    if output is None or not os.path.isfile(output):
+        return
+    target = os.path.realpath(output)
+    for source in inputs:
+        if os.path.realpath(source) == target:
+            raise AuditError(
+                f"-o {output}: is a trace file this audit reads, which the report would"
+                " replace; choose another --output",
+                title="output is an input",
+            )
 
 
 def _list_rules(ctx: click.Context) -> None:

@@ -124,3 +124,18 @@ def test_a_file_duckdb_cannot_read_is_one_line_naming_it(
     err = capsys.readouterr().err
     assert err.startswith(f"handoffscope: {damaged}. A file it names may be damaged"), err
     assert "LINE 1" not in err
+
+
+@pytest.mark.parametrize("named", ["the file", "its folder"])
+def test_an_output_that_is_an_input_is_refused_and_the_traces_kept(
+    named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`-o traces.jsonl` wrote the report over the traces it was made from."""
+    traces = tmp_path / "traces" / "agent-0.json"
+    traces.parent.mkdir()
+    traces.write_bytes(CLEAN_CASE.read_bytes())
+    given = traces if named == "the file" else traces.parent
+    assert main(["audit", str(given), "-o", str(traces)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"handoffscope: -o {traces}: is a trace file this audit reads"), err
+    assert traces.read_bytes() == CLEAN_CASE.read_bytes()
