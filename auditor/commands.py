@@ -229,6 +229,7 @@ def audit(
     else:
         if table or since or until:
             raise click.UsageError("--table, --since and --until apply to ClickHouse sources")
+        _refuse_stdin(paths)
         _refuse_input_as_output(output, paths)  # a file named on the command line: at once
         # A compacted store audited before with the same settings and code: its kept report.
         files = kept.store_files(paths)
@@ -318,6 +319,17 @@ def _write_report(path: Path, text: str | list[bytes | memoryview] | BinaryIO) -
         ) from e
 
 
+def _refuse_stdin(paths: Iterable[str]) -> None:
+    """Raise :class:`AuditError` for ``-`` (standard input, by the usual convention) when no
+    file has that name: traces are read from files, in parallel and more than once."""
+    if "-" in paths and not os.path.exists("-"):
+        raise AuditError(
+            "-: traces are not read from standard input; save them to a file first"
+            " (... > traces.jsonl, which may be .gz or .zst) and give its name",
+            title="no trace data",
+        )
+
+
 def _refuse_input_as_output(output: str | None, inputs: Iterable[str]) -> None:
     """Raise :class:`AuditError` when ``--output`` names one of the trace files ``inputs``:
     the report would replace the traces it was made from."""
@@ -395,6 +407,7 @@ def compact(
             f" TRACES --out {out}` (without --append), or check the folder's name",
             title="not a folder store",
         )
+    _refuse_stdin(paths)
     check_target(out, paths)  # before reading: replacing an input would destroy it
     with progress("loading traces"):
         traces = load_traces(paths)

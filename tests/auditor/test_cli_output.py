@@ -139,3 +139,14 @@ def test_an_output_that_is_an_input_is_refused_and_the_traces_kept(
     err = capsys.readouterr().err
     assert err.startswith(f"handoffscope: -o {traces}: is a trace file this audit reads"), err
     assert traces.read_bytes() == CLEAN_CASE.read_bytes()
+
+
+@pytest.mark.parametrize("command", [["audit", "-"], ["compact", "-", "--out", "s.parquet"]])
+def test_standard_input_is_refused_saying_to_save_it_to_a_file(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`... | handoffscope audit -` said "-: no such file or directory"."""
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("handoffscope: -: traces are not read from standard input;"), err
+    assert "save them to a file" in err
