@@ -23,8 +23,8 @@ from auditor.errors import AuditError, interrupted
 from auditor.loading.load import load_traces
 from auditor.model.prices import read_prices
 from auditor.report import FORMATS, render, render_chunks
-from auditor.rules import all_rules, select_rules
-from auditor.settings import FAIL_ON, find_pyproject, resolve
+from auditor.rules import all_rules, get_rule, select_rules
+from auditor.settings import FAIL_ON, AuditSettings, find_pyproject, resolve
 from auditor.stores import kept
 from auditor.stores.appended import append as append_segment
 from auditor.stores.compact import check_target, is_single_file, write_parquet
@@ -208,7 +208,7 @@ def audit(
         },
         pyproject=find_pyproject(),
     )
-    select_rules(settings.rules, settings.skip)  # unknown ids fail before any reading
+    _check_rules(settings)  # unknown ids fail before any reading
     if settings.prices is not None:
         read_prices(settings.prices)  # a bad prices file fails before any reading too
     to_terminal = output is None and sys.stdout.isatty()
@@ -317,6 +317,21 @@ def _write_report(path: Path, text: str | list[bytes | memoryview] | BinaryIO) -
             f"{path}: could not write the report ({e.strerror or e}); choose another --output",
             title="write failed",
         ) from e
+
+
+def _check_rules(settings: AuditSettings) -> None:
+    """Check the rule ids chosen; an unknown one set by an environment variable or
+    ``pyproject.toml`` is named with where it was set (an option names itself)."""
+    for name in ("rules", "skip"):
+        where = settings.sources.get(name, "option")
+        for rule_id in getattr(settings, name):
+            try:
+                get_rule(rule_id)
+            except AuditError as e:
+                if where.startswith("option"):
+                    raise
+                raise AuditError(f"{where}: {e}", title=e.title) from e
+    select_rules(settings.rules, settings.skip)
 
 
 def _refuse_stdin(paths: Iterable[str]) -> None:

@@ -150,3 +150,26 @@ def test_standard_input_is_refused_saying_to_save_it_to_a_file(
     err = capsys.readouterr().err
     assert err.startswith("handoffscope: -: traces are not read from standard input;"), err
     assert "save them to a file" in err
+
+
+def test_an_unknown_rule_id_set_outside_the_options_names_where(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A rule id from HANDOFFSCOPE_RULES or pyproject.toml was reported as if typed on the
+    command line, leaving the user to hunt for where it came from."""
+    monkeypatch.setenv("HANDOFFSCOPE_RULES", "slow-validaton")
+    assert main(["audit", str(CLEAN_CASE)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "handoffscope: environment variable HANDOFFSCOPE_RULES: unknown rule 'slow-validaton';"
+        " did you mean slow-validation"
+    ), err
+    monkeypatch.delenv("HANDOFFSCOPE_RULES")
+    (tmp_path / "pyproject.toml").write_text('[tool.handoffscope]\nskip = ["nope"]\n')
+    assert main(["audit", str(CLEAN_CASE)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"handoffscope: {tmp_path / 'pyproject.toml'} [tool.handoffscope] skip: unknown rule"
+    ), err
+    assert main(["audit", str(CLEAN_CASE), "--rule", "nope"]) == 2  # the option names itself
+    assert capsys.readouterr().err.startswith("handoffscope: unknown rule 'nope'")
