@@ -36,7 +36,15 @@ def summary(
         f"""
         -- A row per trace: its counts add up over traces, and the distinct workflows, agents
         -- and services come from each trace's short lists, not from every span.
-        WITH t AS (SELECT * FROM hs_traces({FILTER_ARGS}))
+        WITH t AS (SELECT * FROM hs_traces({FILTER_ARGS})),
+        -- The uncharged usage summed once: three subqueries over it each joined every usage
+        -- span to its trace again.
+        uncharged_sums AS MATERIALIZED (
+            SELECT coalesce(sum(input_tokens), 0)::BIGINT AS input_tokens,
+                   coalesce(sum(output_tokens), 0)::BIGINT AS output_tokens,
+                   sum(cost_usd) AS cost_usd
+            FROM {source}
+        )
         SELECT
             coalesce(sum(spans), 0)::BIGINT AS spans,
             count(trace_id) AS traces,
@@ -55,11 +63,9 @@ def summary(
             sum(estimated_cost_usd) AS estimated_cost_usd,
             coalesce(sum(unpriced_input_tokens), 0)::BIGINT AS unpriced_input_tokens,
             coalesce(sum(unpriced_output_tokens), 0)::BIGINT AS unpriced_output_tokens,
-            (SELECT coalesce(sum(input_tokens), 0)::BIGINT FROM {source})
-                AS uncharged_input_tokens,
-            (SELECT coalesce(sum(output_tokens), 0)::BIGINT FROM {source})
-                AS uncharged_output_tokens,
-            (SELECT sum(cost_usd) FROM {source}) AS uncharged_cost_usd
+            (SELECT input_tokens FROM uncharged_sums) AS uncharged_input_tokens,
+            (SELECT output_tokens FROM uncharged_sums) AS uncharged_output_tokens,
+            (SELECT cost_usd FROM uncharged_sums) AS uncharged_cost_usd
         FROM t
         """,
         filters,
