@@ -96,8 +96,10 @@ def describe(text: str, *, torn: bool = False) -> str:
                 " mid-line; the line was skipped and the rest of the file was loaded"
             )
         return f"not valid JSON ({detail}); the line was skipped"
+    if isinstance(value, list):
+        return f"{_array(value)}; the line was skipped"
     if not isinstance(value, dict):
-        return f"JSON {_kind(value)}, not an OTLP export object; the line was skipped"
+        return f"{_as_json(value)}, not an OTLP export object; the line was skipped"
     if "resourceLogs" in value or "resource_logs" in value:
         return (
             "OTLP logs, not traces: handoffscope audits trace files (resourceSpans);"
@@ -171,6 +173,27 @@ def _not_a_list(value: object, where: str) -> str | None:
     if value is None or isinstance(value, list):
         return None
     return f"{where} is {_kind(value)}, not a list"
+
+
+def _array(items: list[Any]) -> str:
+    """What a JSON array where an export belongs holds, and how to make it readable."""
+    if items and all(isinstance(i, dict) and "resourceSpans" in i for i in items):
+        return (
+            f"a JSON array of {len(items)} OTLP trace exports; an export is read whole, one"
+            " per line or document: write each on a line of its own (jq -c '.[]' FILE >"
+            " traces.jsonl)"
+        )
+    if items and all(isinstance(i, dict) and ("traceId" in i or "spanId" in i) for i in items):
+        return (
+            "a JSON array of spans, without the OTLP export around them (resourceSpans,"
+            " scopeSpans) that names their service: write them with an OTLP JSON exporter"
+        )
+    return "a JSON array, not an OTLP export object"
+
+
+def _as_json(value: object) -> str:
+    """What JSON ``value`` is, said as JSON (``a JSON number``, ``JSON null``)."""
+    return "JSON null" if value is None else f"a JSON {_kind(value).split()[-1]}"
 
 
 def _kind(value: object) -> str:
