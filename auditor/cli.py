@@ -149,7 +149,8 @@ EXIT_BROKEN_PIPE = 141
 """The exit code when stdout's reader closed it early: 128 + SIGPIPE, as a shell reports a
 process that signal stopped."""
 
-_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+# Errors only a write gives: an EIO may as well be a read of an input, which is no output.
+_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _lost_output(error: OSError) -> bool:
