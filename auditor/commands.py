@@ -415,11 +415,15 @@ def compact(
 
     if append and force:
         raise click.UsageError("--append adds to TARGET; --force would replace it")
-    if append and not is_single_file(out) and not Path(out).exists():
-        # Said before reading: the store's own check would call a mistyped folder a file.
+    if append and not is_single_file(out) and not Path(out).is_dir():
+        # Said before reading: the store's own check would call a mistyped folder, or some
+        # other file, a single .parquet file.
         raise AuditError(
-            f"{out}: no store there to append to; make it first with `handoffscope compact"
-            f" TRACES --out {out}` (without --append), or check the folder's name",
+            f"{out}: is a file, not a folder store; --append adds to a folder that"
+            " `handoffscope compact TRACES --out FOLDER` made"
+            if Path(out).exists()
+            else f"{out}: no store there to append to; make it first with `handoffscope"
+            f" compact TRACES --out {out}` (without --append), or check the folder's name",
             title="not a folder store",
         )
     _refuse_stdin(paths)

@@ -106,6 +106,12 @@ def test_append_to_a_missing_folder_says_to_make_the_store_first(
     assert err.startswith(f"handoffscope: {out}/: no store there to append to;"), err
     assert "single .parquet file" not in err
     assert not out.exists()
+    # A file that is no folder is not "a single .parquet file" either, and stays as it was.
+    out.write_text("notes")
+    assert main(["compact", str(CLEAN_CASE), "--out", str(out), "--append"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"handoffscope: {out}: is a file, not a folder store;"), err
+    assert out.read_text() == "notes"
 
 
 def test_a_file_duckdb_cannot_read_is_one_line_naming_it(
