@@ -428,6 +428,13 @@ def compact(
         )
     _refuse_stdin(paths)
     check_target(out, paths)  # before reading: replacing an input would destroy it
+    if force and not is_single_file(out) and Path(out).is_file():
+        # --force replaces a store; a folder holding other files is refused, and so is this.
+        raise AuditError(
+            f"{out}: is a file, and a name not ending in .parquet makes a folder store; not"
+            f" replacing it: choose another --out ({Path(out).stem}.parquet for one file)",
+            title="output exists",
+        )
     with progress("loading traces"):
         traces = load_traces(paths)
     _report_problems(traces.problems, quiet=quiet, rest="compacting everything else")

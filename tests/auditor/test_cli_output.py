@@ -179,3 +179,16 @@ def test_an_unknown_rule_id_set_outside_the_options_names_where(
     ), err
     assert main(["audit", str(CLEAN_CASE), "--rule", "nope"]) == 2  # the option names itself
     assert capsys.readouterr().err.startswith("handoffscope: unknown rule 'nope'")
+
+
+def test_force_does_not_replace_a_file_with_a_folder_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out notes.txt --force` deleted the user's file to make a folder of that name."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("notes")
+    assert main(["compact", str(CLEAN_CASE), "--out", str(notes), "--force"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"handoffscope: {notes}: is a file, and a name not ending in"), err
+    assert "notes.parquet for one file" in err
+    assert notes.read_text() == "notes"
