@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import weakref
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from auditor.database import spill
 from auditor.database.span_table import SPANS_DDL
 from auditor.database.statements import (
     memory_limit,
@@ -38,6 +38,8 @@ from auditor.loading.sources import SourceFile, discover, has_glob
 from auditor.loading.store_format import span_types
 from auditor.model import derived
 from auditor.model.attribution import attribute
+from collector import environment_variables as ev
+from collector.errors import ConfigurationError
 from collector.progress import step
 
 if TYPE_CHECKING:
@@ -104,25 +106,38 @@ def connect(
             # groups that lost rows with the small ones a parallel insert leaves, rewriting
             # most of the table on one thread; the deleted rows are merely skipped instead.
             run(con, "SET max_vacuum_tasks = 0")
-            _limit_memory(con, tempfile.mkdtemp(prefix="handoffscope-"))
+            _limit_memory(con)
     # DuckDB draws a progress bar on the terminal for long queries; reports own stdout.
     run(con, "SET enable_progress_bar = false")
     run(con, SPANS_DDL)
     return con
 
 
-def _limit_memory(con: duckdb.DuckDBPyConnection, folder: str) -> None:
-    """Put ``con`` under the memory limit, spilling to ``folder`` (removed with ``con``)."""
-    run(con, "SET memory_limit = ?", [memory_limit_setting() or DEFAULT_MEMORY_LIMIT])
+def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """Put ``con`` under the memory limit, spilling to a folder of its own: removed with
+    ``con``, or if its process is killed, by the next load (:mod:`auditor.database.spill`)."""
+    import duckdb  # lazy: `import auditor` stays without DuckDB
+
+    wanted = memory_limit_setting()
+    try:
+        run(con, "SET memory_limit = ?", [wanted or DEFAULT_MEMORY_LIMIT])
+    except duckdb.Error as e:
+        raise ConfigurationError(
+            f"{ev.HANDOFFSCOPE_MEMORY_LIMIT}={wanted!r} is not a memory size;"
+            " set it as DuckDB takes one, e.g. 4GB or 512MiB"
+        ) from e
+    folder, lock = spill.make()
     run(con, "SET temp_directory = ?", [os.path.join(folder, "spill")])
-    weakref.finalize(con, _remove, con, folder)
+    weakref.finalize(con, _remove, con, folder, lock)
 
 
-def _remove(con: duckdb.DuckDBPyConnection, folder: str) -> None:
+def _remove(con: duckdb.DuckDBPyConnection, folder: str, lock: int | None) -> None:
     try:
         con.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
 
 
 def load_traces(
@@ -255,7 +270,7 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
     if sum(_estimated_bytes(s) for s in sources) > LARGE_INPUT_BYTES:
         # Rules and figures over a large store materialise what they share; keep that under
         # the same limit as a large load, spilling to a temporary folder.
-        _limit_memory(con, tempfile.mkdtemp(prefix="handoffscope-"))
+        _limit_memory(con)
     paths = [s.path for s in sources]
     try:
         columns = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])
