@@ -274,6 +274,9 @@ def _open_store(sources: list[SourceFile]) -> TraceSet | None:
     paths = [s.path for s in sources]
     try:
         columns = run(con, "DESCRIBE SELECT * FROM read_parquet(?)", [paths])
+        # Every file's footer, not only the first one's: a file cut short (a segment
+        # half-copied) is read by the normal path, which names it and loads the rest.
+        run(con, "SELECT count(*) FROM parquet_file_metadata(?)", [paths])
     except duckdb.Error:
         con.close()
         return None

@@ -249,3 +249,19 @@ def test_a_full_disk_never_costs_the_appended_spans(
     assert not (store / ".parquet.derived" / "parts").exists() or not any(
         (store / ".parquet.derived" / "parts").glob("*.partial")
     )
+
+
+def test_a_segment_cut_short_is_a_problem_and_the_rest_is_audited(
+    grown: Grown, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A copy of the store taken while a segment was written: the segment is named as a
+    # problem, and the stored spans are audited as an audit of the old file alone audits them.
+    with _damaged(grown, "cut", SEGMENT):
+        out = tmp_path / "report.json"
+        assert main(["audit", str(grown.store), "--format", "json", "--output", str(out)]) in (0, 1)
+        report = json.loads(out.read_text(encoding="utf-8"))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    (problem,) = report["problems"]
+    assert SEGMENT in json.dumps(problem) and "not a readable Parquet file" in json.dumps(problem)
+    assert _compared(report) == _report(audit(load_traces(grown.old)))
