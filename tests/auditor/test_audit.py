@@ -95,6 +95,8 @@ def test_exit_codes(
         (["--skip", "fire-and-forgot"], "did you mean fire-and-forget"),
         (["--validation-timeout", "2 sec"], "--validation-timeout: '2 sec' is not a duration"),
         (["--p95-budget", "0ms"], "--p95-budget: the duration must be greater than zero"),
+        # A negative duration says what is wrong with it, as in pyproject.toml.
+        (["--p95-budget=-1s"], "--p95-budget: the duration must be greater than zero"),
         (["--fail-on", "errors"], "Invalid value for '--fail-on'"),
         (["--format", "yaml"], "Invalid value for '--format'"),
     ],
