@@ -240,6 +240,10 @@ SCALARS = [
     " ', ') AS v FROM spans",
     "SELECT max(x) * 100 + min(x) * 10 + count(*) AS v FROM spans, unnest([3, 1, 2]) AS t(x)",
     "SELECT count(*) AS v FROM spans, unnest([]::INTEGER[]) AS t(x)",
+    "SELECT format('{} -> {}', 2500.0::DOUBLE, format('{} of {}', 1.5::DOUBLE, 3)) AS v",
+    # The first row of each partition, as ClickHouse's ORDER BY ... LIMIT 1 BY.
+    "SELECT sum(x * g) AS v FROM (SELECT x, x % 2 AS g FROM (SELECT unnest([1, 2, 3, 4]) AS x)"
+    " QUALIFY row_number() OVER (PARTITION BY x % 2 ORDER BY x DESC) = 1)",
 ]
 
 
@@ -254,6 +258,15 @@ def test_a_construct_means_the_same(engine: ChdbEngine, sql: str) -> None:
     _, rows = engine.query(dialect.to_clickhouse(sql, spans), {})
     have = rows[0][0]
     assert _close(want, have) == [], (sql, want, have)
+
+
+def test_a_map_value_is_looked_up_once_where_the_server_can(engine: ChdbEngine) -> None:
+    sql = "SELECT m['k'] AS v, m['missing'] AS w, m['it''s'] AS z FROM spans"
+    spans = "SELECT CAST(map('k', 'x', 'it''s', 'y'), 'Map(String, String)') AS m"
+    text = dialect.to_clickhouse(sql, spans, defs=dialect.definitions().with_one_lookup())
+    assert "mapContains" not in text and text.count("arrayElementOrNull") == 3
+    _, rows = engine.query(text, {})
+    assert rows == [("x", None, "y")]
 
 
 def test_union_by_name_with_different_columns_is_refused() -> None:
