@@ -34,6 +34,10 @@ from auditor.watch.watcher import DEFAULT_FLUSH_TIMEOUT_S, Watcher
 from collector import environment_variables as ev
 from collector.errors import ConfigurationError
 
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""Exit code when the reader of stdout, the only sink, closed it: as a shell reports a
+process SIGPIPE stopped, and as ``handoffscope audit`` ends then."""
+
 
 class Duration(click.ParamType):
     """A duration such as ``500ms``, ``2s`` or ``5m`` (a bare number is seconds)."""
@@ -368,7 +372,7 @@ def watch(
 
     sinks: list[Sink] = []
     if stdout or (stdout is None and not (jsonl_path or webhook_url or exec_command)):
-        sinks.append(StreamSink())
+        sinks.append(StreamSink(outbox_size=outbox_size))
     if jsonl_path is not None:
         try:
             sinks.append(JsonlSink(jsonl_path))
@@ -438,4 +442,8 @@ def watch(
         return 2
     if once:
         return 1 if summary.alerts else 0
+    if summary.sink_error is not None:
+        # Stopped because its last sink failed: a reader that closed stdout (`| head`) ends
+        # it as SIGPIPE would, as it ends `audit`; any other failure is an error.
+        return EXIT_BROKEN_PIPE if isinstance(summary.sink_error, BrokenPipeError) else 2
     return 0

@@ -69,20 +69,44 @@ class Sink(Protocol):
 
 
 class StreamSink:
-    """A readable line per alert on a text stream (stdout by default)."""
+    """A readable line per alert on a text stream (stdout by default).
+
+    A write that fails (the reader of a pipe went away, the disk under a redirect is full)
+    ends the sink's writing for good: :attr:`failure` holds the error, and that alert and
+    every later one stay :meth:`pending`, to be saved for the next start (the oldest
+    dropped beyond ``outbox_size``), never counted as printed.
+    """
 
     name = "stdout"
 
-    def __init__(self, stream: IO[str] | None = None) -> None:
+    def __init__(
+        self, stream: IO[str] | None = None, *, outbox_size: int = DEFAULT_OUTBOX_SIZE
+    ) -> None:
         self._stream = stream
+        self._size = outbox_size
+        self._held: deque[Alert] = deque()
+        self.failure: OSError | None = None
+        """The write error that stopped this sink, if one did."""
+        self.dropped = 0
 
     def send(self, alert: Alert) -> None:
-        stream = self._stream or sys.stdout
-        stream.write(render_line(alert) + "\n")
-        stream.flush()
+        if self.failure is None:
+            stream = self._stream or sys.stdout
+            try:
+                stream.write(render_line(alert) + "\n")
+                stream.flush()
+                return
+            except OSError as e:
+                # A closed pipe never reopens, and a retried write would repeat what a
+                # full disk kept of the last one: stop here and keep the alerts.
+                self.failure = e
+        self._held.append(alert)
+        if len(self._held) > self._size:
+            self._held.popleft()
+            self.dropped += 1
 
     def pending(self) -> list[Alert]:
-        return []
+        return list(self._held)
 
     def close(self, *, timeout_s: float) -> None:
         return None

@@ -58,6 +58,9 @@ class RunSummary:
     lost: int = 0
     """Alerts that will never be delivered: queued at exit with no state file to keep them,
     or dropped by a sink (refused by the webhook, or pushed out of a full outbox)."""
+    sink_error: OSError | None = None
+    """The write error that put the last working sink out of use (a closed stdout, say),
+    ending the run early: with no sink left, nothing could be delivered."""
 
 
 class Watcher:
@@ -86,6 +89,8 @@ class Watcher:
         self._closed = False
         self._undelivered: list[tuple[str, Alert]] = []
         self._staged: list[Alert] = []
+        self._failed: set[str] = set()
+        """Sinks whose failure was reported (once each)."""
         """Alerts saved in the outbox but not yet handed to the sinks."""
         self._saving = threading.RLock()
         """Held while the state is saved and while a delivery is journaled (sink threads)."""
@@ -173,8 +178,7 @@ class Watcher:
             for data in saved:
                 alert = Alert.from_json(data)
                 sink.send(alert)
-                if not hasattr(sink, "on_done") and not any(a is alert for a in sink.pending()):
-                    self._done(name, alert)
+                self._sent(sink, alert)
             if saved:
                 self._log(f"watch: resending {len(saved)} undelivered {name} alerts")
 
@@ -186,6 +190,8 @@ class Watcher:
         try:
             while not stop.is_set():
                 more = self.poll(summary, final=once)
+                if self._no_sink_left(summary):
+                    break
                 if more:
                     continue
                 if once:
@@ -246,9 +252,41 @@ class Watcher:
                     sink.send(alert)
                 except OSError as e:
                     self._log(f"watch: the {sink.name} sink failed on alert {alert.id}: {e}")
-                if not hasattr(sink, "on_done") and not any(a is alert for a in sink.pending()):
-                    self._done(sink.name, alert)  # delivered (or failed) as it was sent
+                self._sent(sink, alert)
             self._staged.remove(alert)
+
+    def _sent(self, sink: Sink, alert: Alert) -> None:
+        """After ``sink.send(alert)``: journal an alert the sink is done with at once, or
+        say (once) that the sink failed and keeps its alerts from now on."""
+        failure = getattr(sink, "failure", None)
+        if failure is not None:
+            if sink.name not in self._failed:
+                self._failed.add(sink.name)
+                self._log(self._failure_note(sink.name, failure))
+            return  # held, not delivered: it stays in the outbox
+        if not hasattr(sink, "on_done") and not any(a is alert for a in sink.pending()):
+            self._done(sink.name, alert)  # delivered (or failed) as it was sent
+
+    def _failure_note(self, name: str, error: OSError) -> str:
+        if isinstance(error, BrokenPipeError):
+            what = f"{name} was closed by its reader ({error.strerror})"
+        else:
+            what = f"could not print alerts on {name} ({error.strerror or error})"
+        others = [s.name for s in self.sinks if s.name != name and s.name not in self._failed]
+        then = (
+            f"the other sinks ({', '.join(others)}) still get every alert"
+            if others
+            else "no sink is left, so watch stops"
+        )
+        return f"watch: {what}; alerts are no longer sent there, and {then}"
+
+    def _no_sink_left(self, summary: RunSummary) -> bool:
+        """Whether every sink failed for good (then the run ends: nothing can be sent)."""
+        failures = [getattr(sink, "failure", None) for sink in self.sinks]
+        if not failures or any(f is None for f in failures):
+            return False
+        summary.sink_error = failures[-1]
+        return True
 
     # -- state -------------------------------------------------------------------------
     def state(self) -> WatchState:
@@ -313,7 +351,26 @@ class Watcher:
 
     def _report_lost(self) -> None:
         """Name the alerts no sink delivered, since without a state file nothing keeps them."""
-        count = len(self._undelivered)
+        held: dict[str, int] = {}
+        queued = []
+        for name, alert in self._undelivered:
+            if name in self._failed:
+                held[name] = held.get(name, 0) + 1
+            else:
+                queued.append((name, alert))
+        for name, count in held.items():
+            # Counted, not listed: a line per alert is the storm the failure note avoided.
+            alerts, are = ("alert", "is") if count == 1 else ("alerts", "are")
+            self._log(
+                f"watch: warning: {count} {alerts} not printed on {name} {are} lost, since"
+                " there is no state file to keep them (run without --no-state to have them"
+                " sent on the next start)"
+            )
+        if queued:
+            self._report_queued_lost(queued)
+
+    def _report_queued_lost(self, queued: list[tuple[str, Alert]]) -> None:
+        count = len(queued)
         alerts, are = ("alert", "is") if count == 1 else ("alerts", "are")
         self._log(
             f"watch: warning: {count} {alerts} could not be delivered within --flush-timeout"
@@ -321,7 +378,7 @@ class Watcher:
             " them (run without --no-state to have them sent on the next start):"
         )
         # Every one is listed, not the first few: this line is all that is left of the alert.
-        for name, alert in self._undelivered:
+        for name, alert in queued:
             self._log(f"watch:   {name}: {_describe(alert)}")
 
     def _unlock(self) -> None:
