@@ -375,7 +375,7 @@ def watch(
         sinks.append(StreamSink(outbox_size=outbox_size))
     if jsonl_path is not None:
         try:
-            sinks.append(JsonlSink(jsonl_path))
+            sinks.append(JsonlSink(jsonl_path, outbox_size=outbox_size))
         except OSError as e:
             raise click.BadParameter(
                 f"cannot append to {jsonl_path}: {e.strerror}", param_hint="--jsonl"

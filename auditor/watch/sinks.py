@@ -78,6 +78,8 @@ class StreamSink:
     """
 
     name = "stdout"
+    recovers = False
+    """A closed pipe never reopens: once writing failed, the sink is out for good."""
 
     def __init__(
         self, stream: IO[str] | None = None, *, outbox_size: int = DEFAULT_OUTBOX_SIZE
@@ -113,24 +115,66 @@ class StreamSink:
 
 
 class JsonlSink:
-    """Appends each alert's JSON payload as one line to a file, flushed to disk."""
+    """Appends each alert's JSON payload as one line to a file, flushed to disk.
+
+    A write that fails (a full disk) is undone, so the file never holds half a line, and the
+    alert is kept with every later one (the oldest dropped beyond ``outbox_size``): each
+    later send tries them again first, in order, and what is still kept at shutdown is saved
+    for the next start. :attr:`failure` holds the error while the file cannot be written.
+    """
 
     name = "jsonl"
+    recovers = True
+    """A failure may pass (room is made on the disk): the watch goes on without it."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, outbox_size: int = DEFAULT_OUTBOX_SIZE) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = path.open("a", encoding="utf-8")
+        self.path = path
+        self._fd: int | None = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        self._size = outbox_size
+        self._held: deque[Alert] = deque()
+        self.failure: OSError | None = None
+        self.dropped = 0
+        self.on_done: Callable[[Alert], None] | None = None
+        """Called once an alert's line is on disk (the watcher journals it)."""
 
     def send(self, alert: Alert) -> None:
-        self._file.write(render_json(alert) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self._held.append(alert)
+        if len(self._held) > self._size:
+            self._held.popleft()
+            self.dropped += 1
+        self._write_held()
+
+    def _write_held(self) -> None:
+        while self._held and self._fd is not None:
+            alert = self._held[0]
+            data = (render_json(alert) + "\n").encode("utf-8")
+            end = os.fstat(self._fd).st_size
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._fd, view) :]
+                os.fsync(self._fd)
+            except OSError as e:
+                self.failure = e
+                try:
+                    os.ftruncate(self._fd, end)  # no half line for readers to trip on
+                except OSError:
+                    pass
+                return
+            self.failure = None
+            self._held.popleft()
+            if self.on_done is not None:
+                self.on_done(alert)
 
     def pending(self) -> list[Alert]:
-        return []
+        return list(self._held)
 
     def close(self, *, timeout_s: float) -> None:
-        self._file.close()
+        self._write_held()
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class _QueuedSink:

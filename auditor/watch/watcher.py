@@ -262,12 +262,23 @@ class Watcher:
         if failure is not None:
             if sink.name not in self._failed:
                 self._failed.add(sink.name)
-                self._log(self._failure_note(sink.name, failure))
+                self._log(self._failure_note(sink, failure))
             return  # held, not delivered: it stays in the outbox
+        if sink.name in self._failed:
+            self._failed.discard(sink.name)
+            self._log(
+                f"watch: {_where(sink)} can be written again; the alerts kept for it are written"
+            )
         if not hasattr(sink, "on_done") and not any(a is alert for a in sink.pending()):
             self._done(sink.name, alert)  # delivered (or failed) as it was sent
 
-    def _failure_note(self, name: str, error: OSError) -> str:
+    def _failure_note(self, sink: Sink, error: OSError) -> str:
+        name = sink.name
+        if getattr(sink, "recovers", False):
+            return (
+                f"watch: could not write alerts to {_where(sink)} ({error.strerror or error});"
+                " they are kept, in order, and written as soon as it can be written again"
+            )
         if isinstance(error, BrokenPipeError):
             what = f"{name} was closed by its reader ({error.strerror})"
         else:
@@ -285,6 +296,8 @@ class Watcher:
         failures = [getattr(sink, "failure", None) for sink in self.sinks]
         if not failures or any(f is None for f in failures):
             return False
+        if any(getattr(sink, "recovers", False) for sink in self.sinks):
+            return False  # that one may work again: keep its alerts coming
         summary.sink_error = failures[-1]
         return True
 
@@ -358,11 +371,13 @@ class Watcher:
                 held[name] = held.get(name, 0) + 1
             else:
                 queued.append((name, alert))
+        by_name = {sink.name: sink for sink in self.sinks}
         for name, count in held.items():
             # Counted, not listed: a line per alert is the storm the failure note avoided.
             alerts, are = ("alert", "is") if count == 1 else ("alerts", "are")
             self._log(
-                f"watch: warning: {count} {alerts} not printed on {name} {are} lost, since"
+                f"watch: warning: {count} {alerts} not delivered to {_where(by_name[name])} {are}"
+                " lost, since"
                 " there is no state file to keep them (run without --no-state to have them"
                 " sent on the next start)"
             )
@@ -385,6 +400,12 @@ class Watcher:
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None
+
+
+def _where(sink: Sink) -> str:
+    """A sink as a user knows it: its file if it has one, else its name."""
+    path = getattr(sink, "path", None)
+    return str(path) if path is not None else sink.name
 
 
 def _describe(alert: Alert) -> str:

@@ -100,7 +100,7 @@ def test_a_stdout_on_a_full_device_loses_alerts_without_a_state_file_exit_2(
     assert code == 2, err
     assert sum("stdout" in line for line in err) == 2, err  # the failure, then what is lost
     assert any("No space left on device" in line for line in err), err
-    assert any("4 alerts not printed on stdout are lost" in line for line in err), err
+    assert any("4 alerts not delivered to stdout are lost" in line for line in err), err
     assert not any("failed on alert" in line for line in err), err
 
 

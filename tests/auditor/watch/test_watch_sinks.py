@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import socket
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from auditor.watch.alert import FIRING, RULE_SLOW_VALIDATION, Alert, render_line, render_slack
 from auditor.watch.sinks import ExecSink, JsonlSink, StreamSink, WebhookSink
+from tests.support.disks import mount_tmpfs, unmount
 from tests.support.watch import webhook
 
 
-def alert(n: int = 1, **changes) -> Alert:
-    fields = dict(
+def alert(n: int = 1, **changes: Any) -> Alert:
+    fields: dict[str, Any] = dict(
         rule=RULE_SLOW_VALIDATION,
         status=FIRING,
         severity="error",
@@ -182,6 +188,41 @@ def test_jsonl_sink_appends_one_payload_per_line(tmp_path: Path):
     sink.close(timeout_s=1)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert [x["task_id"] for x in lines] == ["task-1", "task-2"]
+
+
+def test_jsonl_sink_on_a_full_disk_keeps_its_alerts_whole_and_writes_them_once_there_is_room(
+    tmp_path: Path,
+):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or not mount_tmpfs(disk, "64k"):
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        filler = disk / "filler"
+        with filler.open("wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"x" * 4096)
+            except OSError as e:
+                assert e.errno == errno.ENOSPC
+        path = disk / "alerts.jsonl"
+        done: list[str] = []
+        sink = JsonlSink(path)
+        sink.on_done = lambda a: done.append(a.id)
+        sink.send(alert(1))
+        sink.send(alert(2))
+        assert sink.failure is not None and sink.failure.errno == errno.ENOSPC
+        assert [a.id for a in sink.pending()] == [alert(1).id, alert(2).id] and done == []
+        assert path.read_bytes() == b""  # no half line left behind
+        filler.unlink()
+        sink.send(alert(3))
+        sink.close(timeout_s=1)
+        assert sink.failure is None and sink.pending() == []
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        assert [x["task_id"] for x in lines] == ["task-1", "task-2", "task-3"]
+        assert done == [alert(n).id for n in (1, 2, 3)]
+    finally:
+        unmount(disk)
 
 
 def test_terminal_line_escapes_control_characters():
