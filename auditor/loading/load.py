@@ -31,7 +31,7 @@ from auditor.database.statements import (
     uncompressed,
 )
 from auditor.errors import AuditError
-from auditor.loading.problems import NOT_OTLP, LoadProblem
+from auditor.loading.problems import NOT_OTLP, LoadProblem, collapsed, non_trace_files
 from auditor.loading.readers import Reader
 from auditor.loading.segments import merge
 from auditor.loading.sources import SourceFile, discover, has_glob
@@ -180,7 +180,7 @@ def load_traces(
         step(f"reading {len(sources)} files" if len(sources) > 1 else "reading")
         reader.finish()
     step("removing duplicate spans")
-    ts.problems.extend(reader.problems)
+    ts.problems.extend(_gathered(ts.con, reader.problems, reader.exports))
     ts.skipped.extend(reader.skipped)
     ts.duplicate_count += _drop_duplicates(ts.con, ts.files)
     step("attributing spans to agents")
@@ -337,6 +337,27 @@ def _drop_duplicates(con: duckdb.DuckDBPyConnection, files: list[str]) -> int:
         {"files": files},
     )
     return int(row[0][0])  # type: ignore[call-overload]
+
+
+def _gathered(
+    con: duckdb.DuckDBPyConnection, problems: list[LoadProblem], exports: set[str]
+) -> list[LoadProblem]:
+    """``problems``, those of each file that is no trace file at all (binary, or none of its
+    lines JSON) made one (:func:`~auditor.loading.problems.non_trace_files`): its lines, one
+    by one, would bury the problems of the trace files beside it. A file that yielded a
+    span, or holds an ``exports`` line (an export without one), is a trace file: it keeps
+    them."""
+    whole = {f: p for f, p in non_trace_files(problems).items() if f not in exports}
+    if not whole:
+        return problems  # the spans are not looked at: nothing to collapse
+    loaded = run(
+        con,
+        "SELECT DISTINCT source_file FROM spans WHERE list_contains($1, source_file)",
+        [list(whole)],
+    )
+    for (file,) in loaded:
+        whole.pop(str(file), None)
+    return collapsed(problems, whole) if whole else problems
 
 
 def _nothing_usable(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final
 
@@ -17,6 +17,28 @@ NOT_OTLP: Final = (
 )
 
 
+NOT_JSON: Final = "not JSON"
+"""A :class:`Fault`: the line is not JSON at all (its ``detail``: the parser's words)."""
+SCALAR: Final = "JSON scalar"
+"""A :class:`Fault`: the line is a JSON number, string, boolean or null."""
+NUL: Final = "NUL bytes"
+"""A :class:`Fault`: the line holds NUL bytes."""
+NOT_UTF8: Final = "not UTF-8"
+"""A :class:`Fault`: the line holds bytes that are not UTF-8 (its ``detail``: where)."""
+UNLISTED: Final = "unlisted"
+"""A :class:`Fault`: ``lines`` more lines that yielded no span are not listed."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What a problem says of its line, for :func:`non_trace_files` to tell a file that is no
+    trace file at all (every line of it such a fault) from a trace file with damaged lines."""
+
+    kind: str
+    detail: str = ""
+    lines: int = 1
+
+
 @dataclass(frozen=True)
 class LoadProblem:
     """A line or file that could not be used; everything else was still loaded.
@@ -27,6 +49,8 @@ class LoadProblem:
     file: str
     line: int | None
     message: str
+    fault: Fault | None = field(default=None, compare=False, repr=False)
+    """What the problem says of its line when that may mean the file is no trace file."""
 
     def __str__(self) -> str:
         where = self.file if self.line is None else f"{self.file}:{self.line}"
@@ -54,7 +78,8 @@ def classify(
         if index >= MAX_PROBLEMS_PER_FILE and not torn:
             more += 1
             continue
-        out.append(LoadProblem(file, number, describe(text, torn=torn)))
+        message, fault = _described(text, torn=torn)
+        out.append(LoadProblem(file, number, message, fault))
     if more:
         out.append(
             LoadProblem(
@@ -62,8 +87,61 @@ def classify(
                 None,
                 f"{more} more unusable lines are not listed; everything else in the file"
                 " was loaded",
+                Fault(UNLISTED, lines=more),
             )
         )
+    return out
+
+
+def non_trace_files(problems: Sequence[LoadProblem]) -> dict[str, LoadProblem]:
+    """The one problem that stands for all of a file's ``problems`` when they say that it is
+    no trace file, by file: none of its lines is JSON, or it is binary (NUL bytes and bytes
+    that are not UTF-8). A file with one line, or with any other problem (a JSON object
+    that is not an export, ids of a span it yielded...), keeps them: it may be a trace file
+    cut short or damaged, and the caller still checks that each of these yielded no span.
+    """
+    faults: dict[str, list[tuple[int | None, Fault]]] = {}
+    mixed: set[str] = set()
+    for p in problems:
+        if p.fault is None:
+            mixed.add(p.file)
+        elif p.file not in mixed:
+            faults.setdefault(p.file, []).append((p.line, p.fault))
+    out: dict[str, LoadProblem] = {}
+    for file, found in faults.items():
+        if file in mixed:
+            continue
+        kinds = {f.kind for _, f in found}
+        listed = {n for n, f in found if n is not None and f.kind != NOT_UTF8}
+        lines = len(listed) + sum(f.lines for _, f in found if f.kind == UNLISTED)
+        if NUL in kinds and NOT_UTF8 in kinds:
+            line = min(n for n, f in found if n is not None and f.kind in (NUL, NOT_UTF8))
+            what = f"binary, not text (NUL bytes and bytes that are not UTF-8, from line {line} on)"
+        elif kinds <= {NOT_JSON, NOT_UTF8, UNLISTED} and NOT_JSON in kinds and lines > 1:
+            if UNLISTED in kinds:
+                # Lines past the listed ones were counted, never parsed.
+                what = f"none of the first {len(listed)} of its {lines} lines is JSON"
+            else:
+                what = f"none of its {lines} lines is JSON"
+            first = min((n, f.detail) for n, f in found if n is not None and f.kind == NOT_JSON)
+            what += f" (line {first[0]}: {first[1]})"
+        else:
+            continue
+        out[file] = LoadProblem(file, None, f"not a trace file: {what}; it was skipped")
+    return out
+
+
+def collapsed(problems: Sequence[LoadProblem], files: dict[str, LoadProblem]) -> list[LoadProblem]:
+    """``problems`` with those of each file in ``files`` replaced by the one problem given
+    for it there, where the file's first problem was."""
+    out: list[LoadProblem] = []
+    placed: set[str] = set()
+    for p in problems:
+        if p.file not in files:
+            out.append(p)
+        elif p.file not in placed:
+            out.append(files[p.file])
+            placed.add(p.file)
     return out
 
 
@@ -85,21 +163,36 @@ def not_utf8(byte: int) -> str:
 
 def describe(text: str, *, torn: bool = False) -> str:
     """Why ``text`` (one line or document) holds no span."""
+    return _described(text, torn=torn)[0]
+
+
+def _described(text: str, *, torn: bool = False) -> tuple[str, Fault | None]:
+    """Why ``text`` holds no span, and the :class:`Fault` that is (None: it is JSON of a
+    shape no file but a trace file holds, or could)."""
     keys: list[str] = []
     try:
         value = json.loads(text, object_pairs_hook=partial(first_wins, keys))
     except (ValueError, RecursionError) as e:
         detail = e.msg if isinstance(e, json.JSONDecodeError) else "nested too deeply"
+        fault = Fault(NOT_JSON, detail)
         if torn:
             return (
                 f"the last line is incomplete JSON ({detail}): the writer probably stopped"
                 " mid-line; the line was skipped and the rest of the file was loaded"
-            )
-        return f"not valid JSON ({detail}); the line was skipped"
+            ), fault
+        return f"not valid JSON ({detail}); the line was skipped", fault
     if isinstance(value, list):
-        return f"{_array(value)}; the line was skipped"
+        return f"{_array(value)}; the line was skipped", None
     if not isinstance(value, dict):
-        return f"{_as_json(value)}, not an OTLP export object; the line was skipped"
+        return (
+            f"{_as_json(value)}, not an OTLP export object; the line was skipped",
+            Fault(SCALAR),
+        )
+    return _described_object(value, keys), None
+
+
+def _described_object(value: dict[str, Any], keys: list[str]) -> str:
+    """Why a JSON object holds no span; ``keys``: its keys as written, repeats included."""
     if "resourceLogs" in value or "resource_logs" in value:
         return (
             "OTLP logs, not traces: handoffscope audits trace files (resourceSpans);"

@@ -39,7 +39,16 @@ from auditor.loading.json_text import (
     repair_surrogates,
     replace_surrogate_chars,
 )
-from auditor.loading.problems import MAX_PROBLEMS_PER_FILE, NOT_OTLP, LoadProblem, classify, decoded
+from auditor.loading.problems import (
+    MAX_PROBLEMS_PER_FILE,
+    NOT_OTLP,
+    NOT_UTF8,
+    NUL,
+    Fault,
+    LoadProblem,
+    classify,
+    decoded,
+)
 from auditor.loading.read_keys import LEFT_OUT
 from auditor.loading.reader_sql import (
     ALL_BRACED,
@@ -126,6 +135,9 @@ class Reader:
     _unchecked: int = 0
     problems: list[LoadProblem] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    exports: set[str] = field(default_factory=set)
+    """Files with a line that yielded no span but is an OTLP export (without a span): trace
+    files, whatever their other lines are."""
     duplicates: int = 0
     added: int = 0
     _files: list[str] = field(default_factory=list)
@@ -298,7 +310,9 @@ class Reader:
                 if problem is not None:
                     bad_lines += 1
                     if bad_lines <= MAX_PROBLEMS_PER_FILE:
-                        self.problems.append(LoadProblem(source.path, number, problem))
+                        self.problems.append(
+                            LoadProblem(source.path, number, problem, Fault(NOT_UTF8))
+                        )
                 if len(batch) >= BATCH_LINES:
                     self.add_lines(source.path, batch, explicit=source.explicit, source=source)
                     batch = []
@@ -318,6 +332,7 @@ class Reader:
                     None,
                     f"{more} more lines that are not UTF-8 text are not listed; in each, those"
                     " bytes were read as U+FFFD",
+                    Fault(NOT_UTF8),
                 )
             )
         self.add_lines(source.path, batch, explicit=source.explicit, source=source)
@@ -598,6 +613,7 @@ class Reader:
                 number,
                 f"{zeros} NUL bytes in this line (zeros a crash leaves where a record was"
                 f" being written); {found}",
+                Fault(NUL),
             )
         )
 
@@ -619,8 +635,11 @@ class Reader:
                 self._note_replaced(file, number)
                 self._queue(file, number, fixed)
                 repaired = True
-            elif text.strip() and not is_empty_export(text):
-                # A blank line holds nothing to report, as the lines read in Python skip it.
+            elif not text.strip():
+                pass  # a blank line holds nothing to report, as the lines read in Python skip it
+            elif is_empty_export(text):
+                self.exports.add(file)
+            else:
                 by_file.setdefault(file, []).append((number, text))
         if repaired:
             self._report_replaced()

@@ -854,3 +854,31 @@ def test_append_lines_on_a_compacted_store_is_refused_with_an_audit_error(
     store = load_traces(tmp_path / "store.parquet")
     with pytest.raises(AuditError):
         append_lines(store, [(1, GOOD[1])], file="live.jsonl")
+
+
+def test_a_file_no_line_of_which_is_json_is_one_problem_naming_it(tmp_path: Path) -> None:
+    """A README or a program among the trace files (a shell glob): one problem each, with
+    the first line's detail, not one per line burying the trace files' own problems. A
+    trace file with a damaged line, one that is empty but for an export without spans, and
+    a file of one line (a torn first write, maybe) keep theirs, line by line."""
+    (tmp_path / "README.md").write_text("# Traces\n\nThese files hold spans.\n- one")
+    (tmp_path / "ls.json").write_bytes(b"\x7fELF\x02\x01" + b"\x00" * 9 + b"\xff\xfe\n1\x00{\n")
+    (tmp_path / "a.jsonl").write_text("\n".join([GOOD[0], "{oops", GOOD[1], "oops"]) + "\n")
+    (tmp_path / "b.jsonl").write_bytes(b'{"resourceSpans": []}\noops\xff\nnope\n')
+    (tmp_path / "c.jsonl").write_text("oops\n")
+    names = ["README.md", "ls.json", "a.jsonl", "b.jsonl", "c.jsonl"]
+    ts = load_traces([tmp_path / n for n in names])
+    assert [str(p).removeprefix(f"{tmp_path}/").split(";")[0] for p in ts.problems] == [
+        "README.md: not a trace file: none of its 3 lines is JSON (line 1: Expecting value)",
+        "ls.json: not a trace file: binary, not text (NUL bytes and bytes that are not UTF-8,"
+        " from line 1 on)",
+        "a.jsonl:2: not valid JSON (Expecting property name enclosed in double quotes)",
+        "a.jsonl:4: not valid JSON (Expecting value)",
+        "b.jsonl:2: not UTF-8 text (byte 5)",
+        "b.jsonl:2: not valid JSON (Expecting value)",
+        "b.jsonl:3: not valid JSON (Expecting value)",
+        "c.jsonl:1: not valid JSON (Expecting value)",
+    ]
+    assert ts.problems[0].line is None
+    assert str(ts.problems[0]).endswith("; it was skipped")
+    assert len(spans(ts)) == 2
