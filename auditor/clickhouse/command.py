@@ -9,7 +9,10 @@ of :mod:`auditor.clickhouse.schema`.
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -30,7 +33,7 @@ from auditor.clickhouse.spans import quoted_ident
 from auditor.errors import AuditError, first_line
 from auditor.settings import AuditSettings
 
-__all__ = ["audit_source", "clickhouse", "parse_moment"]
+__all__ = ["audit_source", "clickhouse", "parse_moment", "quiet_client"]
 
 _BACK: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(s|m|h|d|w)")
 _UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -54,6 +57,26 @@ def parse_moment(text: str | None, *, option: str, now: datetime | None = None) 
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+@contextmanager
+def quiet_client() -> Iterator[None]:
+    """clickhouse-connect's log records kept off the terminal while a command runs: it logs a
+    warning (``Unexpected Http Driver Exception``) before raising the error that the command
+    turns into its own one-line message. Only its logger; handoffscope's messages are not
+    log records."""
+    logger = logging.getLogger("clickhouse_connect")
+    # A handler of its own stops Python's last-resort stderr handler; no propagation keeps
+    # the records from an application's root handlers too, for this command only.
+    handler = logging.NullHandler()
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
 def audit_source(
     paths: tuple[str, ...],
     settings: AuditSettings,
@@ -72,7 +95,10 @@ def audit_source(
     )
     if time_range.since and time_range.until and time_range.since >= time_range.until:
         raise AuditError("--since must come before --until")
-    return audit_clickhouse(paths[0], settings, table=table or DEFAULT_TABLE, time_range=time_range)
+    with quiet_client():
+        return audit_clickhouse(
+            paths[0], settings, table=table or DEFAULT_TABLE, time_range=time_range
+        )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -98,7 +124,8 @@ def clickhouse() -> None:
     "url",
     metavar="URL",
     help="Run the statements on this chdb://PATH or clickhouse://HOST:PORT/DB source instead"
-    " of printing them (the database is --database, not the URL's).",
+    " of printing them (the database is --database, not the URL's; a chdb folder must"
+    " already hold the table).",
 )
 def ddl(database: str, table: str, url: str | None) -> None:
     """Print the ALTER TABLE statements that make audits of the exporter's table fast.
@@ -121,16 +148,21 @@ def ddl(database: str, table: str, url: str | None) -> None:
         return
     if not is_clickhouse_url(url):
         raise click.BadParameter("give a chdb:// or clickhouse:// URL", param_hint="--apply")
-    engine = connect(parse_url(url))
-    try:
-        for statement in statements(text):
-            try:
-                engine.command(statement)
-            except Exception as e:
-                raise AuditError(
-                    f"{url}: ClickHouse refused the DDL for {database}.{table}: {first_line(e)}",
-                    title="ddl failed",
-                ) from e
-    finally:
-        engine.close()
-    click.echo(f"stored columns added to {database}.{table} at {url}", err=True)
+    location = parse_url(url)
+    with quiet_client():
+        # The statements alter the exporter's table: a chdb folder without it is refused
+        # as an audit refuses it, rather than created empty for the ALTER to fail.
+        engine = connect(location)
+        try:
+            for statement in statements(text):
+                try:
+                    engine.command(statement)
+                except Exception as e:
+                    raise AuditError(
+                        f"{location.where}: ClickHouse refused the DDL for {database}.{table}:"
+                        f" {first_line(e)}",
+                        title="ddl failed",
+                    ) from e
+        finally:
+            engine.close()
+    click.echo(f"stored columns added to {database}.{table} at {location.where}", err=True)

@@ -3,8 +3,10 @@
 Both answer :meth:`Engine.query` with column names and rows, binding parameters on the
 engine's side (``{name:Type}`` in the SQL), so no value is ever formatted into a query.
 
-* ``chdb://PATH``: an embedded ClickHouse whose data lives in the folder PATH (created when
-  missing); what the tests use and what a user can try without a server.
+* ``chdb://PATH``: an embedded ClickHouse whose data lives in the folder PATH; what the tests
+  use and what a user can try without a server. :func:`connect` opens only a folder that
+  holds chdb data (an audit never creates one); :class:`ChdbEngine` creates it when missing,
+  which is how a folder is filled from trace files.
 * ``clickhouse://HOST:PORT/DATABASE``: a server, through clickhouse-connect (its HTTP
   interface, port 8123 by default; ``clickhouses://`` for HTTPS). The user and password come
   from the environment only (:data:`USER_ENV`, :data:`PASSWORD_ENV`, or ClickHouse's own
@@ -17,10 +19,11 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 from urllib.parse import unquote, urlsplit
 
-from auditor.errors import AuditError
+from auditor.errors import AuditError, first_line
 from collector import environment_variables as ev
 
 if TYPE_CHECKING:
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_DATABASE",
+    "DEFAULT_PORTS",
     "DEFAULT_TABLE",
     "PASSWORD_ENV",
     "SCHEMES",
@@ -36,6 +40,7 @@ __all__ = [
     "Engine",
     "Location",
     "ServerEngine",
+    "check_folder",
     "connect",
     "is_clickhouse_url",
     "parse_url",
@@ -47,6 +52,13 @@ DEFAULT_DATABASE: Final = "otel"
 """The exporter's default database."""
 DEFAULT_TABLE: Final = "otel_traces"
 """The exporter's default traces table."""
+DEFAULT_PORTS: Final = {"clickhouse": 8123, "clickhouses": 8443}
+"""The HTTP(S) port of a server URL that names none, as clickhouse-connect's defaults."""
+FILL_HINT: Final = (
+    "fill one from trace files as docs/deployment.md shows (ChdbEngine(PATH), create_table,"
+    " fill), or audit the trace files themselves: handoffscope audit FILE..."
+)
+"""How to make a chdb data folder, for messages about a missing one."""
 USER_ENV: Final = (ev.HANDOFFSCOPE_CLICKHOUSE_USER, "CLICKHOUSE_USER")
 """Environment variables naming the server user, first set wins (default ``default``)."""
 PASSWORD_ENV: Final = (ev.HANDOFFSCOPE_CLICKHOUSE_PASSWORD, "CLICKHOUSE_PASSWORD")
@@ -82,7 +94,29 @@ class Location:
     """chdb: the data directory."""
     host: str = "localhost"
     port: int | None = None
+    """As the URL gives it; None when it names none (:attr:`server_port` applies)."""
     database: str = DEFAULT_DATABASE
+
+    @property
+    def server_port(self) -> int:
+        """The port the client connects to: the URL's, or the scheme's HTTP(S) default."""
+        return self.port or DEFAULT_PORTS.get(self.scheme, DEFAULT_PORTS["clickhouse"])
+
+    @property
+    def where(self) -> str:
+        """The source for people, without credentials: ``chdb://PATH``, or
+        ``clickhouse://HOST:PORT`` with the port the client uses."""
+        if self.scheme == "chdb":
+            return f"chdb://{self.path}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.server_port}"
+
+    @property
+    def defaulted(self) -> str:
+        """A note on the port when the URL names none, else empty."""
+        if self.scheme == "chdb" or self.port is not None:
+            return ""
+        return f" (no port in the URL: {self.server_port}, the {self.scheme}:// default)"
 
 
 def is_clickhouse_url(text: str) -> bool:
@@ -100,6 +134,13 @@ def parse_url(url: str) -> Location:
     if scheme not in SCHEMES:
         raise AuditError(f"{url}: a ClickHouse source starts with chdb:// or clickhouse://")
     parts = urlsplit(url)
+    if parts.query or parts.fragment:
+        # Not echoed: a query string may carry a password (?password=...).
+        raise AuditError(
+            f"{scheme}://...: the URL takes no ?options or #fragment; name the server as"
+            f" {scheme}://HOST:PORT/DATABASE, with the user and password in"
+            f" {USER_ENV[0]} and {PASSWORD_ENV[0]}"
+        )
     if parts.username or parts.password:
         raise AuditError(
             f"{scheme}://...: credentials do not belong in the URL (other users can read a "
@@ -171,7 +212,7 @@ class ServerEngine:
         secure = location.scheme == "clickhouses"
         self._client = clickhouse_connect.get_client(
             host=location.host,
-            port=location.port or (8443 if secure else 8123),
+            port=location.server_port,
             username=_env(USER_ENV) or "default",
             password=_env(PASSWORD_ENV) or "",
             database=location.database,
@@ -199,8 +240,37 @@ class ServerEngine:
         self._client.close()
 
 
+def check_folder(path: str) -> None:
+    """Refuse a ``chdb://`` path that is not a chdb data folder, creating nothing: chdb would
+    make a missing folder (and write into any folder) only to find no table in it."""
+    url = f"chdb://{path}"
+    folder = Path(path)
+    if folder.is_dir():
+        if not (folder / "metadata").is_dir():
+            raise AuditError(
+                f"{url}: {path} holds no chdb data (no metadata/ folder in it); give the folder"
+                f" that holds the traces table, or {FILL_HINT}",
+                title="no chdb data",
+            )
+        return
+    if folder.exists():
+        raise AuditError(
+            f"{url}: {path} is a file, not a chdb data folder; audit a trace file without"
+            f" chdb:// (handoffscope audit {path}), or give the folder that holds the traces"
+            " table",
+            title="no chdb data",
+        )
+    raise AuditError(
+        f"{url}: no folder {path}, and none is created here: {FILL_HINT}",
+        title="no chdb data",
+    )
+
+
 def connect(location: Location) -> ChdbEngine | ServerEngine:
-    """An engine for ``location``; a missing extra or an unreachable server is an AuditError."""
+    """An engine for ``location``; a missing extra, a path that is not a chdb data folder
+    (:func:`check_folder`) or an unreachable server is an AuditError."""
+    if location.scheme == "chdb":
+        check_folder(location.path)
     try:
         if location.scheme == "chdb":
             return ChdbEngine(location.path)
@@ -211,15 +281,44 @@ def connect(location: Location) -> ChdbEngine | ServerEngine:
             title="missing extra",
         ) from e
     except Exception as e:
-        where = location.path if location.scheme == "chdb" else f"{location.host}:{location.port}"
+        where = location.where + location.defaulted
         if getattr(e, "code", None) == _AUTHENTICATION_FAILED:
             raise AuditError(
                 f"ClickHouse at {where} refused user {_env(USER_ENV) or 'default'!r}: wrong"
                 f" password or no such user; set {USER_ENV[0]} and {PASSWORD_ENV[0]}",
                 title="no connection",
             ) from e
-        text = " ".join(str(e).split())[:500]
+        cause = _os_error(e)
+        if cause is not None and location.scheme != "chdb":
+            raise AuditError(
+                f"cannot reach ClickHouse at {where}: {_reason(cause)}; check that the server"
+                " runs there and that the port is its HTTP interface (8123, or 8443 for"
+                " clickhouses://; 9000 is the native protocol, which the audit does not speak)",
+                title="no connection",
+            ) from e
+        text = first_line(e).split("Stack trace")[0].strip(" ,.")
         raise AuditError(f"cannot open ClickHouse at {where}: {text}", title="no connection") from e
+
+
+def _os_error(error: BaseException) -> OSError | None:
+    """The socket error under a client's wrapped exceptions (urllib3 keeps it as ``reason``)."""
+    seen: set[int] = set()
+    stack: list[object] = [error]
+    while stack:
+        current = stack.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        stack += [current.__cause__, current.__context__, getattr(current, "reason", None)]
+    return None
+
+
+def _reason(error: OSError) -> str:
+    """``[Errno 111] Connection refused`` as ``connection refused``."""
+    text = error.strerror or str(error)
+    return text[:1].lower() + text[1:]
 
 
 def _env(names: tuple[str, ...]) -> str | None:
