@@ -66,6 +66,9 @@ class AuditResult:
     files: list[str]
     structure: Structure | None
     """What the audit made of other frameworks' spans (None when there were none)."""
+    source: dict[str, Any] | None
+    """Where the spans were read when not from files (a ClickHouse table): ``engine``,
+    ``url`` (no credentials), ``table``, ``since`` and ``until``; None for files."""
 
     def __init__(
         self,
@@ -78,6 +81,7 @@ class AuditResult:
         *,
         by_rule: Sequence[RuleFindings] = (),
         structure: Structure | None = None,
+        source: dict[str, Any] | None = None,
     ) -> None:
         """``findings`` (in the order the report lists them), or ``by_rule`` the same in
         pieces (with ``findings`` None). ``dataclasses.replace`` keeps the pieces."""
@@ -92,6 +96,7 @@ class AuditResult:
         self.problems = list(problems or [])
         self.files = list(files or [])
         self.structure = structure
+        self.source = source
         self.explained = False
         """Whether the report lists :attr:`structure` in full (``audit --explain``)."""
         self._findings: list[Finding] | None = None

@@ -448,9 +448,10 @@ def audit_engine(
     settings: AuditSettings | None = None,
     *,
     time_range: TimeRange | None = None,
-    source: str = "",
+    source: dict[str, Any] | None = None,
 ) -> AuditResult:
-    """Run the selected rules and the figures over ``table`` (the exporter's schema)."""
+    """Run the selected rules and the figures over ``table`` (the exporter's schema);
+    ``source`` says for the report where that table is (:attr:`AuditResult.source`)."""
     settings = settings or AuditSettings()
     rules = select_rules(settings.rules, settings.skip)
     prices = None
@@ -470,7 +471,8 @@ def audit_engine(
         rules=rules,
         settings=settings,
         figures=figures,
-        files=[source] if source else [],
+        files=[],  # no file is read: `source` names the table
+        source=source,
         # What the structural model found, from the same queries as a file audit: the same
         # NOT JUDGED verdict, exit code and --explain section.
         structure=explain(con),  # type: ignore[arg-type]
@@ -487,13 +489,29 @@ def audit_clickhouse(
     """Audit the exporter's ``table`` at ``url`` (``chdb://PATH`` or
     ``clickhouse://HOST:PORT/DATABASE``) inside ClickHouse."""
     location = parse_url(url)
+    time_range = time_range or TimeRange()
+    source = {
+        "engine": "clickhouse",
+        "url": location.where,
+        "table": f"{location.database}.{table}",
+        "since": _iso(time_range.since),
+        "until": _iso(time_range.until),
+    }
     engine = connect(location)
     try:
         qualified = f"{backquoted(location.database)}.{backquoted(table)}"
         check_table(engine, location.database, table, url)
-        return audit_engine(engine, qualified, settings, time_range=time_range, source=url)
+        return audit_engine(engine, qualified, settings, time_range=time_range, source=source)
     finally:
         engine.close()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    """``moment`` in UTC as the JSON report writes times (``...Z``); naive means UTC."""
+    if moment is None:
+        return None
+    zoned = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return zoned.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def check_table(engine: ChdbEngine | ServerEngine, database: str, table: str, url: str) -> None:

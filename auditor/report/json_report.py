@@ -74,6 +74,8 @@ def _document(result: AuditResult, exponent: Callable[[float], Any] | None) -> d
         ],
         "files": result.files,
     }
+    if result.source is not None:
+        doc["source"] = result.source  # a ClickHouse table: what stands for `files`
     if not_judged:
         doc["verdict"]["not_judged"] = not_judged  # type: ignore[index]
     if result.structure is not None and (result.explained or not_judged):

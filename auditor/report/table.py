@@ -25,6 +25,7 @@ from auditor.report.values import (
     plural,
     runs_word,
     short_id,
+    source_text,
     spend,
     verdict_status,
 )
@@ -143,12 +144,17 @@ def _summary(result: AuditResult) -> RenderableType:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
-    grid.add_row(
-        "Input",
-        f"{plural(s.get('files'), 'file')}, {plural(s.get('spans'), 'span')} "
-        f"({plural(s.get('duplicate_spans'), 'duplicate')} dropped), "
-        f"{plural(s.get('problems'), 'problem')}",
+    spans = (
+        f"{plural(s.get('spans'), 'span')} "
+        f"({plural(s.get('duplicate_spans'), 'duplicate')} dropped)"
     )
+    if result.source is not None:  # a table, not files: no file read, no reading problem
+        grid.add_row("Input", f"{source_text(result.source)}, {spans}")
+    else:
+        grid.add_row(
+            "Input",
+            f"{plural(s.get('files'), 'file')}, {spans}, {plural(s.get('problems'), 'problem')}",
+        )
     grid.add_row(
         "Seen",
         f"{plural(s.get('workflows'), 'workflow')}, {plural(s.get('handoffs'), 'handoff')}, "

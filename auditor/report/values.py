@@ -39,6 +39,21 @@ def plural(n: int | float | None, word: str, words: str | None = None) -> str:
     return f"{number:,} {word if number == 1 else (words or word + 's')}"
 
 
+def source_text(source: dict[str, Any]) -> str:
+    """A table read in place (a ClickHouse audit's ``source``) for people:
+    ``otel.otel_traces on chdb://./db``, with the time range of the spans when one was
+    given."""
+    text = f"{source.get('table')} on {source.get('url')}"
+    bounds = [
+        f"{word} {source[key]}"
+        for key, word in (("since", "at or after"), ("until", "before"))
+        if source.get(key)
+    ]
+    if bounds:
+        text += f" (spans started {', '.join(bounds)})"
+    return clean(text)
+
+
 def spend(summary: dict[str, Any]) -> str:
     """The spend line of a summary: cost (marked estimated), tokens, unpriced tokens and
     the tokens charged to no agent."""

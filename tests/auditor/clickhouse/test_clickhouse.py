@@ -105,7 +105,9 @@ def _same_source(duck: AuditResult, ch: AuditResult) -> AuditResult:
     figures = dataclasses.replace(ch.figures, summary={**ch.figures.summary})
     for key in SOURCE_KEYS:
         figures.summary[key] = duck.figures.summary[key]
-    return dataclasses.replace(ch, figures=figures, files=duck.files, problems=duck.problems)
+    return dataclasses.replace(
+        ch, figures=figures, files=duck.files, problems=duck.problems, source=duck.source
+    )
 
 
 def test_the_table_is_the_exporters(engine: ChdbEngine, audited: dict) -> None:
@@ -171,6 +173,27 @@ def found(result: AuditResult) -> list[dict[str, Any]]:
 def test_reports_agree(audited: dict, fmt: str) -> None:
     duck, ch, *_ = audited["samples"]
     assert render(_same_source(duck, ch), fmt) == render(duck, fmt)
+
+
+def test_reports_name_the_table_read_not_files(audited: dict) -> None:
+    """A ClickHouse audit reads no file: the table's Input line names the table and where
+    it is, and the JSON report adds ``source`` (``files`` stays a list, empty)."""
+    source = {
+        "engine": "clickhouse",
+        "url": "clickhouse://db.internal:8123",
+        "table": "otel.otel_traces",
+        "since": "2026-01-01T00:00:00Z",
+        "until": None,
+    }
+    ch = dataclasses.replace(audited["samples"][1], source=source)
+    table = render(ch, "table", width=200)  # the Input line on one line
+    assert "otel.otel_traces on clickhouse://db.internal:8123 (spans started at or after" in table
+    assert "2026-01-01T00:00:00Z), " in table
+    assert "0 files" not in table and "0 problems" not in table
+    doc = json.loads(render(ch, "json"))
+    assert (doc["source"], doc["files"], doc["summary"]["files"]) == (source, [], 0)
+    # A file audit's report is as it was: no `source`.
+    assert "source" not in json.loads(render(audited["samples"][0], "json"))
 
 
 def test_the_time_range_is_bound_and_applied(audited: dict, engine: ChdbEngine) -> None:
@@ -334,6 +357,13 @@ def test_the_command_audits_a_chdb_directory(tmp_path: Path, audited: dict) -> N
     report = json.loads(done.stdout)
     duck = audited["cases"][0]
     assert len(report["findings"]) == len(duck.findings)
+    assert report["files"] == [] and report["source"] == {
+        "engine": "clickhouse",
+        "url": f"chdb://{folder}",
+        "table": "otel.otel_traces",
+        "since": None,
+        "until": None,
+    }
     assert (
         _cli(f"chdb://{folder}", "--rule", "full-chain-restart", "--until", "2000-01-01").returncode
         == 0
@@ -420,12 +450,13 @@ def served(engine: ChdbEngine) -> Any:
     serving.stop()
 
 
-def _served_result(duck: AuditResult, url: str) -> AuditResult:
-    """``duck`` with the source facts a server audit reports (no files read, no problems)."""
+def _served_result(duck: AuditResult, source: dict[str, Any]) -> AuditResult:
+    """``duck`` with the source facts a server audit reports (no files read, no problems,
+    the table it read)."""
     figures = dataclasses.replace(duck.figures, summary={**duck.figures.summary})
     for key in SOURCE_KEYS:
         figures.summary[key] = 0
-    return dataclasses.replace(duck, figures=figures, files=[url], problems=[])
+    return dataclasses.replace(duck, figures=figures, files=[], problems=[], source=source)
 
 
 def test_the_command_audits_a_server_through_clickhouse_connect(served: Any, audited: dict) -> None:
@@ -449,7 +480,14 @@ def test_the_command_audits_a_server_through_clickhouse_connect(served: Any, aud
         url, "--table", "cases", "--since", since, "--until", until, "--format", "json", env=env
     )
     assert done.returncode == 1, done.stderr
-    assert _close(json.loads(done.stdout), report_dict(_served_result(duck, url))) == []
+    source = {
+        "engine": "clickhouse",
+        "url": f"clickhouse://127.0.0.1:{served.port}",
+        "table": "otel.cases",
+        "since": f"{since}Z",
+        "until": f"{until}Z",
+    }
+    assert _close(json.loads(done.stdout), report_dict(_served_result(duck, source))) == []
     # What the server received: every request as the environment's user, and the range as
     # bound parameters of the queries that read the exporter's table (how many rows, its ids
     # stored more than once, then its spans, once), never as text inside them.
