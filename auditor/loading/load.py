@@ -31,10 +31,10 @@ from auditor.database.statements import (
     uncompressed,
 )
 from auditor.errors import AuditError
-from auditor.loading.problems import NOT_OTLP, LoadProblem, collapsed, non_trace_files
+from auditor.loading.problems import NOT_OTLP, LoadProblem, by_kind, collapsed, non_trace_files
 from auditor.loading.readers import Reader
 from auditor.loading.segments import merge
-from auditor.loading.sources import SourceFile, discover, has_glob
+from auditor.loading.sources import SourceFile, discover, has_glob, open_text, read_errors
 from auditor.loading.store_format import span_types
 from auditor.model import derived
 from auditor.model.attribution import attribute
@@ -368,13 +368,40 @@ def _nothing_usable(
     for problem in ts.problems[:10]:
         lines.append(f"  {problem}")
     if len(ts.problems) > 10:
-        lines.append(f"  ... and {len(ts.problems) - 10} more problems")
+        # No report is made to list them, so what they say is counted.
+        lines.append(f"  ... and {len(ts.problems) - 10} more problems, by kind:")
+        lines += [f"    {n} × {kind}" for n, kind in by_kind(ts.problems[10:])]
     for skipped in ts.skipped[:5]:
         lines.append(f"  {skipped}: {NOT_OTLP}")
-    if sources and not ts.problems and not ts.skipped:
-        lines.append("  the files hold OTLP trace exports, but without any span")
+    said = {p.file for p in ts.problems} | set(ts.skipped)
+    quiet = [s for s in sources if s.path not in said]
+    for source in quiet[:5]:
+        lines.append(f"  {source.path}: {_without_spans(source)}")
+    if len(quiet) > 5:
+        lines.append(f"  ... and {len(quiet) - 5} more files without problems or spans")
     lines.append(
         "Point handoffscope at OTLP JSON trace files (JSON-lines or documents, optionally"
         " .gz/.zst), a directory of them, or Parquet made by `handoffscope compact`."
     )
     return "\n".join(lines)
+
+
+EMPTY_PROBE: Final = 64 * 1024
+"""Bytes of a file read to tell one of blank lines from one of exports without spans."""
+
+
+def _without_spans(source: SourceFile) -> str:
+    """Why ``source``, which yielded neither a span nor a problem, held no span."""
+    try:
+        if os.path.getsize(source.path) == 0:
+            return "the file is empty (0 bytes)"
+        with open_text(source) as fh:
+            head = fh.read(EMPTY_PROBE)
+            more = fh.read(1)
+    except read_errors():
+        head, more = b"x", b""
+    if not head:
+        return "the file is empty once decompressed"
+    if not more and not head.decode("utf-8", "replace").strip():
+        return "the file holds only blank lines"
+    return "the file holds OTLP trace exports, but without any span"

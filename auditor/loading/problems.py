@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -143,6 +144,17 @@ def collapsed(problems: Sequence[LoadProblem], files: dict[str, LoadProblem]) ->
             out.append(files[p.file])
             placed.add(p.file)
     return out
+
+
+def by_kind(problems: Sequence[LoadProblem]) -> list[tuple[int, str]]:
+    """How many of ``problems`` say each thing, most first: a message up to its particulars
+    (``not valid JSON``, ``NUL bytes in this line``, ``OTLP logs, not traces``)."""
+    counts: dict[str, int] = {}
+    for p in problems:
+        kind = re.split(r" \(|; |: | at line ", p.message, maxsplit=1)[0]
+        kind = re.sub(r"^\d+ ", "", kind)
+        counts[kind] = counts.get(kind, 0) + 1
+    return sorted(((n, k) for k, n in counts.items()), key=lambda nk: -nk[0])
 
 
 def decoded(raw: bytes) -> tuple[str, str | None]:

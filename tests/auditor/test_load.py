@@ -300,6 +300,34 @@ def test_nothing_usable_raises_an_audit_error_naming_the_path(tmp_path: Path) ->
         load_traces(tmp_path / "missing")
 
 
+def test_nothing_usable_names_the_empty_files_and_counts_the_unlisted_problems(
+    tmp_path: Path,
+) -> None:
+    """An empty file is said to be empty, not to hold exports without a span; and problems
+    past the first ten, which no report shows when nothing loads, are counted by kind."""
+    (tmp_path / "e.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_text("\n \n")
+    (tmp_path / "bare.jsonl").write_text('{"resourceSpans": []}\n')
+    with pytest.raises(AuditError) as raised:
+        load_traces([tmp_path / "e.jsonl", tmp_path / "blank.jsonl", tmp_path / "bare.jsonl"])
+    said = str(raised.value).replace(f"{tmp_path}/", "").splitlines()
+    assert said[1:4] == [
+        "  e.jsonl: the file is empty (0 bytes)",
+        "  blank.jsonl: the file holds only blank lines",
+        "  bare.jsonl: the file holds OTLP trace exports, but without any span",
+    ]
+    (tmp_path / "odd.jsonl").write_text("{}\n" * 12)
+    (tmp_path / "notes.txt").write_text("oops\nnope\n")
+    with pytest.raises(AuditError) as raised:
+        load_traces([tmp_path / "odd.jsonl", tmp_path / "notes.txt"])
+    said = str(raised.value).splitlines()
+    assert said[11:14] == [
+        "  ... and 3 more problems, by kind:",
+        "    2 × JSON, but not an OTLP trace export",
+        "    1 × not a trace file",
+    ], said
+
+
 def test_pretty_documents_back_to_back(tmp_path: Path) -> None:
     a = json.loads(export(span_json("0000000000000001")))
     b = json.loads(export(span_json("0000000000000002")))
