@@ -121,8 +121,7 @@ def save(con: duckdb.DuckDBPyConnection, files: Sequence[str]) -> Path:
                 "tables": list(KEPT),
                 "per_trace": list(PER_TRACE),
                 "types": types,
-                "prices": _prices(con),
-                "price_pairs": _price_pairs(con),
+                **_price_key(con),
             }
             (partial / _MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
             # Replaced whole: a reader sees the old tables or the new ones, never a mix.
@@ -268,39 +267,47 @@ def _same_prices(con: duckdb.DuckDBPyConnection, manifest: dict[str, Any]) -> bo
     A store that grew by spans of a model it never held has a larger price table, but the
     saved rows join only the rows of their own (model, provider): they still hold when each
     pair they priced, or found no price for, has the same rows now."""
-    if manifest.get("prices") == _prices(con):
+    rows = _price_rows(con)
+    if manifest.get("prices") == _digest(rows):
         return True
     saved = manifest.get("price_pairs")
     if not isinstance(saved, dict):
         return False
-    now = _by_pair(con)
+    now = _by_pair(rows)
     return all(now.get(pair, _NO_ROWS) == digest for pair, digest in saved.items())
 
 
-def _prices(con: duckdb.DuckDBPyConnection) -> str:
-    """A digest of the price table ``con`` estimates costs with (``hs_prices``)."""
-    rows = con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall()
+def _price_key(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """What the saved tables' manifest records of ``con``'s prices: a digest of its whole
+    price table (``hs_prices``), and one of the rows of every (model, provider) its spans
+    are priced by, those nothing prices included (:data:`_NO_ROWS`)."""
+    rows = _price_rows(con)
+    now = _by_pair(rows)
+    pairs = {_pair(m, p) for m, p in con.execute(PAIRS_SQL).fetchall() if m}
+    return {
+        "prices": _digest(rows),
+        "price_pairs": {pair: now.get(pair, _NO_ROWS) for pair in sorted(pairs)},
+    }
+
+
+def _price_rows(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    return con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall()
+
+
+def _digest(rows: list[tuple[Any, ...]]) -> str:
     return hashlib.sha256(repr(rows).encode()).hexdigest()[:16]
 
 
-_NO_ROWS: Final = hashlib.sha256(repr([]).encode()).hexdigest()[:16]
+_NO_ROWS: Final = _digest([])
 """The digest of a pair nothing prices."""
 
 
-def _by_pair(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """A digest of ``con``'s price rows of each (model, provider), keyed by :func:`_pair`."""
-    rows: dict[str, list[tuple[Any, ...]]] = {}
-    for row in con.execute("SELECT * FROM hs_prices ORDER BY ALL").fetchall():
-        rows.setdefault(_pair(row[0], row[1]), []).append(row)
-    return {pair: hashlib.sha256(repr(r).encode()).hexdigest()[:16] for pair, r in rows.items()}
-
-
-def _price_pairs(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """The digest of the price rows of every (model, provider) ``con``'s spans are priced
-    by, those nothing prices included (:data:`_NO_ROWS`): what the saved rows depend on."""
-    now = _by_pair(con)
-    pairs = {_pair(m, p) for m, p in con.execute(PAIRS_SQL).fetchall() if m}
-    return {pair: now.get(pair, _NO_ROWS) for pair in sorted(pairs)}
+def _by_pair(rows: list[tuple[Any, ...]]) -> dict[str, str]:
+    """A digest of the price ``rows`` of each (model, provider), keyed by :func:`_pair`."""
+    grouped: dict[str, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        grouped.setdefault(_pair(row[0], row[1]), []).append(row)
+    return {pair: _digest(r) for pair, r in grouped.items()}
 
 
 def _pair(model: str, provider: str | None) -> str:
