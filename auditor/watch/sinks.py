@@ -68,6 +68,13 @@ class Sink(Protocol):
         """Deliver what is queued, waiting at most ``timeout_s``, then stop."""
 
 
+def _held_within(held: deque[Alert], alert: Alert, size: int) -> Alert | None:
+    """Keep ``alert`` after those ``held``; beyond ``size`` the oldest goes, and is returned:
+    every sink's outbox is bounded so."""
+    held.append(alert)
+    return held.popleft() if len(held) > size else None
+
+
 class StreamSink:
     """A readable line per alert on a text stream (stdout by default).
 
@@ -102,9 +109,7 @@ class StreamSink:
                 # A closed pipe never reopens, and a retried write would repeat what a
                 # full disk kept of the last one: stop here and keep the alerts.
                 self.failure = e
-        self._held.append(alert)
-        if len(self._held) > self._size:
-            self._held.popleft()
+        if _held_within(self._held, alert, self._size) is not None:
             self.dropped += 1
 
     def pending(self) -> list[Alert]:
@@ -139,9 +144,7 @@ class JsonlSink:
         """Called once an alert's line is on disk (the watcher journals it)."""
 
     def send(self, alert: Alert) -> None:
-        self._held.append(alert)
-        if len(self._held) > self._size:
-            self._held.popleft()
+        if _held_within(self._held, alert, self._size) is not None:
             self.dropped += 1
         self._write_held()
 
@@ -199,16 +202,13 @@ class _QueuedSink:
 
     def send(self, alert: Alert) -> None:
         with self._cond:
-            self._outbox.append(alert)
-            if len(self._outbox) > self._size:
-                lost = self._outbox.popleft()
+            lost = _held_within(self._outbox, alert, self._size)
+            if lost is not None:
                 self.dropped += 1
                 self._log(
                     f"watch: {self.name} outbox full ({self._size} alerts); dropped the oldest, "
                     f"{lost.id} ({lost.rule})"
                 )
-            else:
-                lost = None
             self._cond.notify_all()
         if lost is not None and self.on_done is not None:
             self.on_done(lost)
